@@ -1,0 +1,110 @@
+# fl-pretrain-bench workflow. Thin rules: every step calls the package's command line (benchmark/cli.py);
+# paths, plans and parameters come from benchmark/workflow.py and benchmark/tables/. Usage:
+#   snakemake --cores all table3          # legate2023 Table 3 -> results/tables/table3.md, checks, tidy CSV
+#   snakemake --cores all fedcof_table3   # another paper's table
+#   snakemake --cores all all_tables      # every table spec in paper_tables/
+#   snakemake --cores all smoke           # real CIFAR-10 subset, substitute SqueezeNet, closed-form heads
+#   ... --config data_root=/path/to/data weights_dir=/path/to/weights tier=ci
+from benchmark import workflow as wf
+from benchmark.tables.plan import target_jobs
+from benchmark.tables.spec import list_specs
+
+configfile: str(wf.DEFAULT_CONFIG)
+wf.validate_config(config)
+
+# PYTHONPATH may be unset (the shell runs with `set -u`): append the old value only when there is one.
+PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python -m benchmark.cli"
+CONDA_ENV = "env/environment.yml"
+PATHS = " ".join(
+    f"--{flag} {config[key]}"
+    for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
+    if config.get(key)
+)
+SETS = " ".join(f"--set {k}={config[k]}" for k in ("data_root", "weights_dir", "precision", "tier") if config.get(k))
+TABLES = list_specs()
+FREEFORM = wf.closed_form_targets(config)
+
+wildcard_constraints:
+    seed=r"\d+",
+    split="train|test",
+    subset=r"all|stratified\d+",
+
+
+rule all_tables:
+    localrule: True
+    input: expand("results/tables/{target}.md", target=TABLES)
+
+
+for _t in TABLES:
+    rule:
+        name: _t
+        localrule: True
+        input: f"results/tables/{_t}.md"
+
+for _t in FREEFORM:
+    rule:
+        name: _t
+        localrule: True
+        input: f"results/tidy/{_t}.csv"
+
+
+rule extract:
+    output: "results/features/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.json"
+    log: "results/logs/extract/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.log"
+    conda: CONDA_ENV
+    resources: gpu=1
+    params:
+        device=f"--device {config['device']}" if config.get("device") else "",
+    shell:
+        "{PY} extract --dataset {wildcards.dataset} --split {wildcards.split} --backbone {wildcards.backbone}"
+        " --weights {wildcards.weights} --preprocess {wildcards.preprocess} --precision {wildcards.precision}"
+        " --subset {wildcards.subset} --batch-size {config[batch_size]} {params.device} {PATHS}"
+        " --out {output} 2> {log}"
+
+
+rule partition:
+    output: "results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json"
+    log: "results/logs/partition/{dataset}/{subset}/{ptag}/seed{seed}.log"
+    conda: CONDA_ENV
+    params:
+        args=lambda w: wf.partition_cli_args(w.ptag),
+        root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
+    shell:
+        "{PY} partition --dataset {wildcards.dataset} --subset {wildcards.subset} --seed {wildcards.seed}"
+        " {params.args} {params.root} --out {output} 2> {log}"
+
+
+rule closed_form:
+    input:
+        train="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/train.json",
+        test="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/test.json",
+        partition="results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json",
+    output: "results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.csv"
+    log: "results/logs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.log"
+    conda: CONDA_ENV
+    shell:
+        "{PY} closed-form --train {input.train} --test {input.test} --partition {input.partition}"
+        " --out {output} 2> {log}"
+
+
+rule freeform_collect:
+    input: lambda w: wf.target_runs(config, w.target)
+    output: "results/tidy/{target}.csv"
+    wildcard_constraints:
+        target="|".join(FREEFORM) or "^$",
+    conda: CONDA_ENV
+    params:
+        methods=lambda w: ",".join(config["targets"][w.target]["methods"]),
+        labels=lambda w: f"--label paper={config['targets'][w.target]['paper']} --label table={config['targets'][w.target]['table']}",
+    shell: "{PY} collect {input} --methods {params.methods} {params.labels} --out {output}"
+
+
+rule paper_table:
+    input: lambda w: target_jobs(w.target, config)
+    output:
+        md="results/tables/{target}.md",
+        tidy="results/tidy/{target}.csv",
+    wildcard_constraints:
+        target="|".join(TABLES),
+    conda: CONDA_ENV
+    shell: "{PY} table {wildcards.target} {SETS}"

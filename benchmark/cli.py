@@ -1,0 +1,164 @@
+"""Command line of the suite (``flb`` or ``python -m benchmark.cli``); the Snakemake rules call it.
+
+Errors on bad input are printed as one line (``flb: error: ...``) with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from benchmark.errors import BenchmarkError
+
+
+def _common_paths(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", default=None, help="dataset root (default: $FLB_DATA_ROOT or ./data)")
+    p.add_argument("--weights-dir", default=None, help="local weight files (default: $FLB_WEIGHTS_DIR)")
+    p.add_argument(
+        "--cache-dir", default=None, help="feature cache (default: $FLB_CACHE_DIR or results/cache)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="flb", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("extract", help="extract (or find cached) features of one dataset split")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--split", required=True)
+    p.add_argument("--backbone", required=True)
+    p.add_argument("--weights", default="substitute", help="torchvision | substitute | random")
+    p.add_argument(
+        "--preprocess", required=True, help="preprocessing preset (see benchmark.features.preprocess)"
+    )
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--subset", default="all", help="'all' or 'stratified<N>' samples per class")
+    p.add_argument("--subset-seed", type=int, default=0)
+    p.add_argument("--flip-seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default=None)
+    p.add_argument("--out", required=True, help="pointer JSON to write")
+    _common_paths(p)
+
+    p = sub.add_parser("partition", help="partition a dataset's train split over clients")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--subset", default="all")
+    p.add_argument("--scheme", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--param", action="append", default=[], help="scheme parameter key=value (repeatable)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--data-root", default=None)
+
+    p = sub.add_parser("closed-form", help="run every closed-form method on cached features")
+    p.add_argument("--train", required=True)
+    p.add_argument("--test", required=True)
+    p.add_argument("--partition", required=True)
+    p.add_argument("--methods", default="", help="comma-separated method names (default: all)")
+    p.add_argument("--options", default="{}", help="JSON: per-method options")
+    p.add_argument("--out", required=True)
+
+    p = sub.add_parser("table", help="assemble, check and render a paper-table target from its runs")
+    p.add_argument("target")
+    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
+    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+
+    p = sub.add_parser("run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it")
+    p.add_argument("target")
+    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
+    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+
+    p = sub.add_parser("collect", help="concatenate tidy CSVs")
+    p.add_argument("inputs", nargs="*")
+    p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
+    p.add_argument("--label", action="append", default=[], help="set a column for every row: key=value")
+    p.add_argument("--out", required=True)
+    return ap
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from benchmark import pipeline
+
+    if args.cmd == "extract":
+        ptr = pipeline.extract_step(
+            dataset=args.dataset,
+            split=args.split,
+            backbone=args.backbone,
+            weights=args.weights,
+            preprocess=args.preprocess,
+            out=args.out,
+            precision=args.precision,
+            subset=args.subset,
+            subset_seed=args.subset_seed,
+            flip_seed=args.flip_seed,
+            batch_size=args.batch_size,
+            device=args.device,
+            data_root=args.data_root,
+            weights_dir=args.weights_dir,
+            cache_dir=args.cache_dir,
+        )
+        hit = "cache hit" if ptr["cache_hit"] else f"{ptr['images_per_s']:.1f} img/s"
+        print(
+            f"{args.dataset}/{args.split} {args.backbone}: {ptr['num_samples']} x {ptr['feature_dim']} ({hit})"
+        )
+    elif args.cmd == "partition":
+        info = pipeline.partition_step(
+            dataset=args.dataset, subset=args.subset, scheme=args.scheme, seed=args.seed, out=args.out,
+            params=pipeline.parse_kv(args.param), data_root=args.data_root,
+        )
+        print(f"partition {args.scheme} seed {args.seed}: {info['clients']} clients, sha256 {info['sha256'][:12]}")
+    elif args.cmd == "closed-form":
+        methods = [m for m in args.methods.split(",") if m] or list(pipeline.CLOSED_FORM_METHODS)
+        n = pipeline.closed_form_step(
+            train=args.train, test=args.test, partition=args.partition, methods=methods, out=args.out,
+            options=_json_arg(args.options, "--options"),
+        )
+        print(f"wrote {n} rows to {args.out}")
+    elif args.cmd == "run":
+        from benchmark.tables.assemble import build_table
+        from benchmark.tables.execute import run_target
+        from benchmark.workflow import load_config
+
+        cfg = load_config(args.config, pipeline.parse_kv(args.set))
+        jobs = run_target(args.target, cfg)
+        report = build_table(args.target, cfg)
+        print(f"{len(jobs)} jobs\n{report.summary()}")
+        return 1 if report.failed else 0
+    elif args.cmd == "table":
+        from benchmark.tables.assemble import build_table
+        from benchmark.workflow import load_config
+
+        report = build_table(args.target, load_config(args.config, pipeline.parse_kv(args.set)))
+        print(report.summary())
+        return 1 if report.failed else 0
+    elif args.cmd == "collect":
+        methods = [m for m in args.methods.split(",") if m]
+        n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=pipeline.parse_kv(args.label))
+        print(f"collected {n} rows into {args.out}")
+    return 0
+
+
+def _json_arg(text: str, name: str) -> dict:
+    from benchmark.errors import ConfigError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{name} is not valid JSON ({exc.msg})", f"pass a JSON object to {name}") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a JSON object", f"pass e.g. '{{}}' to {name}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(argv)
+    except BenchmarkError as err:
+        print(f"flb: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

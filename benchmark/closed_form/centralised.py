@@ -1,0 +1,168 @@
+"""Centralised counterparts of the closed-form heads, written independently of the federated code path.
+
+They see all training rows at once and use different numerics on purpose (per-class loops, ``lstsq`` on
+the stacked ridge system, ``np.cov``), so that "federated == centralised" tests compare two derivations:
+
+* :func:`ncm_head` - NCM: L2-normalised class means (what FedNCM must equal, legate2023 Sec. 3.2).
+* :func:`ridge_head` - ridge regression on one-hot targets, ``min ||X W - Y||^2 + lam ||W||^2``
+  (``bias=False``: fed3r_fedcof; ``bias=True``: official Fed3R with the ones column and its column
+  normalisation).
+* :func:`within_class_head` - fedcof Eq. 11 with the *true* class covariances:
+  ``G = sum_c (N_c - 1)(S_c + gamma I) + N mu_g mu_g^T + ridge I`` (what the FedCOF oracle must equal; with
+  ``gamma = 0`` this is the ridge Gram without the between-class scatter of Eq. 10).
+
+Absent classes get zero rows (and zero bias), as in the federated heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from benchmark.closed_form.heads import LinearHead
+from benchmark.closed_form.registry import FitOutput, register_method
+from benchmark.closed_form.stats import RoundCallback, check_inputs
+from benchmark.errors import ConfigError
+
+
+def _rownorm(w: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(w)
+    for c in range(w.shape[0]):
+        norm = np.sqrt(np.sum(w[c] ** 2))
+        if norm > 0:
+            out[c] = w[c] / norm
+    return out
+
+
+def ncm_head(features: np.ndarray, labels: np.ndarray, num_classes: int) -> LinearHead:
+    """Centralised NCM: ``W_c = mean(X_c) / ||mean(X_c)||``, bias 0 (float64)."""
+    x = np.asarray(features, dtype=np.float64)
+    means = np.zeros((num_classes, x.shape[1]))
+    for c in range(num_classes):
+        rows = x[labels == c]
+        if len(rows):
+            means[c] = rows.mean(axis=0)
+    return LinearHead(_rownorm(means), np.zeros(num_classes))
+
+
+def ridge_head(
+    features: np.ndarray, labels: np.ndarray, num_classes: int, *, lam: float = 0.01, bias: bool = False
+) -> LinearHead:
+    """Centralised ridge regression, solved as least squares on ``[X; sqrt(lam) I] W = [Y; 0]`` (float64).
+
+    ``bias=False``: ``W`` rows L2-normalised, no bias (Fed3R as in the fedcof repo). ``bias=True``: a ones
+    column is appended and also penalised; each class's feature weights are divided by their norm and the
+    bias by the same norm, zero norm -> 1e-6 (official Fed3R ``normalize_W``).
+    """
+    x = np.asarray(features, dtype=np.float64)
+    if bias:
+        x = np.hstack([x, np.ones((x.shape[0], 1))])
+    p = x.shape[1]
+    y = np.zeros((x.shape[0], num_classes))
+    y[np.arange(x.shape[0]), labels] = 1.0
+    stacked_x = np.vstack([x, np.sqrt(lam) * np.eye(p)])
+    stacked_y = np.vstack([y, np.zeros((p, num_classes))])
+    w, *_ = np.linalg.lstsq(stacked_x, stacked_y, rcond=None)  # (p, C)
+    if not bias:
+        return LinearHead(_rownorm(w.T), np.zeros(num_classes))
+    feat, b = w[:-1].T, w[-1]
+    norms = np.sqrt(np.sum(feat**2, axis=1))
+    norms = np.where(norms == 0.0, 1e-6, norms)
+    return LinearHead(feat / norms[:, None], b / norms)
+
+
+def within_class_head(
+    features: np.ndarray, labels: np.ndarray, num_classes: int, *, gamma: float, ridge: float = 0.0
+) -> LinearHead:
+    """fedcof Eq. 11 with the true class covariances ``S_c`` (``np.cov``, ddof=1), float64 ``solve``."""
+    x = np.asarray(features, dtype=np.float64)
+    d = x.shape[1]
+    gram = ridge * np.eye(d)
+    sums = np.zeros((num_classes, d))
+    total = 0
+    for c in range(num_classes):
+        rows = x[labels == c]
+        n = len(rows)
+        if n == 0:
+            continue
+        sums[c] = rows.sum(axis=0)
+        total += n
+        cov = np.cov(rows, rowvar=False, ddof=1).reshape(d, d) if n > 1 else np.zeros((d, d))
+        gram += (n - 1) * (cov + gamma * np.eye(d))
+    if total == 0:
+        return LinearHead(np.zeros((num_classes, d)), np.zeros(num_classes))
+    mu_g = sums.sum(axis=0) / total
+    gram += total * np.outer(mu_g, mu_g)
+    w = np.linalg.solve(gram, sums.T).T
+    return LinearHead(_rownorm(w), np.zeros(num_classes))
+
+
+def _union_rows(features: np.ndarray, labels: np.ndarray, num_classes: int, clients: Sequence[np.ndarray]):
+    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+    idx = np.sort(np.concatenate(clients)) if clients else np.zeros(0, np.int64)
+    return features[idx], labels[idx]
+
+
+def _no_rounds(rounds: Sequence[np.ndarray] | None, name: str) -> None:
+    if rounds is not None:
+        raise ConfigError(f"{name} is centralised and has no rounds", "drop participation/rounds")
+
+
+@register_method("centralised_ncm", summary="NCM on all client data (reference for FedNCM)", federated=False)
+def fit_centralised_ncm(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+) -> FitOutput:
+    """:func:`ncm_head` on the union of the clients' rows."""
+    _no_rounds(rounds, "centralised_ncm")
+    return FitOutput(ncm_head(*_union_rows(features, labels, num_classes, clients), num_classes), None)
+
+
+@register_method(
+    "centralised_ridge",
+    summary="ridge on all client data, no bias (reference for fed3r_fedcof)",
+    federated=False,
+)
+def fit_centralised_ridge(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    lam: float = 0.01,
+    bias: bool = False,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+) -> FitOutput:
+    """:func:`ridge_head` on the union of the clients' rows (``bias=True``: official Fed3R's form)."""
+    _no_rounds(rounds, "centralised_ridge")
+    x, y = _union_rows(features, labels, num_classes, clients)
+    return FitOutput(ridge_head(x, y, num_classes, lam=lam, bias=bias), None)
+
+
+@register_method(
+    "centralised_within_class",
+    summary="Eq. 11 head with true class covariances (oracle reference)",
+    federated=False,
+)
+def fit_centralised_within_class(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    gamma: float,
+    ridge: float = 0.0,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+) -> FitOutput:
+    """:func:`within_class_head` on the union of the clients' rows."""
+    _no_rounds(rounds, "centralised_within_class")
+    x, y = _union_rows(features, labels, num_classes, clients)
+    return FitOutput(within_class_head(x, y, num_classes, gamma=gamma, ridge=ridge), None)

@@ -1,0 +1,113 @@
+"""FedNCM (legate2023 Alg. 1, Sec. 3.2): the head is the L2-normalised global class means.
+
+Clients send per-class feature sums and counts (:class:`~benchmark.closed_form.stats.ClassSumsMessage`);
+the server adds them, divides, and normalises each class mean (``W_c = mu_c / ||mu_c||``). This is exact:
+it equals NCM on the union of the clients' data for any partition.
+
+Bias (papers-code.md 1.4): the paper text has no bias (``bias="zero"``, default; also the fedcof repo's
+copy, ``bias=False``). The legate2023 code keeps PyTorch's random ``nn.Linear`` bias init,
+``U(-1/sqrt(d), 1/sqrt(d))``; ``bias="random"`` draws such a bias from ``np.random.default_rng(seed)``
+(same distribution, not torch's bits).
+
+A class with no sample on any client gets a zero weight row (and zero bias with ``bias="zero"``), which is
+what ``F.normalize`` does to the reference's zero mean: its logit is 0 (or its random bias).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from benchmark.closed_form.heads import LinearHead, row_normalise, solver_dtype
+from benchmark.closed_form.registry import FitOutput, register_method
+from benchmark.closed_form.stats import (
+    ClassSumsMessage,
+    RoundCallback,
+    check_inputs,
+    class_sums_message,
+    federate,
+)
+from benchmark.errors import ConfigError
+
+Bias = Literal["zero", "random"]
+
+
+class FedNCMServer:
+    """Accumulates class sums and counts (legate2023 Alg. 1, lines 3-8)."""
+
+    def __init__(
+        self, num_classes: int, dim: int, *, bias: Bias = "zero", seed: int = 0, dtype: np.dtype = np.float64
+    ) -> None:
+        if bias not in ("zero", "random"):
+            raise ConfigError(
+                f"fedncm bias {bias!r} unknown", "use 'zero' (paper) or 'random' (legate2023 code)"
+            )
+        self.dtype = np.dtype(dtype)
+        self.sums = np.zeros((num_classes, dim), dtype=self.dtype)
+        self.counts = np.zeros(num_classes, dtype=np.int64)
+        if bias == "random":
+            bound = 1.0 / np.sqrt(dim)
+            self.bias = np.random.default_rng(seed).uniform(-bound, bound, num_classes).astype(self.dtype)
+        else:
+            self.bias = np.zeros(num_classes, dtype=self.dtype)
+
+    def add(self, message: ClassSumsMessage) -> None:
+        """Fold in one client's class sums (its classes are distinct, so plain fancy-index addition)."""
+        self.sums[message.classes] += message.sums
+        self.counts[message.classes] += message.counts
+
+    def class_means(self) -> np.ndarray:
+        """Global class means ``l_c = (1 / D_c) sum_k m_c^k`` (Alg. 1 line 7); zero for absent classes."""
+        means = np.zeros_like(self.sums)
+        present = self.counts > 0
+        means[present] = self.sums[present] / self.counts[present, None].astype(self.dtype)
+        return means
+
+    def head(self) -> LinearHead:
+        """``W = normalize(class_means)`` row-wise, bias as configured."""
+        return LinearHead(row_normalise(self.class_means()), self.bias.copy())
+
+
+@register_method("fedncm", summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means")
+def fit_fedncm(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    bias: Bias = "zero",
+    seed: int = 0,
+    solver: str = "solve64",
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+) -> FitOutput:
+    """FedNCM (legate2023 Alg. 1). ``solver`` only sets the precision (``*32``: float32 as the reference)."""
+    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+    dtype = solver_dtype(solver)
+    server = FedNCMServer(num_classes, features.shape[1], bias=bias, seed=seed, dtype=dtype)
+    head, uplink = federate(
+        features,
+        labels,
+        clients,
+        lambda k, x, y: class_sums_message(k, x, y, dtype),
+        server,
+        rounds,
+        on_round,
+    )
+    return FitOutput(head, uplink, {"class_counts": server.counts.copy()})
+
+
+def fedncm(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    bias: Bias = "zero",
+    seed: int = 0,
+    solver: str = "solve64",
+) -> LinearHead:
+    """FedNCM head (legate2023 Alg. 1); see :func:`fit_fedncm`."""
+    return fit_fedncm(features, labels, num_classes, clients, bias=bias, seed=seed, solver=solver).head

@@ -1,0 +1,257 @@
+"""Closed-form methods by name (timm-style registry) and the uniform entry point the workflow calls.
+
+``@register_method(name, summary=...)`` registers a *fit* function with the signature::
+
+    fit(features, labels, num_classes, clients, *, rounds=None, on_round=None, **options) -> FitOutput
+
+``rounds`` is a client schedule (see :func:`participation_schedule`); ``None`` means one round with every
+client. :func:`run_method` fits a method on cached train features and evaluates it on cached test features;
+with ``participation`` set it runs the multi-round protocol of fedcof Sec. 4.3 / Fig. 3-4 and records the
+accuracy after every round. :func:`paper_protocol_options` gives the reference-code options under which
+the papers' tables were produced (pinv32 solver etc., papers-code.md section 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from benchmark.closed_form.heads import LinearHead, evaluate
+from benchmark.closed_form.stats import RoundCallback
+from benchmark.errors import ConfigError, UnknownNameError
+
+
+@dataclass(frozen=True, eq=False)
+class FitOutput:
+    """What a registered fit returns: the final head, uplink floats per client (None if centralised)."""
+
+    head: LinearHead
+    uplink_floats: np.ndarray | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+FitFn = Callable[..., FitOutput]
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """A registry entry: ``fit`` plus a one-line summary and whether it is a federated protocol."""
+
+    name: str
+    fit: FitFn
+    summary: str
+    federated: bool
+
+
+@dataclass(frozen=True, eq=False)
+class MethodResult:
+    """Result of :func:`run_method`: test top-1 accuracy in percent, the head, uplink floats, extras.
+
+    ``extra`` holds ``method``, ``options`` and, for multi-round runs, ``rounds``: one dict per round with
+    ``round``, ``draw`` (index of the sampling draw), ``new_clients``, ``clients_seen`` and ``accuracy``.
+    """
+
+    accuracy: float
+    head: LinearHead
+    uplink_floats: np.ndarray | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, MethodInfo] = {}
+
+
+def register_method(name: str, *, summary: str, federated: bool = True) -> Callable[[FitFn], FitFn]:
+    """Decorator registering ``fit`` under ``name`` (registering a name twice is an error)."""
+
+    def deco(fn: FitFn) -> FitFn:
+        if name in _REGISTRY:
+            raise ValueError(f"closed-form method {name!r} registered twice")
+        _REGISTRY[name] = MethodInfo(name, fn, summary, federated)
+        return fn
+
+    return deco
+
+
+def _ensure_loaded() -> None:
+    # Importing the method modules registers them.
+    from benchmark.closed_form import centralised, fed3r, fedcof, fedncm  # noqa: F401
+
+
+def list_methods() -> list[str]:
+    """Names of all registered closed-form methods."""
+    _ensure_loaded()
+    return sorted(_REGISTRY)
+
+
+def get_method(name: str) -> MethodInfo:
+    """Registry entry of ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown closed-form method {name!r}", f"use one of: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ScheduledRound:
+    """One initialisation round: the draw index, the clients sampled, and those not seen before."""
+
+    draw: int
+    sampled: np.ndarray
+    new: np.ndarray
+
+
+def participation_schedule(
+    num_clients: int,
+    *,
+    participation: float = 0.3,
+    seed: int = 0,
+    max_rounds: int = 100,
+    clients_per_round: int | None = None,
+) -> list[ScheduledRound]:
+    """Multi-round initialisation schedule (fedcof Sec. 4.3 and Fig. 3-4; path B of the reference code).
+
+    Each draw samples ``m = clients_per_round`` (default ``max(1, round(participation * K))``, 30 of 100 in
+    the paper) clients uniformly without replacement with ``np.random.default_rng(seed)``. As in the
+    reference, already-seen clients send nothing again and a draw with no new client is skipped (no round,
+    no evaluation); it stops when every client has been seen or after ``max_rounds`` draws (reference: 100).
+    Only rounds that bring at least one new client are returned.
+    """
+    if num_clients < 1:
+        raise ConfigError("participation_schedule: no clients", "pass at least one client")
+    if clients_per_round is None:
+        if not 0 < participation <= 1:
+            raise ConfigError(f"participation must be in (0, 1], got {participation}", "the paper uses 0.3")
+        clients_per_round = max(1, int(np.floor(participation * num_clients + 0.5)))
+    m = min(int(clients_per_round), num_clients)
+    if m < 1:
+        raise ConfigError(f"clients_per_round must be >= 1, got {clients_per_round}", "use a positive count")
+    rng = np.random.default_rng(seed)
+    seen = np.zeros(num_clients, dtype=bool)
+    out: list[ScheduledRound] = []
+    for draw in range(max_rounds):
+        if seen.all():
+            break
+        sampled = np.sort(rng.choice(num_clients, size=m, replace=False))
+        new = sampled[~seen[sampled]]
+        if new.size == 0:
+            continue
+        seen[new] = True
+        out.append(ScheduledRound(draw, sampled, new))
+    return out
+
+
+def run_method(
+    name: str,
+    features_train: np.ndarray,
+    labels_train: np.ndarray,
+    features_test: np.ndarray,
+    labels_test: np.ndarray,
+    clients: Sequence[np.ndarray],
+    num_classes: int,
+    *,
+    participation: float | None = None,
+    schedule_seed: int = 0,
+    max_rounds: int = 100,
+    clients_per_round: int | None = None,
+    **options: Any,
+) -> MethodResult:
+    """Fit method ``name`` on the train features of ``clients`` and return its test accuracy (percent).
+
+    ``options`` go to the method's fit (e.g. ``gamma``, ``lam``, ``solver``, ``subsets``, ``noise``; see
+    each method). With ``participation`` (fraction per round, fedcof uses 0.3) the multi-round protocol
+    runs: clients arrive by :func:`participation_schedule` and the accuracy after each round is recorded in
+    ``extra["rounds"]``; once every client was seen the head equals the one-shot head. Centralised methods
+    are fitted on the union of the clients' rows (so they are
+    comparable with the federated methods on the same data).
+    """
+    info = get_method(name)
+    extra: dict[str, Any] = {"method": name, "options": dict(options)}
+    rounds: list[np.ndarray] | None = None
+    on_round: RoundCallback | None = None
+    if participation is not None or clients_per_round is not None:
+        if not info.federated:
+            raise ConfigError(f"method {name!r} is centralised", "drop participation for centralised methods")
+        schedule = participation_schedule(
+            len(clients),
+            participation=0.3 if participation is None else participation,
+            seed=schedule_seed,
+            max_rounds=max_rounds,
+            clients_per_round=clients_per_round,
+        )
+        rounds = [s.new for s in schedule]
+        records: list[dict[str, Any]] = []
+        seen = np.cumsum([len(s.new) for s in schedule])
+
+        def on_round(r: int, head: LinearHead) -> None:
+            records.append(
+                {
+                    "round": r,
+                    "draw": schedule[r].draw,
+                    "new_clients": len(schedule[r].new),
+                    "clients_seen": int(seen[r]),
+                    "accuracy": evaluate(head, features_test, labels_test),
+                }
+            )
+
+        extra["rounds"] = records
+        extra["all_clients_seen"] = bool(seen[-1] == len(clients)) if len(seen) else False
+    out = info.fit(
+        features_train, labels_train, num_classes, clients, rounds=rounds, on_round=on_round, **options
+    )
+    extra.update(out.extra)
+    return MethodResult(evaluate(out.head, features_test, labels_test), out.head, out.uplink_floats, extra)
+
+
+def paper_protocol_options(
+    method: str, *, paper: str = "fedcof", model_name: str | None = None
+) -> dict[str, Any]:
+    """Options reproducing the reference code behind a paper's tables (papers-code.md 1.4, 2.4, 3, 6).
+
+    * ``paper="fedcof"`` (fedcof Table 3, path A of its code): every server in float32 with ``pinv``
+      (``solver="pinv32"``); FedNCM without bias; Fed3R ``lam=0.01``; FedCOF/oracle ``gamma`` by backbone
+      (:func:`~benchmark.closed_form.fedcof.default_gamma`, needs ``model_name``), no extra ridge
+      (the paper text's ``lambda = 0.01`` is not in the code), K_c = 1 handled as the code does.
+      Official Fed3R: float32 ``solve`` (``solver="solve32"``).
+    * ``paper="fedcof-multiround"`` (Fig. 3-4, path B): as above, but FedCOF adds ``gamma I`` once more
+      to the estimated Gram (``ridge = gamma``) and a class seen on one client only gets the noisy-copy
+      covariance (``single_client="path_b_noise"``).
+    * ``paper="legate2023"``: FedNCM with the random ``nn.Linear`` bias (``bias="random"``), float32.
+    """
+    from benchmark.closed_form.fedcof import default_gamma
+
+    get_method(method)
+
+    def gamma() -> float:
+        if model_name is None:
+            raise ConfigError(
+                f"paper_protocol_options({method!r}) needs model_name", "pass the backbone name"
+            )
+        return default_gamma(model_name)
+
+    if paper == "legate2023":
+        if method != "fedncm":
+            raise ConfigError(f"legate2023 has no closed-form method {method!r}", "use method='fedncm'")
+        return {"bias": "random", "solver": "pinv32"}
+    if paper not in ("fedcof", "fedcof-multiround"):
+        raise UnknownNameError(
+            f"unknown paper protocol {paper!r}", "use fedcof, fedcof-multiround or legate2023"
+        )
+    table: dict[str, Callable[[], dict[str, Any]]] = {
+        "fedncm": lambda: {"bias": "zero", "solver": "pinv32"},
+        "fed3r_fedcof": lambda: {"lam": 0.01, "solver": "pinv32"},
+        "fed3r_official": lambda: {"lam": 0.01, "solver": "solve32"},
+        "fedcof": lambda: {"gamma": gamma(), "ridge": 0.0, "single_client": "zero", "solver": "pinv32"},
+        "fedcof_oracle": lambda: {"gamma": gamma(), "ridge": 0.0, "solver": "pinv32"},
+    }
+    if method not in table:
+        raise ConfigError(f"no paper protocol for method {method!r}", f"use one of: {', '.join(table)}")
+    opts = table[method]()
+    if paper == "fedcof-multiround" and method == "fedcof":
+        opts.update(ridge=opts["gamma"], single_client="path_b_noise")
+    return opts

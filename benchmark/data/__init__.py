@@ -1,0 +1,1 @@
+"""Dataset registry (loaders by name) and client partitions."""

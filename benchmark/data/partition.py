@@ -1,0 +1,839 @@
+"""Client partitions: which dataset indices each federated client holds.
+
+Every partitioner is a pure function of ``(labels, seed, parameters)`` and returns a :class:`Partition`,
+an immutable list of per-client int64 index arrays pinned by the sha256 of those indices. Randomness
+comes only from ``benchmark.seeding.numpy_rng(seed, "partition")``: the same seed always gives the same
+partition (same hash) on the same numpy major version, and the partition stream is independent of the
+client-sampling, model-init and data-order streams.
+
+Schemes (registered by name, see :func:`get_partitioner`):
+
+``dirichlet``
+    Per-client label proportions with balanced client sizes: the algorithm of the legate2023 / FLSim
+    ``DirichletSharder`` and of FedCOF's ``partition_dataset_by_dirichlet`` (reference audit,
+    papers-code.md §1.2, §2.2), following Hsu et al. 2019 ("Measuring the effects of non-identical data
+    distribution", arXiv:1909.06335), which both papers cite for their split.
+``dirichlet_per_class``
+    Per-class proportions over clients (Yurochkin et al. 2019, Wang et al. 2020 "FedMA", and
+    NIID-Bench, Li et al. 2022): unbalanced client sizes.
+``iid``
+    A shuffled, near-equal split.
+``shards``
+    FedBABU's shard scheme (fedbabu §3 "Experimental setup" and Appendix R; the LG-FedAvg sampler the
+    FedBABU code uses, papers-code.md §4), with :func:`shards_test_split` giving each client test data
+    from its own classes.
+``natural``
+    Natural users from a per-sample user id (iNaturalist-User-120k, Hsu et al. 2020).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from benchmark.errors import (
+    CacheCorruptError,
+    ChecksumError,
+    ConfigError,
+    DataMissingError,
+    UnknownNameError,
+)
+from benchmark.io import atomic_write_text
+from benchmark.seeding import check_seed, numpy_rng
+
+FORMAT = "fl-pretrain-bench/partition"
+FORMAT_VERSION = 1
+_HASH_HEADER = b"fl-pretrain-bench partition v1\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# The Partition record
+# --------------------------------------------------------------------------------------------------
+
+
+def partition_sha256(clients: Sequence[npt.ArrayLike]) -> str:
+    """sha256 of a list of client index arrays; client order, index order and client sizes all count.
+
+    Hashed bytes: a fixed header, the number of clients and every client size (little-endian int64),
+    then all indices concatenated in client order (little-endian int64). Two partitions have the same
+    hash exactly when they hold the same indices in the same order with the same client boundaries.
+    """
+    arrays = [np.asarray(c, dtype="<i8").ravel() for c in clients]
+    h = hashlib.sha256(_HASH_HEADER)
+    h.update(np.asarray([len(arrays)], dtype="<i8").tobytes())
+    h.update(np.asarray([a.size for a in arrays], dtype="<i8").tobytes())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _canonical_json(value: Any, what: str) -> Any:
+    """Round-trip through JSON so in-memory and reloaded partitions compare equal."""
+    try:
+        return json.loads(json.dumps(value, sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(
+            f"Partition.{what} must be JSON-serialisable: {err}", "use plain numbers, lists, str"
+        ) from None
+
+
+def _as_index_array(client: object, k: int) -> np.ndarray:
+    arr = np.asarray(client)
+    if arr.ndim != 1:
+        raise ConfigError(f"Partition.clients[{k}] must be a 1-D index array, got shape {arr.shape}")
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind not in "iu":
+        raise ConfigError(f"Partition.clients[{k}] must hold integers, got dtype {arr.dtype}")
+    out = np.array(arr, dtype=np.int64, copy=True)
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """Per-client sample indices, the scheme and parameters that made them, and their sha256.
+
+    ``clients[k]`` is client k's int64 index array (read-only), in the order the scheme produced it (for
+    ``dirichlet`` that is the draw order, which FLSim keeps as the batch order). No index appears twice.
+    ``sha256`` is :func:`partition_sha256` of ``clients``; leave it empty to have it computed, or pass a
+    stored value to have it checked. ``params`` are the scheme's parameters, ``extras`` any outputs
+    besides the indices (e.g. the shard label assignment); both are JSON-normalised. ``seed`` is the
+    partition seed (``None`` for schemes that use no randomness).
+    """
+
+    clients: tuple[np.ndarray, ...]
+    scheme: str
+    params: Mapping[str, Any]
+    seed: int | None
+    sha256: str = ""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scheme, str) or not self.scheme:
+            raise ConfigError(f"Partition.scheme must be a non-empty string, got {self.scheme!r}")
+        if isinstance(self.clients, np.ndarray) or not isinstance(self.clients, Sequence):
+            raise ConfigError("Partition.clients must be a sequence of 1-D index arrays")
+        clients = tuple(_as_index_array(c, k) for k, c in enumerate(self.clients))
+        if not clients:
+            raise ConfigError("Partition.clients is empty", "a partition needs at least one client")
+        flat = np.concatenate(clients)
+        if flat.size and flat.min() < 0:
+            raise ConfigError("Partition.clients holds a negative index", "indices must be >= 0")
+        if np.unique(flat).size != flat.size:
+            raise ConfigError(
+                "Partition.clients assigns some index more than once", "each sample has one client"
+            )
+        seed = None if self.seed is None else check_seed(self.seed, "Partition.seed")
+        digest = partition_sha256(clients)
+        if self.sha256 and self.sha256 != digest:
+            raise ConfigError(
+                f"Partition.sha256 {self.sha256} does not match its indices ({digest})",
+                "the indices were altered; rebuild the partition",
+            )
+        object.__setattr__(self, "clients", clients)
+        object.__setattr__(self, "seed", seed)
+        object.__setattr__(self, "sha256", digest)
+        object.__setattr__(self, "params", _canonical_json(dict(self.params), "params"))
+        object.__setattr__(self, "extras", _canonical_json(dict(self.extras), "extras"))
+
+    # -- identity ----------------------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Partition):
+            return NotImplemented
+        return (self.sha256, self.scheme, self.params, self.seed, self.extras) == (
+            other.sha256,
+            other.scheme,
+            other.params,
+            other.seed,
+            other.extras,
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.sha256)
+
+    def __repr__(self) -> str:
+        return (
+            f"Partition(scheme={self.scheme!r}, num_clients={self.num_clients}, "
+            f"num_assigned={self.num_assigned}, seed={self.seed}, params={self.params}, "
+            f"sha256={self.sha256[:12]}...)"
+        )
+
+    # -- summaries ---------------------------------------------------------------------------------
+    @property
+    def num_clients(self) -> int:
+        """Number of clients K."""
+        return len(self.clients)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Per-client sample counts, shape (K,)."""
+        return np.array([c.size for c in self.clients], dtype=np.int64)
+
+    @property
+    def num_assigned(self) -> int:
+        """Number of samples assigned to some client."""
+        return int(self.sizes.sum())
+
+    def client_of(self, num_samples: int) -> np.ndarray:
+        """Client id of every sample, shape (num_samples,); -1 for samples no client holds."""
+        flat = np.concatenate(self.clients)
+        if flat.size and flat.max() >= num_samples:
+            raise ConfigError(
+                f"num_samples={num_samples} but the partition holds index {int(flat.max())}",
+                "pass the size of the split this partition was made for",
+            )
+        out = np.full(num_samples, -1, dtype=np.int64)
+        out[flat] = np.repeat(np.arange(self.num_clients, dtype=np.int64), self.sizes)
+        return out
+
+    def client_class_counts(self, labels: npt.ArrayLike, num_classes: int | None = None) -> np.ndarray:
+        """(K, C) int64 array: ``[k, c]`` = number of samples of class c held by client k."""
+        y = _as_labels(labels)
+        c_total = _num_classes(y, num_classes)
+        flat = np.concatenate(self.clients)
+        if flat.size and flat.max() >= y.size:
+            raise ConfigError(
+                f"labels has {y.size} entries but the partition holds index {int(flat.max())}",
+                "pass the labels of the split this partition was made for",
+            )
+        owner = np.repeat(np.arange(self.num_clients, dtype=np.int64), self.sizes)
+        counts = np.bincount(owner * c_total + y[flat], minlength=self.num_clients * c_total)
+        return counts.reshape(self.num_clients, c_total).astype(np.int64)
+
+    # -- caching -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (format tag, version, metadata, sha256 and the index lists)."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "scheme": self.scheme,
+            "params": dict(self.params),
+            "seed": self.seed,
+            "sha256": self.sha256,
+            "extras": dict(self.extras),
+            "num_clients": self.num_clients,
+            "clients": [c.tolist() for c in self.clients],
+        }
+
+    def to_json(self, path: str | Path) -> None:
+        """Write the partition to ``path`` atomically (compact JSON; nothing half-written is left)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        atomic_write_text(path, text + "\n")
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], source: str = "partition") -> Partition:
+        """Rebuild and validate a partition from :meth:`to_dict` output; :class:`CacheCorruptError` if bad."""
+        fix = f"delete {source} and rebuild the partition"
+        if not isinstance(obj, Mapping):
+            raise CacheCorruptError(f"{source}: top level is not a JSON object", fix)
+        if obj.get("format") != FORMAT or obj.get("version") != FORMAT_VERSION:
+            raise CacheCorruptError(
+                f"{source}: format {obj.get('format')!r} version {obj.get('version')!r} is not "
+                f"{FORMAT!r} version {FORMAT_VERSION}",
+                fix,
+            )
+        required = ("scheme", "params", "seed", "sha256", "extras", "num_clients", "clients")
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise CacheCorruptError(f"{source}: missing field(s) {', '.join(missing)}", fix)
+        clients = obj["clients"]
+        if not isinstance(clients, list) or len(clients) != obj["num_clients"]:
+            raise CacheCorruptError(f"{source}: 'clients' is not a list of num_clients index lists", fix)
+        arrays = []
+        for k, c in enumerate(clients):
+            if not isinstance(c, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in c):
+                raise CacheCorruptError(f"{source}: clients[{k}] is not a list of integers", fix)
+            arrays.append(np.asarray(c, dtype=np.int64))
+        if not isinstance(obj["params"], Mapping) or not isinstance(obj["extras"], Mapping):
+            raise CacheCorruptError(f"{source}: 'params' and 'extras' must be JSON objects", fix)
+        try:
+            return cls(
+                clients=tuple(arrays),
+                scheme=obj["scheme"],
+                params=obj["params"],
+                seed=obj["seed"],
+                sha256=str(obj["sha256"]),
+                extras=obj["extras"],
+            )
+        except ConfigError as err:
+            raise CacheCorruptError(f"{source}: {err.what}", fix) from None
+
+    @classmethod
+    def from_json(
+        cls,
+        path: str | Path,
+        *,
+        expected_sha256: str | None = None,
+        num_samples: int | None = None,
+    ) -> Partition:
+        """Load a partition written by :meth:`to_json`, validating format, indices and hash.
+
+        Raises :class:`DataMissingError` if the file is absent, :class:`CacheCorruptError` if it cannot be
+        parsed, its indices do not match its stored sha256, or (with ``num_samples``) an index is out of
+        range, and :class:`ChecksumError` if ``expected_sha256`` is given and differs.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise DataMissingError(f"partition file {path} is missing", "build the partition first")
+        try:
+            obj = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CacheCorruptError(
+                f"{path}: not readable JSON ({err})", f"delete {path} and rebuild it"
+            ) from None
+        part = cls.from_dict(obj, source=str(path))
+        if num_samples is not None:
+            flat = np.concatenate(part.clients)
+            if flat.size and int(flat.max()) >= num_samples:
+                raise CacheCorruptError(
+                    f"{path}: index {int(flat.max())} out of range for a split of {num_samples} samples",
+                    f"the cache belongs to another dataset split; delete {path} and rebuild it",
+                )
+        if expected_sha256 is not None and part.sha256 != expected_sha256.lower():
+            raise ChecksumError(
+                f"{path}: partition sha256 {part.sha256} differs from the expected {expected_sha256}",
+                "the cached partition is not the pinned one; delete it and rebuild with the pinned seed",
+            )
+        return part
+
+
+# --------------------------------------------------------------------------------------------------
+# Input validation
+# --------------------------------------------------------------------------------------------------
+
+
+def _as_labels(labels: npt.ArrayLike, name: str = "labels") -> np.ndarray:
+    arr = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ConfigError(f"{name} must be a 1-D array of class ids, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ConfigError(f"{name} is empty", "pass the class id of every sample of the split")
+    if arr.dtype.kind not in "iu":
+        raise ConfigError(
+            f"{name} must hold integer class ids, got dtype {arr.dtype}", "convert with labels.astype(int)"
+        )
+    if arr.min() < 0:
+        raise ConfigError(f"{name} holds a negative class id ({int(arr.min())})", "class ids are 0..C-1")
+    return arr.astype(np.int64, copy=False)
+
+
+def _num_classes(y: np.ndarray, num_classes: int | None) -> int:
+    needed = int(y.max()) + 1
+    if num_classes is None:
+        return needed
+    c = _positive_int(num_classes, "num_classes")
+    if c < needed:
+        raise ConfigError(
+            f"num_classes={c} but labels holds class id {needed - 1}", f"set num_classes >= {needed}"
+        )
+    return c
+
+
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _num_clients(value: object, n: int) -> int:
+    k = _positive_int(value, "num_clients")
+    if k > n:
+        raise ConfigError(f"num_clients={k} exceeds the number of samples ({n})", f"use num_clients <= {n}")
+    return k
+
+
+def _alpha(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"alpha must be a positive number, got {value!r}")
+    a = float(value)
+    if not math.isfinite(a) or a <= 0.0:
+        raise ConfigError(f"alpha must be a positive finite number, got {a}", "e.g. alpha=0.1")
+    return a
+
+
+def _class_pools(y: np.ndarray, c_total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indices grouped by class in dataset order, per-class counts, per-class offsets)."""
+    order = np.argsort(y, kind="stable").astype(np.int64)
+    counts = np.bincount(y, minlength=c_total).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return order, counts, offsets
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------------
+
+Partitioner = Callable[..., Partition]
+_REGISTRY: dict[str, Partitioner] = {}
+
+
+def register_partitioner(name: str) -> Callable[[Partitioner], Partitioner]:
+    """Decorator registering a partitioner ``fn(labels, seed, **params) -> Partition`` under ``name``."""
+
+    def deco(fn: Partitioner) -> Partitioner:
+        if name in _REGISTRY:
+            raise ConfigError(f"partition scheme {name!r} is registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def available_partitioners() -> tuple[str, ...]:
+    """Names of the registered partition schemes, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get_partitioner(name: str) -> Partitioner:
+    """The partitioner registered as ``name``; :class:`UnknownNameError` listing the names otherwise."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(
+            f"unknown partition scheme {name!r}", f"use one of: {', '.join(available_partitioners())}"
+        ) from None
+
+
+def make_partition(scheme: str, labels: npt.ArrayLike, seed: int | None, **params: Any) -> Partition:
+    """Build a partition by scheme name, checking ``params`` against the scheme's signature.
+
+    An unexpected or missing parameter raises :class:`ConfigError` naming it (rather than a TypeError).
+    """
+    fn = get_partitioner(scheme)
+    sig = inspect.signature(fn)
+    allowed = list(sig.parameters)[2:]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"partition scheme {scheme!r} has no parameter(s) {', '.join(unknown)}",
+            f"its parameters are: {', '.join(allowed)}",
+        )
+    missing = [
+        p.name
+        for p in list(sig.parameters.values())[2:]
+        if p.default is inspect.Parameter.empty and p.name not in params
+    ]
+    if missing:
+        raise ConfigError(f"partition scheme {scheme!r} needs parameter(s) {', '.join(missing)}")
+    return fn(labels, seed, **params)
+
+
+# --------------------------------------------------------------------------------------------------
+# dirichlet: per-client proportions, balanced sizes (legate2023 / FLSim / FedCOF)
+# --------------------------------------------------------------------------------------------------
+
+
+def _dirichlet_inputs(
+    rng: np.random.Generator, y: np.ndarray, c_total: int, num_clients: int, alpha: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """All random draws of :func:`dirichlet`, in order: q (K, C), shuffled class pools, uniforms (K, n)."""
+    q = rng.dirichlet(np.full(c_total, alpha), size=num_clients)
+    pool, counts, offsets = _class_pools(y, c_total)
+    for c in range(c_total):
+        if counts[c] > 1:
+            seg = pool[offsets[c] : offsets[c] + counts[c]]
+            seg[:] = rng.permutation(seg)
+    u = rng.random((num_clients, y.size // num_clients))
+    return q, pool, counts, offsets, u
+
+
+def _class_cdf(q_row: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, float, int, bool]:
+    """CDF of client proportions restricted to available classes (uniform over them on a 0/0 row)."""
+    p = np.where(avail, q_row, 0.0)
+    cdf = np.cumsum(p)
+    fallback = not cdf[-1] > 0.0
+    if fallback:
+        p = avail.astype(np.float64)
+        cdf = np.cumsum(p)
+    last = int(np.flatnonzero(p)[-1])
+    return cdf, float(cdf[-1]), last, fallback
+
+
+def _dirichlet_assign(
+    q: np.ndarray, pool: np.ndarray, counts: np.ndarray, offsets: np.ndarray, u: np.ndarray
+) -> tuple[list[np.ndarray], int]:
+    """Deterministic core of :func:`dirichlet`: map the uniforms ``u`` to sample indices.
+
+    Draw j of client k is the class ``searchsorted(cdf, u[k, j] * cdf[-1], 'right')`` under the CDF of
+    ``q[k]`` restricted to the not-yet-exhausted classes, and takes that class's next unused index.
+    This equals drawing one sample at a time; it is vectorised by mapping all of a client's remaining
+    uniforms under the current CDF, keeping the prefix up to the first draw that exhausts a class, and
+    re-mapping the rest under the new CDF (at most K + C blocks in total).
+    Returns the per-client index arrays and the number of clients that hit the 0/0 fallback.
+    """
+    num_clients, per_client = u.shape
+    c_total = counts.size
+    remaining = counts.copy()
+    ptr = np.zeros(c_total, dtype=np.int64)
+    fallbacks = 0
+    clients: list[np.ndarray] = []
+    for k in range(num_clients):
+        out = np.empty(per_client, dtype=np.int64)
+        pos = 0
+        used_fallback = False
+        while pos < per_client:
+            avail = remaining > 0
+            cdf, total, last, fb = _class_cdf(q[k], avail)
+            used_fallback |= fb
+            draws = np.searchsorted(cdf, u[k, pos:] * total, side="right")
+            np.minimum(draws, last, out=draws)
+            hits = np.bincount(draws, minlength=c_total)
+            exhausted = np.flatnonzero(avail & (hits >= remaining))
+            if exhausted.size:
+                stop = min(int(np.flatnonzero(draws == c)[remaining[c] - 1]) for c in exhausted)
+                draws = draws[: stop + 1]
+                hits = np.bincount(draws, minlength=c_total)
+            m = draws.size
+            order = np.argsort(draws, kind="stable")
+            starts = np.cumsum(hits) - hits
+            rank = np.empty(m, dtype=np.int64)
+            rank[order] = np.arange(m, dtype=np.int64) - starts[draws[order]]
+            out[pos : pos + m] = pool[offsets[draws] + ptr[draws] + rank]
+            ptr += hits
+            remaining -= hits
+            pos += m
+        fallbacks += int(used_fallback)
+        clients.append(out)
+    return clients, fallbacks
+
+
+@register_partitioner("dirichlet")
+def dirichlet(
+    labels: npt.ArrayLike,
+    seed: int,
+    *,
+    num_clients: int,
+    alpha: float,
+    num_classes: int | None = None,
+) -> Partition:
+    """Per-client Dirichlet label proportions with equal client sizes (legate2023 §4, fedcof §5).
+
+    Algorithm (legate2023's FLSim ``DirichletSharder.noniid_dirichlet`` = FedCOF's
+    ``partition_dataset_by_dirichlet``; papers-code.md §1.2, §2.2; the label model of Hsu et al. 2019):
+
+    1. for each client k draw q_k ~ Dir(alpha * 1_C);
+    2. shuffle each class's indices;
+    3. for k = 0..K-1, give client k exactly floor(N/K) samples, one at a time: draw a class from q_k
+       restricted to the classes with unused samples (renormalised), take that class's next unused index.
+
+    Clients are filled in order, so early clients exhaust popular classes and the last clients get the
+    leftovers (the reference code shows the same: papers-code.md §1.2). The ``N mod K`` samples never
+    drawn stay unassigned, as in the reference. The client's indices are in draw order.
+
+    Departures from the reference code, all deliberate:
+
+    * seeded ``numpy.random.Generator`` from ``seeding.numpy_rng(seed, "partition")`` instead of the
+      unseeded global numpy RNG (legate2023) or ``np.random.seed`` (FedCOF); partitions are therefore
+      reproducible but not bit-identical to any reference run;
+    * the reference zeroes an exhausted class and renormalises all rows by division; we keep q and mask
+      exhausted classes, which is the same distribution (renormalisation is scale-free) up to rounding;
+    * a 0/0 row (all of a client's classes with q_k > 0 are exhausted, possible when Dirichlet draws
+      underflow to exact zeros at small alpha) gives NaN in the reference and crashes its multinomial
+      draw; here that client draws uniformly over the remaining classes (counted in
+      ``extras["zero_row_fallbacks"]``);
+    * classes with no samples (``num_classes`` larger than the classes present) are excluded from the
+      start. In legate2023's code a draw of such a class raises IndexError and, because ``i -= 1`` inside a
+      ``for`` loop is a no-op, the client silently gets one sample fewer; we give the intended retry
+      (FedCOF sidesteps it by using only the classes present). So every client gets exactly floor(N/K).
+
+    ``num_classes`` defaults to ``max(labels) + 1``.
+    """
+    y = _as_labels(labels)
+    seed = check_seed(seed)
+    k_total = _num_clients(num_clients, y.size)
+    a = _alpha(alpha)
+    c_total = _num_classes(y, num_classes)
+    rng = numpy_rng(seed, "partition")
+    q, pool, counts, offsets, u = _dirichlet_inputs(rng, y, c_total, k_total, a)
+    clients, fallbacks = _dirichlet_assign(q, pool, counts, offsets, u)
+    return Partition(
+        clients=tuple(clients),
+        scheme="dirichlet",
+        params={"num_clients": k_total, "alpha": a, "num_classes": c_total},
+        seed=seed,
+        extras={"zero_row_fallbacks": fallbacks, "unassigned": int(y.size - k_total * (y.size // k_total))},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# dirichlet_per_class: per-class proportions over clients (Yurochkin 2019 / FedMA / NIID-Bench)
+# --------------------------------------------------------------------------------------------------
+
+
+@register_partitioner("dirichlet_per_class")
+def dirichlet_per_class(
+    labels: npt.ArrayLike,
+    seed: int,
+    *,
+    num_clients: int,
+    alpha: float,
+    num_classes: int | None = None,
+    min_size: int = 0,
+    max_tries: int = 1000,
+) -> Partition:
+    """Per-class Dirichlet proportions over clients: every sample assigned, client sizes vary.
+
+    For each class c in order: shuffle its indices, draw p_c ~ Dir(alpha * 1_K) and cut the shuffled
+    list at ``floor(cumsum(p_c)[:-1] * n_c)`` (the rounding of NIID-Bench, Li et al. 2022; scheme of
+    Yurochkin et al. 2019 and Wang et al. 2020). Client k's indices are its chunks in class order.
+
+    This is NOT the legate2023/FedCOF split (that is :func:`dirichlet`, per-client proportions; the
+    label model of Hsu et al. 2019). FedCOF's unused ``old_partition_dataset_by_dirichlet`` is this scheme
+    with a different rounding (truncate each share, remainder to the last client).
+
+    ``min_size`` reproduces NIID-Bench's ``min_require_size`` option (it uses 10): redraw the whole
+    partition until every client has at least ``min_size`` samples, at most ``max_tries`` times
+    (:class:`ConfigError` after that). The default 0 draws once.
+    """
+    y = _as_labels(labels)
+    seed = check_seed(seed)
+    k_total = _num_clients(num_clients, y.size)
+    a = _alpha(alpha)
+    c_total = _num_classes(y, num_classes)
+    if isinstance(min_size, bool) or not isinstance(min_size, numbers.Integral) or min_size < 0:
+        raise ConfigError(f"min_size must be a non-negative integer, got {min_size!r}")
+    if min_size * k_total > y.size:
+        raise ConfigError(
+            f"min_size={min_size} x num_clients={k_total} exceeds the {y.size} samples", "lower min_size"
+        )
+    tries = _positive_int(max_tries, "max_tries")
+    rng = numpy_rng(seed, "partition")
+    pool, counts, offsets = _class_pools(y, c_total)
+    for _ in range(tries):
+        chunks: list[list[np.ndarray]] = [[] for _ in range(k_total)]
+        for c in range(c_total):
+            idx = rng.permutation(pool[offsets[c] : offsets[c] + counts[c]])
+            p = rng.dirichlet(np.full(k_total, a))
+            cuts = (np.cumsum(p) * counts[c]).astype(np.int64)[:-1]
+            for k, part in enumerate(np.split(idx, cuts)):
+                chunks[k].append(part)
+        clients = [np.concatenate(ch) if ch else np.empty(0, np.int64) for ch in chunks]
+        if min(c.size for c in clients) >= min_size:
+            return Partition(
+                clients=tuple(clients),
+                scheme="dirichlet_per_class",
+                params={
+                    "num_clients": k_total,
+                    "alpha": a,
+                    "num_classes": c_total,
+                    "min_size": int(min_size),
+                    "max_tries": tries,
+                },
+                seed=seed,
+            )
+    raise ConfigError(
+        f"dirichlet_per_class: no draw in max_tries={tries} gave every client >= min_size={min_size} samples",
+        "lower min_size, raise alpha or raise max_tries",
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# iid
+# --------------------------------------------------------------------------------------------------
+
+
+@register_partitioner("iid")
+def iid(labels: npt.ArrayLike, seed: int, *, num_clients: int) -> Partition:
+    """Shuffled equal split: a random permutation cut into K parts whose sizes differ by at most one.
+
+    Every sample is assigned; the first ``N mod K`` clients get one extra sample (``numpy.array_split``).
+    """
+    y = _as_labels(labels)
+    seed = check_seed(seed)
+    k_total = _num_clients(num_clients, y.size)
+    perm = numpy_rng(seed, "partition").permutation(y.size).astype(np.int64)
+    return Partition(
+        clients=tuple(np.array_split(perm, k_total)),
+        scheme="iid",
+        params={"num_clients": k_total},
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# shards (FedBABU / LG-FedAvg)
+# --------------------------------------------------------------------------------------------------
+
+
+def _shards_per_class(num_clients: int, shards_per_client: int, c_total: int) -> int:
+    total = shards_per_client * num_clients
+    if total % c_total:
+        raise ConfigError(
+            f"shards_per_client={shards_per_client} x num_clients={num_clients} = {total} is not a multiple "
+            f"of num_classes={c_total}",
+            "FedBABU needs s*K/C shards per class to be a whole number",
+        )
+    return total // c_total
+
+
+def _assign_shards(
+    y: np.ndarray, c_total: int, per_class: int, assignment: np.ndarray, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Cut each class (dataset order) into ``per_class`` shards and deal them by ``assignment``."""
+    shards: list[list[np.ndarray]] = []
+    for c in range(c_total):
+        idx = np.flatnonzero(y == c).astype(np.int64)
+        n_left = idx.size % per_class
+        main = idx[: idx.size - n_left].reshape(per_class, -1)
+        left = idx[idx.size - n_left :]
+        shards.append(
+            [np.concatenate([main[i], left[i : i + 1]]) if i < n_left else main[i] for i in range(per_class)]
+        )
+    clients = []
+    for row in assignment:
+        taken = [shards[int(c)].pop(int(rng.integers(len(shards[int(c)])))) for c in row]
+        clients.append(np.concatenate(taken))
+    return clients
+
+
+@register_partitioner("shards")
+def shards(
+    labels: npt.ArrayLike,
+    seed: int,
+    *,
+    num_clients: int,
+    shards_per_client: int,
+    num_classes: int | None = None,
+) -> Partition:
+    """FedBABU's shard partition (fedbabu §3 "Experimental setup", Appendix R; papers-code.md §4).
+
+    1. each class's indices, in dataset order (unshuffled), are cut into ``s*K/C`` equal shards; the
+       ``n_c mod (s*K/C)`` leftovers go one each to the first shards;
+    2. the label list ``[0..C-1] * (s*K/C)`` is shuffled and reshaped to K rows of s labels (the
+       *label assignment*);
+    3. client k, for each label in row k, takes a uniformly random remaining shard of that label.
+
+    Every sample is assigned exactly once; a client can receive the same label twice, so it has at most s
+    distinct classes. ``extras["label_assignment"]`` holds the K x s assignment; pass it to
+    :func:`shards_test_split` to give each client test data from its own classes, as FedBABU does.
+
+    Departure: the reference shuffles the label list with Python's *unseeded* ``random`` (so the
+    assignment changes between runs even with the same ``--seed``) and picks shards with the global numpy
+    RNG; here both come from ``seeding.numpy_rng(seed, "partition")``.
+    """
+    y = _as_labels(labels)
+    seed = check_seed(seed)
+    k_total = _num_clients(num_clients, y.size)
+    s = _positive_int(shards_per_client, "shards_per_client")
+    c_total = _num_classes(y, num_classes)
+    per_class = _shards_per_class(k_total, s, c_total)
+    rng = numpy_rng(seed, "partition")
+    assignment = rng.permutation(np.tile(np.arange(c_total, dtype=np.int64), per_class)).reshape(k_total, s)
+    clients = _assign_shards(y, c_total, per_class, assignment, rng)
+    return Partition(
+        clients=tuple(clients),
+        scheme="shards",
+        params={"num_clients": k_total, "shards_per_client": s, "num_classes": c_total},
+        seed=seed,
+        extras={"label_assignment": assignment.tolist()},
+    )
+
+
+def shard_label_assignment(partition: Partition) -> np.ndarray:
+    """The K x s label assignment stored by :func:`shards` (or :func:`shards_test_split`)."""
+    if "label_assignment" not in partition.extras:
+        raise ConfigError(
+            f"partition of scheme {partition.scheme!r} has no label assignment", "use a 'shards' partition"
+        )
+    return np.asarray(partition.extras["label_assignment"], dtype=np.int64)
+
+
+def shards_test_split(
+    test_labels: npt.ArrayLike,
+    assignment: npt.ArrayLike | Partition,
+    seed: int,
+    *,
+    num_classes: int | None = None,
+) -> Partition:
+    """FedBABU's test split: the train shards' label assignment applied to the test set (fedbabu §3).
+
+    The test set is cut into the same number of shards per class (``s*K/C``, from the assignment's
+    shape) in dataset order and dealt with the same K x s ``assignment``, so each client's test classes
+    are exactly its train classes (CIFAR-100, K=100, s=10: 100 test samples per client). ``assignment``
+    is the array from ``extras["label_assignment"]`` or the train :class:`Partition` itself. The random
+    shard picks come from ``seeding.numpy_rng(seed, "partition/shards_test")``, independent of the train
+    picks (FedBABU continues the global numpy stream instead).
+    """
+    y = _as_labels(test_labels, "test_labels")
+    seed = check_seed(seed)
+    if isinstance(assignment, Partition):
+        assignment = shard_label_assignment(assignment)
+    assign = np.asarray(assignment)
+    if assign.ndim != 2 or assign.size == 0 or assign.dtype.kind not in "iu" or assign.min() < 0:
+        raise ConfigError(
+            f"assignment must be a non-empty K x s array of class ids, got shape {assign.shape} "
+            f"dtype {assign.dtype}",
+            "pass extras['label_assignment'] of a 'shards' partition",
+        )
+    assign = assign.astype(np.int64)
+    k_total, s = assign.shape
+    c_total = max(_num_classes(y, num_classes), int(assign.max()) + 1)
+    per_class = _shards_per_class(k_total, s, c_total)
+    if not np.array_equal(np.bincount(assign.ravel(), minlength=c_total), np.full(c_total, per_class)):
+        raise ConfigError(
+            f"assignment does not hold every class exactly s*K/C={per_class} times",
+            "pass the unmodified label assignment of a 'shards' partition",
+        )
+    rng = numpy_rng(seed, "partition/shards_test")
+    clients = _assign_shards(y, c_total, per_class, assign, rng)
+    return Partition(
+        clients=tuple(clients),
+        scheme="shards_test",
+        params={"num_clients": k_total, "shards_per_client": s, "num_classes": c_total},
+        seed=seed,
+        extras={"label_assignment": assign.tolist()},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# natural users
+# --------------------------------------------------------------------------------------------------
+
+
+@register_partitioner("natural")
+def natural(labels: npt.ArrayLike, seed: int | None = None, *, user_ids: npt.ArrayLike) -> Partition:
+    """Natural users: one client per distinct user id, clients sorted by user id (fedcof §5, iNat-120k).
+
+    ``user_ids[i]`` is the user of sample i (integers or strings, e.g. the ``user_id`` column of
+    iNaturalist-User-120k's ``federated_train_user_120k.csv``, Hsu et al. 2020). Each client's indices
+    are in dataset order. No randomness: ``seed`` is ignored and recorded as ``None``.
+    ``extras["user_ids"]`` lists the user id of each client.
+    """
+    y = _as_labels(labels)
+    users = np.asarray(user_ids)
+    if users.ndim != 1 or users.size != y.size:
+        raise ConfigError(
+            f"user_ids must be 1-D with one entry per sample ({y.size}), got shape {users.shape}",
+            "pass the per-sample user id column",
+        )
+    if users.dtype.kind == "O":  # e.g. a pandas string column
+        values = users.tolist()
+        if all(isinstance(v, str) for v in values):
+            users = np.asarray(values, dtype=str)
+        elif all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+            users = np.asarray(values, dtype=np.int64)
+    if users.dtype.kind not in "iuUS":
+        raise ConfigError(f"user_ids must be all integers or all strings, got dtype {users.dtype}")
+    uniq, inverse = np.unique(users, return_inverse=True)
+    order = np.argsort(inverse.ravel(), kind="stable").astype(np.int64)
+    sizes = np.bincount(inverse.ravel(), minlength=uniq.size)
+    clients = np.split(order, np.cumsum(sizes)[:-1])
+    ids = [u.decode() if isinstance(u, bytes) else u for u in uniq.tolist()]
+    return Partition(
+        clients=tuple(clients),
+        scheme="natural",
+        params={"num_clients": int(uniq.size)},
+        seed=None,
+        extras={"user_ids": ids},
+    )

@@ -1,0 +1,1 @@
+"""Batched feature extraction and the content-addressed feature cache."""

@@ -1,0 +1,120 @@
+"""Content-addressed feature cache: one safetensors file plus a JSON metadata file per key.
+
+The key is the sha256 of a canonical JSON of everything that determines the features: dataset, split,
+data checksum (and subset), backbone, weights identity (source, name, sha256), preprocessing (every field,
+including the frozen-flip seed) and precision. Entries are written atomically: the tensor file first,
+then the metadata (which records the tensor file's sha256); an entry without metadata does not exist, and
+one whose tensor file does not match its metadata is reported as corrupt, naming the file to delete.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.errors import CacheCorruptError
+from benchmark.io import atomic_path, atomic_write_json, sha256_bytes, sha256_file
+from benchmark.models.weights import WeightsIdentity
+from benchmark.paths import cache_dir
+
+
+@dataclass(frozen=True)
+class FeatureKey:
+    """Everything that determines a feature matrix."""
+
+    dataset: str
+    split: str
+    data_checksum: str
+    backbone: str
+    weights: WeightsIdentity
+    preprocess: str  # Preprocess.key()
+    precision: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["preprocess"] = json.loads(self.preprocess)
+        return d
+
+    def digest(self) -> str:
+        return sha256_bytes(json.dumps(self.as_dict(), sort_keys=True).encode())
+
+
+@dataclass
+class FeatureSet:
+    """Features ``(N, d)`` float32, labels ``(N,)`` int64 and the metadata they were cached with."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+    cache_hit: bool = False
+
+    @property
+    def key_digest(self) -> str:
+        return str(self.meta.get("key_digest", ""))
+
+
+class FeatureCache:
+    """A folder of ``<digest>.safetensors`` + ``<digest>.json`` entries."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = cache_dir(root) / "features"
+
+    def paths(self, key: FeatureKey) -> tuple[Path, Path]:
+        return self.paths_from_digest(key.digest())
+
+    def paths_from_digest(self, digest: str) -> tuple[Path, Path]:
+        return self.root / f"{digest}.safetensors", self.root / f"{digest}.json"
+
+    def get(self, key: FeatureKey) -> FeatureSet | None:
+        """The cached entry for ``key``, or None; raises :class:`CacheCorruptError` on a damaged entry."""
+        from safetensors.numpy import load_file
+
+        tensors, meta_path = self.paths(key)
+        if not meta_path.exists():
+            return None
+        fix = f"delete {tensors.name} and {meta_path.name} from {self.root} and run again"
+        try:
+            meta = json.loads(meta_path.read_text())
+            want_sha, want_shape = meta["file_sha256"], tuple(meta["shape"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise CacheCorruptError(f"feature cache metadata {meta_path} is unreadable ({exc})", fix) from exc
+        if not tensors.exists() or sha256_file(tensors) != want_sha:
+            raise CacheCorruptError(
+                f"feature cache file {tensors} is missing or does not match its metadata", fix
+            )
+        try:
+            arrays = load_file(str(tensors))
+            feats, labels = arrays["features"], arrays["labels"]
+        except Exception as exc:
+            raise CacheCorruptError(f"feature cache file {tensors} cannot be read ({exc})", fix) from exc
+        if feats.shape != want_shape or len(labels) != want_shape[0]:
+            raise CacheCorruptError(
+                f"feature cache file {tensors} has shape {feats.shape}, metadata {want_shape}", fix
+            )
+        return FeatureSet(feats, labels, meta, cache_hit=True)
+
+    def put(
+        self, key: FeatureKey, features: np.ndarray, labels: np.ndarray, extra: dict[str, Any]
+    ) -> FeatureSet:
+        """Store an entry atomically and return it."""
+        from safetensors.numpy import save_file
+
+        tensors, meta_path = self.paths(key)
+        feats = np.ascontiguousarray(features, dtype=np.float32)
+        labs = np.ascontiguousarray(labels, dtype=np.int64)
+        with atomic_path(tensors, suffix=".safetensors") as tmp:
+            save_file({"features": feats, "labels": labs}, str(tmp))
+            file_sha = sha256_file(tmp)
+        meta = {
+            **extra,
+            "key": key.as_dict(),
+            "key_digest": key.digest(),
+            "shape": list(feats.shape),
+            "file_sha256": file_sha,
+        }
+        atomic_write_json(meta_path, meta)
+        return FeatureSet(feats, labs, meta, cache_hit=False)

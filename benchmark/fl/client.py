@@ -1,0 +1,130 @@
+"""Local training of one client: mini-batch SGD with optional momentum, weight decay and FedProx term.
+
+Reference behaviour (legate2023 code = FLSim ``LocalOptimizerSGD``; papers-code.md §1.5): plain SGD, momentum 0,
+weight decay 0, batch 64, one local epoch, samples in fixed dataset order (every round sees the same batches,
+``shuffle_batch_order=False``), mean cross-entropy per batch (the last batch of an epoch may be smaller).
+
+FedProx (Li et al. 2020, Eq. 2) adds ``(mu/2) ||w - w_global||^2`` to the local objective. As in FLSim's
+``LocalOptimizerFedProx`` its gradient ``mu (w - w_global)`` is added to the update *after* the momentum
+buffer, with ``w_global`` the weights received at the start of the round. legate2023 reports FedProx
+(Table 3) but gives no mu and its code has none: see :data:`benchmark.fl.config.FEDPROX_DEFAULT_MU`.
+
+One SGD step, per trainable tensor ``p`` with gradient ``g`` (the same sequence of operations is used by the
+vectorised cached-feature path in :mod:`benchmark.fl.lp_features`)::
+
+    d = g + wd * p                      # coupled weight decay (torch.optim.SGD)
+    buf = d if first step else momentum * buf + d ; d = buf     # if momentum > 0
+    d = d + mu * (p - p_global)         # FedProx, after momentum (FLSim order)
+    p = p - lr * d
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+
+def batch_schedule(
+    n: int, batch_size: int, epochs: int, rng: np.random.Generator | None = None
+) -> list[np.ndarray]:
+    """Index arrays of the mini-batches one client runs in one round (``epochs`` passes over ``n`` samples).
+
+    ``rng=None``: fixed dataset order every epoch (the reference); otherwise a fresh permutation per epoch
+    drawn from ``rng``. Batches never straddle epochs; the last batch of an epoch holds ``n mod batch_size``
+    samples when that is non-zero (FLSim/DataLoader ``drop_last=False``).
+    """
+    out: list[np.ndarray] = []
+    for _ in range(epochs):
+        order = np.arange(n, dtype=np.int64) if rng is None else rng.permutation(n).astype(np.int64)
+        out.extend(order[s : s + batch_size] for s in range(0, n, batch_size))
+    return out
+
+
+def fetch_batch(data: Dataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` tensors for the samples ``idx`` of ``data`` (fast path for ``TensorDataset``)."""
+    if isinstance(data, TensorDataset):
+        index = torch.as_tensor(idx, dtype=torch.long)
+        return data.tensors[0][index], data.tensors[1][index]
+    items = [data[int(i)] for i in idx]
+    xs = torch.stack([torch.as_tensor(x) for x, _ in items])
+    ys = torch.as_tensor([int(y) for _, y in items], dtype=torch.long)
+    return xs, ys
+
+
+@dataclass(frozen=True)
+class ClientResult:
+    """What a client reports besides its weights: examples processed, steps, mean training loss."""
+
+    num_examples: int
+    num_steps: int
+    mean_loss: float
+
+
+def local_sgd(
+    model: nn.Module,
+    params: Mapping[str, nn.Parameter],
+    data: Dataset,
+    schedule: Sequence[np.ndarray],
+    *,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    prox_mu: float = 0.0,
+    anchor: Mapping[str, torch.Tensor] | None = None,
+    device: torch.device | str = "cpu",
+    amp: bool = False,
+) -> ClientResult:
+    """Run the mini-batches ``schedule`` of ``data`` through ``model`` and update ``params`` in place.
+
+    ``params`` are the trainable tensors (the rest of ``model`` is not touched by the update; its BatchNorm
+    buffers change only if the caller put those modules in train mode). ``anchor`` holds the round's global
+    values of ``params`` for the FedProx term (required when ``prox_mu > 0``). The loss is the batch-mean
+    cross-entropy (legate2023 Eq. 1 with the softmax absorbed in the loss). ``amp`` enables bfloat16 autocast
+    on CUDA. Implements the step in the module docstring.
+    """
+    if prox_mu > 0.0 and anchor is None:
+        raise ValueError("local_sgd: prox_mu > 0 needs the round's global weights as anchor")
+    names = list(params)
+    tensors = [params[n] for n in names]
+    bufs: list[torch.Tensor | None] = [None] * len(tensors)
+    dev = torch.device(device)
+    autocast = (
+        torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        if amp and dev.type == "cuda"
+        else nullcontext()
+    )
+    loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+    seen = 0
+    for idx in schedule:
+        x, y = fetch_batch(data, idx)
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        with autocast:
+            logits = model(x)
+        if amp:
+            logits = logits.float()
+        loss = nn.functional.cross_entropy(logits, y)
+        grads = torch.autograd.grad(loss, tensors)
+        with torch.no_grad():
+            for i, (p, g) in enumerate(zip(tensors, grads, strict=True)):
+                d = g
+                if weight_decay != 0.0:
+                    d = d.add(p, alpha=weight_decay)
+                if momentum != 0.0:
+                    if bufs[i] is None:
+                        bufs[i] = d.detach().clone()
+                    else:
+                        bufs[i].mul_(momentum).add_(d)  # type: ignore[union-attr]
+                    d = bufs[i]  # type: ignore[assignment]
+                if prox_mu != 0.0:
+                    d = d.add(p - anchor[names[i]], alpha=prox_mu)  # type: ignore[index]
+                p.sub_(d, alpha=lr)
+        loss_sum += loss.detach().double() * len(idx)
+        seen += len(idx)
+    mean_loss = float(loss_sum.item() / seen) if seen else float("nan")
+    return ClientResult(num_examples=seen, num_steps=len(schedule), mean_loss=mean_loss)

@@ -1,0 +1,1 @@
+"""Backbone registry and the body/head classifier used by every method."""

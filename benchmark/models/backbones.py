@@ -1,0 +1,231 @@
+"""Backbones by name, timm-style: a registry of typed constructors with the papers' feature/head split.
+
+Each entry builds a :class:`~benchmark.models.classifier.Classifier` whose ``body`` returns the feature
+vector the papers' code uses (``shared/reference/papers-code.md`` §1.3, §2.3) and whose ``head`` is a
+fresh ``nn.Linear(d, C)``:
+
+===============  ====  ===================================================================================
+name             d     body
+===============  ====  ===================================================================================
+squeezenet1_1    512   ``features`` -> global average pool (legate2023: the conv classifier is replaced by
+                       ``AdaptiveAvgPool2d(1), Flatten, Linear``; no dropout)
+resnet18         512   every child but ``fc`` (layer4 -> ReLU -> avgpool) -> flatten
+mobilenet_v2     1280  ``features`` (ends in ReLU6) -> global average pool (fedcof; dropout removed)
+vit_b_16         768   class token after the final LayerNorm (torchvision's ``heads`` removed). fedcof used
+                       timm's ``vit_base_patch16_224.augreg_in21k``; torchvision's IMAGENET1K_V1 is a
+                       different checkpoint (documented departure; no such weights exist here anyway).
+===============  ====  ===================================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torchvision.models as tvm
+from torch import nn
+
+from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.models.classifier import Classifier
+from benchmark.models.weights import (
+    SubstituteFile,
+    WeightsIdentity,
+    check_source,
+    load_substitute,
+    load_torchvision_checkpoint,
+    random_identity,
+)
+
+
+class PooledFeatures(nn.Module):
+    """``module(x)`` -> global average pool -> ``(B, C)`` (the papers' NCM / head input)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.features = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
+
+
+class ResNetBody(nn.Module):
+    """torchvision ResNet without ``fc``: stem, layer1-4, avgpool, flatten."""
+
+    def __init__(self, net: tvm.ResNet) -> None:
+        super().__init__()
+        self.net = net
+        self.net.fc = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class ViTClassToken(nn.Module):
+    """torchvision ViT with ``heads`` removed: the class token after the encoder's final LayerNorm."""
+
+    def __init__(self, net: tvm.VisionTransformer) -> None:
+        super().__init__()
+        self.net = net
+        self.net.heads = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """Registry entry: how to build the architecture, what feature size it gives and where weights come from."""
+
+    name: str
+    feature_dim: int
+    build: Callable[[], nn.Module]  # architecture with torchvision default init
+    wrap: Callable[[nn.Module], nn.Module]  # architecture -> body returning (B, d)
+    torchvision_url: str
+    state_prefix: str  # key prefix in a torchvision checkpoint that the body keeps ('' = whole net)
+    substitute: SubstituteFile | None
+    default_gamma: float  # FedCOF shrinkage the fedcof code uses for this model
+
+
+_REGISTRY: dict[str, BackboneSpec] = {}
+
+
+def register_backbone(spec: BackboneSpec) -> BackboneSpec:
+    if spec.name in _REGISTRY:
+        raise ValueError(f"backbone {spec.name!r} registered twice")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def list_backbones() -> list[str]:
+    """Names of all registered backbones."""
+    return sorted(_REGISTRY)
+
+
+def backbone_spec(name: str) -> BackboneSpec:
+    """Registry entry of ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown backbone {name!r}", f"use one of: {', '.join(list_backbones())}"
+        ) from None
+
+
+register_backbone(
+    BackboneSpec(
+        name="squeezenet1_1",
+        feature_dim=512,
+        build=lambda: tvm.squeezenet1_1(weights=None),
+        wrap=lambda net: PooledFeatures(net.features),
+        torchvision_url=tvm.SqueezeNet1_1_Weights.IMAGENET1K_V1.url,
+        state_prefix="features.",
+        substitute=SubstituteFile(
+            "squeezenet1_1-deepscale-caffe-v1.1-features.safetensors",
+            "f2618aac86e5825c591b19d8935dadbb68b3dd3cf53ddfa163b47d3f48beb195",
+            "features.",
+            "DeepScale SqueezeNet v1.1 (Caffe), input convention folded into conv1; not torchvision's run",
+        ),
+        default_gamma=1.0,
+    )
+)
+register_backbone(
+    BackboneSpec(
+        name="resnet18",
+        feature_dim=512,
+        build=lambda: tvm.resnet18(weights=None),
+        wrap=ResNetBody,
+        torchvision_url=tvm.ResNet18_Weights.IMAGENET1K_V1.url,
+        state_prefix="",
+        substitute=None,
+        default_gamma=1.0,
+    )
+)
+register_backbone(
+    BackboneSpec(
+        name="mobilenet_v2",
+        feature_dim=1280,
+        build=lambda: tvm.mobilenet_v2(weights=None),
+        wrap=lambda net: PooledFeatures(net.features),
+        torchvision_url=tvm.MobileNet_V2_Weights.IMAGENET1K_V1.url,
+        state_prefix="features.",
+        substitute=SubstituteFile(
+            "mobilenet_v2-tonylins-imagenet-features.safetensors",
+            "9ffd08f7cdff46d4a60bc5640e3e35aa7ff2951f5a163b26334443c78bed8a27",
+            "features.",
+            "tonylins/pytorch-mobilenet-v2 ImageNet training, keys renamed; not torchvision's IMAGENET1K_V1",
+        ),
+        default_gamma=0.1,
+    )
+)
+register_backbone(
+    BackboneSpec(
+        name="vit_b_16",
+        feature_dim=768,
+        build=lambda: tvm.vit_b_16(weights=None),
+        wrap=ViTClassToken,
+        torchvision_url=tvm.ViT_B_16_Weights.IMAGENET1K_V1.url,
+        state_prefix="",
+        substitute=None,
+        default_gamma=1.0,
+    )
+)
+
+
+def _load_into(net: nn.Module, state: dict[str, torch.Tensor], prefix: str, origin: str) -> None:
+    """Load the ``prefix`` part of ``state`` into ``net``; every kept key of the net must be present."""
+    own = net.state_dict()
+    wanted = {k for k in own if k.startswith(prefix)}
+    given = {k: v for k, v in state.items() if k.startswith(prefix) and k in own}
+    missing = sorted(wanted - set(given))
+    if missing:
+        raise ConfigError(
+            f"weights {origin} lack {len(missing)} tensors the architecture needs (e.g. {missing[0]})",
+            "check that the file belongs to this backbone",
+        )
+    bad = [k for k, v in given.items() if tuple(v.shape) != tuple(own[k].shape)]
+    if bad:
+        raise ConfigError(
+            f"weights {origin}: shape mismatch for {bad[0]}", "check that the file belongs to this backbone"
+        )
+    net.load_state_dict(given, strict=False)
+
+
+def create_backbone(
+    name: str,
+    weights: str = "substitute",
+    *,
+    num_classes: int = 1000,
+    seed: int = 0,
+    head_bias: bool = True,
+    download: bool | None = None,
+    weights_dir: str | None = None,
+) -> tuple[Classifier, WeightsIdentity]:
+    """Build ``name`` with ``weights`` (``torchvision`` | ``substitute`` | ``random``) and a fresh head.
+
+    The architecture (and for ``random`` its weights) and the head are initialised from a torch generator
+    seeded with ``seed`` (the model-init stream), so the same call gives bit-identical modules. The head is
+    ``nn.Linear(d, num_classes, bias=head_bias)`` with PyTorch's default init (legate2023 code: bias=True;
+    fedcof code: bias=False).
+    """
+    spec = backbone_spec(name)
+    check_source(weights)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = spec.build()
+        head = nn.Linear(spec.feature_dim, num_classes, bias=head_bias)
+    if weights == "torchvision":
+        state, ident = load_torchvision_checkpoint(spec.torchvision_url, download)
+        _load_into(net, state, spec.state_prefix, ident.name)
+    elif weights == "substitute":
+        if spec.substitute is None:
+            raise ConfigError(
+                f"backbone {name!r} has no substitute weights on this suite",
+                "use weights: torchvision (needs the official checkpoint) or random",
+            )
+        state, ident = load_substitute(spec.substitute, weights_dir)
+        _load_into(net, state, spec.substitute.key_prefix, ident.name)
+    else:
+        ident = random_identity(net, seed)
+    body = spec.wrap(net)
+    return Classifier(body, head), ident

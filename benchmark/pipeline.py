@@ -1,0 +1,234 @@
+"""The steps the Snakemake rules call (through :mod:`benchmark.cli`): extract -> partition -> methods -> collect.
+
+Each step reads and writes small JSON/CSV files so that Snakemake can track them; the heavy arrays live in
+the content-addressed feature cache, referenced by a *pointer* JSON (cache key digest, file, sha256).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.data.registry import load_dataset
+from benchmark.data.subsets import parse_subset, stratified_indices
+from benchmark.errors import CacheCorruptError, ConfigError
+from benchmark.features.cache import FeatureCache, FeatureSet
+from benchmark.features.extract import extract_features
+from benchmark.features.preprocess import get_preprocess
+from benchmark.io import atomic_write_json, sha256_file
+from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
+from benchmark.tidy import make_row, write_tidy
+
+
+def extract_step(
+    *,
+    dataset: str,
+    split: str,
+    backbone: str,
+    weights: str,
+    preprocess: str,
+    out: str | Path,
+    precision: str = "fp32",
+    subset: str = "all",
+    subset_seed: int = 0,
+    flip_seed: int = 0,
+    batch_size: int = 64,
+    device: str | None = None,
+    data_root: str | None = None,
+    weights_dir: str | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Extract (or find in the cache) the features of one split and write a pointer JSON to ``out``."""
+    from benchmark.data.registry import dataset_info
+    from benchmark.models.backbones import backbone_spec
+
+    dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
+    pre = get_preprocess(preprocess, flip_seed)
+    data = load_dataset(dataset, split, data_root)
+    kind, per_class = parse_subset(subset)
+    if kind == "stratified":
+        data = data.subset(
+            stratified_indices(data.labels, per_class, subset_seed), f"{subset}/seed{subset_seed}"
+        )
+    cache = FeatureCache(cache_dir)
+    fs = extract_features(
+        data,
+        backbone,
+        weights,
+        pre,
+        precision=precision,  # type: ignore[arg-type]
+        batch_size=batch_size,
+        device=device,
+        cache=cache,
+        weights_dir=weights_dir,
+    )
+    tensors, meta_path = cache.paths_from_digest(fs.key_digest)
+    pointer = {
+        "dataset": dataset,
+        "split": split,
+        "subset": subset,
+        "backbone": backbone,
+        "num_samples": int(fs.features.shape[0]),
+        "feature_dim": int(fs.features.shape[1]),
+        "num_classes": data.num_classes,
+        "key_digest": fs.key_digest,
+        "tensors": str(tensors.resolve()),
+        "metadata": str(meta_path.resolve()),
+        "file_sha256": fs.meta["file_sha256"],
+        "data_checksum": data.checksum,
+        "weights": fs.meta["key"]["weights"],
+        "preprocess": fs.meta["key"]["preprocess"],
+        "precision": precision,
+        "cache_hit": fs.cache_hit,
+        "extract_wall_s": fs.meta.get("wall_s"),
+        "images_per_s": fs.meta.get("images_per_s"),
+    }
+    atomic_write_json(out, pointer)
+    return pointer
+
+
+def load_pointer(path: str | Path) -> tuple[dict[str, Any], FeatureSet]:
+    """Read a pointer JSON and the features it names, verifying the tensor file's sha256."""
+    from safetensors.numpy import load_file
+
+    pointer = json.loads(Path(path).read_text())
+    tensors = Path(pointer["tensors"])
+    if not tensors.exists() or sha256_file(tensors) != pointer["file_sha256"]:
+        raise CacheCorruptError(
+            f"features {tensors} named by {path} are missing or changed",
+            f"delete {path} and re-run extraction",
+        )
+    arrays = load_file(str(tensors))
+    return pointer, FeatureSet(
+        arrays["features"], arrays["labels"], {"key_digest": pointer["key_digest"]}, True
+    )
+
+
+def split_labels(dataset: str, split: str, subset: str = "all", subset_seed: int = 0, data_root: str | None = None):
+    """The split (after the subset) whose labels and user ids the partition is drawn from."""
+    data = load_dataset(dataset, split, data_root)
+    kind, per_class = parse_subset(subset)
+    if kind == "stratified":
+        data = data.subset(stratified_indices(data.labels, per_class, subset_seed), f"{subset}/seed{subset_seed}")
+    return data
+
+
+def partition_step(
+    *,
+    dataset: str,
+    subset: str,
+    scheme: str,
+    seed: int,
+    out: str | Path,
+    params: Mapping[str, Any],
+    subset_seed: int = 0,
+    data_root: str | None = None,
+) -> dict[str, Any]:
+    """Partition the train split of ``dataset`` over clients and write the partition JSON."""
+    from benchmark.data.partition import make_partition
+
+    data = split_labels(dataset, "train", subset, subset_seed, data_root)
+    kwargs = dict(params)
+    if scheme == "natural":
+        if data.groups is None:
+            raise ConfigError(f"dataset {dataset!r} has no natural users", "use another partition scheme")
+        kwargs["user_ids"] = data.groups
+    part = make_partition(scheme, data.labels, seed, **kwargs)
+    part.to_json(out)
+    return {"sha256": part.sha256, "clients": part.num_clients}
+
+
+#: Every closed-form method of the suite; one job computes them all (they take seconds on cached features).
+CLOSED_FORM_METHODS = (
+    "fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle",
+    "centralised_ncm", "centralised_ridge", "centralised_within_class",
+)  # fmt: skip
+_GAMMA_METHODS = ("fedcof", "fedcof_oracle", "centralised_within_class")
+
+
+def closed_form_step(
+    *,
+    train: str | Path,
+    test: str | Path,
+    partition: str | Path,
+    out: str | Path,
+    methods: Sequence[str] = CLOSED_FORM_METHODS,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> int:
+    """Run closed-form methods on cached features for one partition; write tidy rows (accuracy, uplink).
+
+    FedCOF's shrinkage defaults to the fedcof code's per-backbone value (``default_gamma``).
+    """
+    from benchmark.closed_form import run_method
+    from benchmark.closed_form.fedcof import default_gamma
+    from benchmark.data.partition import Partition
+
+    ptr_tr, tr = load_pointer(train)
+    _, te = load_pointer(test)
+    part = Partition.from_json(partition, num_samples=len(tr.labels))
+    rows = []
+    for method in methods:
+        opts = dict((options or {}).get(method, {}))
+        if method in _GAMMA_METHODS:
+            opts.setdefault("gamma", default_gamma(ptr_tr["backbone"]))
+        t0 = time.perf_counter()
+        res = run_method(
+            method, tr.features, tr.labels, te.features, te.labels, list(part.clients), ptr_tr["num_classes"], **opts
+        )
+        wall = time.perf_counter() - t0
+        rows.append(
+            make_row(
+                dataset=ptr_tr["dataset"], model=ptr_tr["backbone"], weights=ptr_tr["weights"]["source"],
+                weights_sha256=ptr_tr["weights"]["sha256"], method=method,
+                fl_algorithm="one-shot" if get_method_federated(method) else "centralised",
+                partition=part.scheme, alpha=part.params.get("alpha"), clients=part.num_clients,
+                participation=1.0, seed=part.seed, metric="accuracy", value=round(float(res.accuracy), 4),
+                unit="percent", data_checksum=ptr_tr["data_checksum"], partition_hash=part.sha256,
+                features_key=ptr_tr["key_digest"], git_commit=git_commit(), versions=package_versions(),
+                machine=machine(), wall_s=round(wall, 4), peak_rss_mb=round(peak_rss_mb(), 1),
+            )
+        )
+    write_tidy(rows, out)
+    return len(rows)
+
+
+def get_method_federated(name: str) -> bool:
+    from benchmark.closed_form.registry import get_method
+
+    return bool(get_method(name).federated)
+
+
+def collect_step(
+    inputs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    methods: Sequence[str] = (),
+    labels: Mapping[str, Any] | None = None,
+) -> int:
+    """Concatenate tidy CSVs, optionally keeping only ``methods`` and setting ``labels`` columns."""
+    from benchmark.tidy import concat_tidy
+
+    df = concat_tidy(inputs)
+    if methods:
+        df = df[df["method"].isin(list(methods))]
+    for key, value in (labels or {}).items():
+        df[key] = value
+    write_tidy(df, out)
+    return len(df)
+
+
+def parse_kv(items: Sequence[str]) -> dict[str, Any]:
+    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out

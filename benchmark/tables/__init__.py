@@ -1,0 +1,1 @@
+"""Paper tables as targets: specs (``paper_tables/*.yaml``) -> planned runs -> tidy rows -> verdicts -> tables."""

@@ -1,0 +1,167 @@
+"""Assemble a paper-table target: runs -> tidy rows -> per-cell verdicts -> rendered tables and checks.
+
+Writes ``results/tidy/<target>.csv`` (one row per run x metric, plus one ``not_run`` row per cell that did
+not run), ``results/tables/<target>.md`` and ``.tex`` (per cell: ours mean ± std | paper | delta | verdict,
+laid out with the paper's own row and column labels), ``results/checks/<target>.json`` (every cell with
+its verdict, tolerance and reason) and a plot of ours vs paper. The caller exits non-zero when any cell
+that ran fails (``TableReport.failed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.io import atomic_write_json, atomic_write_text
+from benchmark.tables.plan import CellPlan, plan_target
+from benchmark.tables.spec import load_spec
+from benchmark.tidy import frame, make_row, read_tidy, write_tidy
+from benchmark.verdict import judge
+
+RESULTS = Path("results")
+
+
+@dataclass
+class CellOutcome:
+    plan: CellPlan
+    values: list[float]
+    verdict: Any  # benchmark.verdict.Verdict
+    note: str = ""
+
+
+@dataclass
+class TableReport:
+    target: str
+    outcomes: list[CellOutcome] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            key = str(o.verdict.status)
+            out[key] = out.get(key, 0) + 1
+        return dict(sorted(out.items()))
+
+    @property
+    def failed(self) -> bool:
+        return any(str(o.verdict.status) in ("FAIL", "SUBSTITUTE-FAIL") for o in self.outcomes)
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{k}: {v}" for k, v in self.counts().items())
+        return f"{self.target}: {len(self.outcomes)} cells ({counts}) -> results/tables/{self.target}.md"
+
+
+def _run_values(plan: CellPlan, runs: pd.DataFrame) -> list[float]:
+    sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+    return [float(v) for v in sel.sort_values("seed")["value"]]
+
+
+def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS) -> TableReport:
+    """Assemble ``target`` from its run files (which must exist for every planned cell)."""
+    spec = load_spec(target)
+    report = TableReport(target)
+    tidy_rows: list[dict[str, Any]] = []
+    for plan in plan_target(target, config):
+        cell = plan.cell
+        proto = cell.protocol
+        labels = dict(
+            paper=spec.paper, table=spec.table, cell=cell.id, dataset=plan.dataset or proto.get("dataset"),
+            model=plan.model or proto.get("model"), method=plan.method or proto.get("method"),
+            fl_algorithm=proto.get("fl_algorithm"), alpha=(proto.get("partition") or {}).get("alpha"),
+            clients=proto.get("clients"), participation=proto.get("participation"),
+        )  # fmt: skip
+        values: list[float] = []
+        note = ""
+        reason = plan.reason if plan.status == "not_run" else None
+        if plan.status == "planned" and plan.runner == "cost":
+            from benchmark.tables.cost_runner import cost_result
+
+            res = cost_result(spec.expected_paper, spec.expected_table, _cell_dict(cell), data_root=config.get("data_root"))
+            note = res.note
+            if res.status == "ok":
+                values = list(res.values)
+                for i, v in enumerate(values):
+                    tidy_rows.append(make_row(**labels, seed=i if len(values) > 1 else None, metric=cell.metric, value=v, unit=cell.unit, weights="n/a"))
+            else:
+                reason = res.reason
+        elif plan.status == "planned":
+            runs = pd.concat([read_tidy(j) for j in plan.jobs], ignore_index=True)
+            values = _run_values(plan, runs)
+            sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy")]
+            for rec in sel.to_dict("records"):
+                rec.update(paper=spec.paper, table=spec.table, cell=cell.id, metric=cell.metric)
+                tidy_rows.append(rec)
+            if not values:
+                reason = "the runs produced no value for this cell"
+        if reason is not None:
+            tidy_rows.append(make_row(**labels, metric=cell.metric, unit=cell.unit, status="not_run", reason=reason))
+        verdict = judge(cell, values or None, substitute=plan.substitute, not_run_reason=reason)
+        report.outcomes.append(CellOutcome(plan, values, verdict, note))
+    write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
+    _write_outputs(spec, report, results)
+    return report
+
+
+def _cell_dict(cell: Any) -> dict[str, Any]:
+    return {
+        "id": cell.id, "row": list(cell.row), "column": list(cell.column), "metric": cell.metric, "unit": cell.unit,
+        "printed": cell.printed, "mean": cell.mean, "protocol": dict(cell.protocol),
+    }  # fmt: skip
+
+
+def _fmt(mean: float | None, std: float | None, digits: int = 1) -> str:
+    if mean is None:
+        return ""
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None and std == std else "")
+
+
+def _cell_text(o: CellOutcome) -> dict[str, str]:
+    v = o.verdict
+    if v.ours_printed is not None:
+        return {"ours": v.ours_printed, "paper": o.plan.cell.printed, "delta": "" if v.delta is None else f"{v.delta:+.4g}", "verdict": str(v.status)}
+    digits = 2 if o.plan.cell.metric == "accuracy" else 3
+    return {
+        "ours": _fmt(v.ours_mean, v.ours_std, digits),
+        "paper": o.plan.cell.printed,
+        "delta": "" if v.delta is None else f"{v.delta:+.{digits}f}",
+        "verdict": str(v.status),
+    }
+
+
+def _write_outputs(spec: Any, report: TableReport, results: Path) -> None:
+    from tabulate import tabulate
+
+    records = []
+    for o in report.outcomes:
+        c = o.plan.cell
+        t = _cell_text(o)
+        records.append({
+            "row": " / ".join(map(str, c.row)), "column": " / ".join(map(str, c.column)),
+            **t, "weights": o.plan.weights or "", "note": o.note or o.verdict.reason or "",
+        })  # fmt: skip
+    headers = ["row", "column", "ours", "paper", "delta", "verdict", "weights", "note"]
+    rows = [[r[h] for h in headers] for r in records]
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
+    md = (
+        f"# {spec.target}: {spec.paper} Table {spec.table}\n\n"
+        f"Verdicts: {counts}. Tolerance policy: `expected/README.md`.\n\n"
+        + tabulate(rows, headers=headers, tablefmt="github")
+        + "\n"
+        + "".join(f"\n- {n}" for n in spec.notes)
+    )
+    atomic_write_text(results / "tables" / f"{spec.target}.md", md)
+    atomic_write_text(results / "tables" / f"{spec.target}.tex", tabulate(rows, headers=headers, tablefmt="latex_booktabs") + "\n")
+    checks = [
+        {
+            "cell": o.plan.cell.id, "row": list(o.plan.cell.row), "column": list(o.plan.cell.column),
+            "metric": o.plan.cell.metric, "paper": o.plan.cell.mean, "printed": o.plan.cell.printed,
+            "ours": o.values, "ours_mean": o.verdict.ours_mean, "ours_std": o.verdict.ours_std,
+            "delta": o.verdict.delta, "tolerance": o.verdict.tolerance, "verdict": str(o.verdict.status),
+            "weights": o.plan.weights, "runner": o.plan.runner, "reason": o.verdict.reason, "note": o.note,
+        }
+        for o in report.outcomes
+    ]
+    atomic_write_json(results / "checks" / f"{spec.target}.json", {"target": spec.target, "counts": report.counts(), "cells": checks})

@@ -1,0 +1,66 @@
+"""The tidy results table: one row per (cell, seed, metric), every protocol field and provenance spelled out.
+
+Columns (issue 3/4 contract): ``paper, table, cell, dataset, model, weights, weights_sha256, method,
+fl_algorithm, partition, alpha, clients, participation, seed, metric, value, unit, status, reason`` plus
+provenance ``data_checksum, partition_hash, features_key, git_commit, versions, machine, wall_s, peak_rss_mb``.
+``status`` is ``ok`` or ``not_run`` (then ``value`` is empty and ``reason`` says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmark.errors import ConfigError
+from benchmark.io import atomic_path
+
+TIDY_COLUMNS: tuple[str, ...] = (
+    "paper", "table", "cell", "dataset", "model", "weights", "weights_sha256", "method", "fl_algorithm",
+    "partition", "alpha", "clients", "participation", "seed", "metric", "value", "unit", "status", "reason",
+    "data_checksum", "partition_hash", "features_key", "git_commit", "versions", "machine", "wall_s",
+    "peak_rss_mb",
+)  # fmt: skip
+
+
+def make_row(**fields: Any) -> dict[str, Any]:
+    """A row with every column (missing ones empty); unknown column names are an error."""
+    unknown = set(fields) - set(TIDY_COLUMNS)
+    if unknown:
+        raise ConfigError(f"unknown tidy column(s) {sorted(unknown)}", f"use only: {', '.join(TIDY_COLUMNS)}")
+    row = dict.fromkeys(TIDY_COLUMNS, None)
+    row.update(fields)
+    row.setdefault("status", "ok")
+    if row["status"] is None:
+        row["status"] = "ok"
+    return row
+
+
+def frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Rows -> DataFrame with the tidy columns in order."""
+    return pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+
+
+def write_tidy(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """Write rows (or a frame) to CSV atomically and return the frame."""
+    df = rows if isinstance(rows, pd.DataFrame) else frame(rows)
+    with atomic_path(path, suffix=".csv") as tmp:
+        df.to_csv(tmp, index=False)
+    return df
+
+
+def read_tidy(path: str | Path) -> pd.DataFrame:
+    """Read a tidy CSV, checking its columns."""
+    df = pd.read_csv(path)
+    missing = [c for c in TIDY_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path} is not a tidy results file: missing columns {missing}", "regenerate it")
+    return df
+
+
+def concat_tidy(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Concatenate several tidy CSVs."""
+    frames = [read_tidy(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else frame([])

@@ -1,0 +1,122 @@
+"""Path and parameter helpers for the Snakefile, kept here so pytest can reach them.
+
+File layout written by the workflow (all under ``results/``):
+
+* ``features/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<split>.json`` - pointer to
+  cached features;
+* ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays and their hash;
+* ``runs/<target>/<backbone>/seed<k>.csv`` - tidy rows of one job;
+* ``tidy/<target>.csv`` - all rows of a target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import ConfigError
+
+SCHEMA = Path(__file__).parent / "config" / "schema.yaml"
+DEFAULT_CONFIG = Path(__file__).parent / "config" / "default.yaml"
+
+
+def validate_config(config: Mapping[str, Any]) -> None:
+    """Validate against ``schema.yaml``; raise :class:`ConfigError` naming the offending field."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(dict(config)), key=lambda e: list(e.path)
+    )
+    if errors:
+        e = errors[0]
+        field = ".".join(str(p) for p in e.path) or "(top level)"
+        raise ConfigError(f"config field {field!r}: {e.message}", "fix it in the config file or --config")
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The default config, overlaid by ``path`` and then by ``overrides``; validated."""
+    import yaml
+
+    cfg = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist", "pass an existing YAML file")
+        cfg.update(yaml.safe_load(p.read_text()) or {})
+    cfg.update(overrides or {})
+    validate_config(cfg)
+    return cfg
+
+
+def target(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    try:
+        return config["targets"][name]
+    except KeyError:
+        raise ConfigError(
+            f"no target {name!r} in config 'targets'", f"define it, or use one of {sorted(config['targets'])}"
+        ) from None
+
+
+def partition_tag(part: Mapping[str, Any]) -> str:
+    """``{scheme: dirichlet, alpha: 0.1, clients: 100}`` -> ``dirichlet-alpha0.1-clients100`` (sorted keys)."""
+    extras = "".join(f"-{k}{part[k]}" for k in sorted(part) if k != "scheme")
+    return f"{part['scheme']}{extras}"
+
+
+def parse_partition_tag(tag: str) -> tuple[str, dict[str, Any]]:
+    """Inverse of :func:`partition_tag` (values parsed as int, then float, else kept as text)."""
+    scheme, *rest = tag.split("-")
+    params: dict[str, Any] = {}
+    for item in rest:
+        key = item.rstrip("0123456789.e")
+        raw = item[len(key) :]
+        if not key or not raw:
+            raise ConfigError(
+                f"cannot parse partition parameter {item!r} in {tag!r}", "use <name><value> items"
+            )
+        params[key] = int(raw) if raw.isdigit() else float(raw)
+    return scheme, params
+
+
+def partition_cli_args(tag: str) -> str:
+    """``dirichlet-alpha0.1-num_clients100`` -> ``--scheme dirichlet --param alpha=0.1 --param num_clients=100``."""
+    scheme, params = parse_partition_tag(tag)
+    return " ".join([f"--scheme {scheme}", *(f"--param {k}={v}" for k, v in params.items())])
+
+
+def features_path(
+    dataset: str, backbone: str, weights: str, preprocess: str, precision: str, subset: str, split: str
+) -> str:
+    return f"results/features/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.json"
+
+
+def closed_form_path(
+    dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str, seed: int
+) -> str:
+    """Tidy rows of every closed-form method for one (features, partition, seed)."""
+    return (
+        f"results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.csv"
+    )
+
+
+def partition_path(dataset: str, subset: str, ptag: str, seed: int | str) -> str:
+    return f"results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json"
+
+
+def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
+    """Closed-form run files of a free-form target (one per backbone and seed)."""
+    t = target(config, name)
+    tag = partition_tag(t["partition"])
+    subset = t.get("subset", "all")
+    return [
+        closed_form_path(t["dataset"], b, t["weights"], t["preprocess"], config["precision"], subset, tag, s)
+        for b in t["backbones"]
+        for s in t["seeds"]
+    ]
+
+
+def closed_form_targets(config: Mapping[str, Any]) -> list[str]:
+    return sorted(config["targets"])

@@ -1,0 +1,25 @@
+"""Benchmarks record the machine they ran on with every figure."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+
+
+@pytest.fixture
+def machine_info(benchmark) -> dict:
+    import torch
+
+    info = {
+        "machine": platform.machine(),
+        "processor": platform.processor() or "unknown",
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "hostname": platform.node(),
+    }
+    benchmark.extra_info.update(info)
+    return info

@@ -1,0 +1,94 @@
+"""Feature-extraction throughput (images/s) at 224 px: bare backbone forward vs end-to-end extraction.
+
+End-to-end = batched resize + normalise of uint8 CIFAR images, forward, pool, write into the feature cache
+(CIFAR decoding is the unpickle, done once at load). Target (issue 2): end-to-end >= 85% of the bare
+forward throughput at the same batch size and precision. Run:
+
+    python -m pytest tests/bench/test_bench_extract.py --benchmark-only --benchmark-json=results/bench/extract.json
+
+Set ``FLB_BENCH_IMAGES`` to change the number of images per round (default 128; on a GPU use more).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from benchmark.data.registry import DatasetSplit
+from benchmark.features import extract as ex
+from benchmark.features.cache import FeatureCache
+from benchmark.features.preprocess import get_preprocess
+from benchmark.models.backbones import create_backbone
+
+pytestmark = pytest.mark.bench
+N = int(os.environ.get("FLB_BENCH_IMAGES", "128"))
+BATCH = 64
+
+
+def _images(n: int) -> DatasetSplit:
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    return DatasetSplit("bench", "test", np.zeros(n, dtype=np.int64), ("x",), "bench", images=imgs)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("backbone", ["squeezenet1_1", "mobilenet_v2", "resnet18"])
+def test_bare_forward(benchmark, machine_info, backbone, precision) -> None:
+    dev = ex.pick_device()
+    model, _ = create_backbone(backbone, "random")
+    body = ex.prepare_body(model.body, dev)
+    x = torch.randn(BATCH, 3, 224, 224)
+    n_batches = max(1, N // BATCH)
+
+    def run() -> None:
+        with torch.inference_mode():
+            for _ in range(n_batches):
+                ex.forward_features(body, x, dev, precision)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    with torch.inference_mode():
+        ex.forward_features(body, x, dev, precision)  # warm-up
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info.update(
+        kind="bare_forward",
+        backbone=backbone,
+        precision=precision,
+        batch=BATCH,
+        device=str(dev),
+        images_per_s=n_batches * BATCH / benchmark.stats.stats.median,
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("backbone", ["squeezenet1_1", "mobilenet_v2", "resnet18"])
+def test_end_to_end_extraction(benchmark, machine_info, tmp_path, backbone, precision) -> None:
+    data = _images(max(BATCH, N // BATCH * BATCH))
+    pre = get_preprocess("legate2023_cifar")
+    counter = iter(range(10**6))
+
+    def run() -> None:
+        ex.extract_features(
+            data,
+            backbone,
+            "random",
+            pre,
+            precision=precision,
+            batch_size=BATCH,
+            cache=FeatureCache(tmp_path / str(next(counter))),
+            progress=False,
+        )
+
+    run()  # warm-up
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info.update(
+        kind="end_to_end",
+        backbone=backbone,
+        precision=precision,
+        batch=BATCH,
+        device=str(ex.pick_device()),
+        images_per_s=len(data) / benchmark.stats.stats.median,
+    )
