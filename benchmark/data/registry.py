@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -127,12 +127,7 @@ def register_dataset(
 
 def _ensure_loaded() -> None:
     # Importing the loader modules registers them.
-    from benchmark.data import cifar  # noqa: F401
-
-    try:
-        from benchmark.data import folders, text  # noqa: F401
-    except ImportError:  # pragma: no cover - optional modules while under construction
-        pass
+    from benchmark.data import cifar, folders, text  # noqa: F401
 
 
 def list_datasets() -> list[str]:
@@ -153,13 +148,30 @@ def dataset_info(name: str) -> DatasetInfo:
 
 
 def load_dataset(
-    name: str, split: str, root: str | Path | None = None, *, download: bool | None = None
+    name: str,
+    split: str,
+    root: str | Path | None = None,
+    *,
+    download: bool | None = None,
+    **options: Any,
 ) -> DatasetSplit:
     """Load ``split`` of dataset ``name`` from the data root (argument, ``$FLB_DATA_ROOT`` or ``./data``).
 
     ``download=None`` means: download only if the files are absent and the network is reachable.
+    ``options`` go to loaders that take them (e.g. ``seed`` for ``eurosat_sub`` and ``imagenet_r``); the
+    defaults are the documented splits, and any option is part of the returned ``checksum``.
     """
     info = dataset_info(name)
     if split not in info.splits:
         raise ConfigError(f"dataset {name!r} has no split {split!r}", f"use one of: {', '.join(info.splits)}")
-    return info.loader(data_root(root), split, download)
+    if options:
+        import inspect
+
+        params = inspect.signature(info.loader).parameters
+        unknown = sorted(k for k in options if k not in params or k in ("root", "split", "download"))
+        if unknown:
+            raise ConfigError(
+                f"dataset {name!r} takes no option {', '.join(map(repr, unknown))}",
+                "remove it (see the loader's docstring for its options)",
+            )
+    return info.loader(data_root(root), split, download, **options)

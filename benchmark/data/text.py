@@ -1,0 +1,385 @@
+"""Text classification datasets: AG News, SST-2 (GLUE) and SST-5 (Stanford Sentiment Treebank).
+
+Layout under the data root (the same as this project's ``shared/data/text/``, so its ``MANIFEST.sha256``,
+whose paths start with ``text/``, verifies the files as they are):
+
+=============  ================================================================================
+``ag_news``    ``text/ag_news_csv/{train,test}.csv`` (official CSVs: class 1-4, title, description);
+               or ``text/ag_news_csv/hf_{train,test}.csv`` written by the Hugging Face download
+``sst2``       ``text/SST-2/{train,dev,test}.tsv`` (GLUE) or ``text/sst2_glue_reformatted/...`` (the
+               same content with the columns swapped, ``label<TAB>sentence``, and a labelled test)
+``sst5``       ``text/sst_trees/{train,dev,test}.txt`` or ``text/trees/...`` (PTB trees, as in
+               ``trainDevTestTrees_PTB.zip``)
+=============  ================================================================================
+
+Every file is verified before it is parsed (a ``MANIFEST.sha256`` beside the data, or the official md5
+where one is published: AG News' CSVs, the values torchtext checks). A split's ``checksum`` is
+``sha256("flb-text-v1 <dataset> <split> <parse rule> <file digest>")``, so it pins the exact bytes read and
+the parsing convention.
+
+Downloads run only when the files are absent and ``download`` allows it: AG News through Hugging Face
+``datasets`` (``ag_news``), SST-2 from GLUE's ``SST-2.zip`` (md5-checked), SST-5 from the Stanford
+Sentiment Treebank's ``trainDevTestTrees_PTB.zip``; the downloaded files are then recorded in the
+folder's ``MANIFEST.sha256``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.data.fetch import ensure_present, network_reachable, verify_dataset_files
+from benchmark.data.folders import record_manifest
+from benchmark.data.registry import DatasetSplit, register_dataset
+from benchmark.errors import CacheCorruptError, DataMissingError
+from benchmark.io import atomic_path, sha256_bytes
+
+IDENTITY_VERSION = "flb-text-v1"
+
+AG_FOLDER = "text/ag_news_csv"
+AG_MD5 = {  # torchtext.datasets.AG_NEWS (the official CSVs)
+    "train.csv": "b1a00f826fdfbd249f79597b59e1dc12",
+    "test.csv": "d52ea96a97a2d943681189a97654912d",
+}
+AG_CLASSES = ("World", "Sports", "Business", "Sci/Tech")  # classes.txt, class index 1..4
+SST2_FOLDERS = ("text/SST-2", "text/sst2_glue_reformatted")
+SST2_URL = "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip"
+SST2_ZIP_MD5 = "9f81648d4199384278b86e315dac217c"  # torchtext.datasets.SST2
+SST2_CLASSES = ("negative", "positive")
+SST5_FOLDERS = ("text/sst_trees", "text/trees")
+SST5_URL = "https://nlp.stanford.edu/sentiment/trainDevTestTrees_PTB.zip"
+SST5_CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
+
+_HOW_AG = (
+    "put the official AG News CSVs (ag_news_csv.tgz of Zhang et al. 2015; torchtext md5 train "
+    f"{AG_MD5['train.csv']}, test {AG_MD5['test.csv']}) in text/ag_news_csv/, or run once with network "
+    "access to fetch Hugging Face 'ag_news'"
+)
+_HOW_SST2 = (
+    f"extract GLUE's SST-2.zip ({SST2_URL}) into text/ (giving text/SST-2/*.tsv) and list the .tsv files in "
+    "MANIFEST.sha256, or run once with network access"
+)
+_HOW_SST5 = (
+    f"extract {SST5_URL} into text/ (giving text/trees/*.txt; text/sst_trees/ also works) and list the "
+    ".txt files in MANIFEST.sha256, or run once with network access"
+)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _read_text(path: Path) -> str:
+    """The text of a data file; only ever called on a verified file."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CacheCorruptError(f"cannot read {path}: {exc}", "delete it and re-create the data") from exc
+
+
+def _bad(path: Path, why: str) -> CacheCorruptError:
+    return CacheCorruptError(f"{path}: {why}", "the file does not have the expected format")
+
+
+def _may_download(download: bool | None) -> bool:
+    return download is True or (download is None and network_reachable())
+
+
+def _locate(
+    root: Path,
+    folders: Sequence[str],
+    name: str,
+    *,
+    dataset: str,
+    download: bool | None,
+    downloader: Callable[[Path], None] | None,
+    how_to_get: str,
+) -> str:
+    """The first of ``folders`` holding ``name``; else download; else one clear DataMissingError."""
+    for _ in range(2):
+        for folder in folders:
+            if (root / folder / name).is_file():
+                return folder
+        if downloader is None or not _may_download(download):
+            break
+        downloader(root)
+        downloader = None
+    also = f" (or {', '.join(f'{f}/' for f in folders[1:])})" if len(folders) > 1 else ""
+    ensure_present(
+        root, folders[0], [name], dataset=dataset, download=False, downloader=None,
+        how_to_get=how_to_get + also,
+    )  # fmt: skip
+    raise AssertionError("unreachable")  # pragma: no cover - ensure_present raised
+
+
+def _identity(dataset: str, split: str, rule: str, digest: str) -> str:
+    return sha256_bytes(f"{IDENTITY_VERSION} {dataset} {split} {rule} {digest}".encode())
+
+
+def _text_split(
+    name: str, split: str, texts: list[str], labels: list[int], classes: Sequence[str], checksum: str,
+    meta: dict[str, object],
+) -> DatasetSplit:  # fmt: skip
+    return DatasetSplit(
+        name,
+        split,
+        np.asarray(labels, dtype=np.int64),
+        tuple(classes),
+        checksum,
+        texts=tuple(texts),
+        meta=meta,
+    )
+
+
+def _archive(
+    url: str, md5: str | None, dest: str, folders: Sequence[str], files: Sequence[str]
+) -> Callable[[Path], None]:
+    """Downloader: extract ``url`` into ``root/dest`` (md5-checked where known), record the files read."""
+
+    def run(root: Path) -> None:
+        import torchvision.datasets.utils as tvu
+
+        (root / dest).mkdir(parents=True, exist_ok=True)
+        tvu.download_and_extract_archive(url, download_root=str(root / dest), md5=md5, remove_finished=True)
+        for folder in folders:
+            present = [f for f in files if (root / folder / f).is_file()]
+            if present:
+                record_manifest(root, folder, present)
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------- AG News
+
+
+def parse_ag_news_official(text: str, path: Path) -> tuple[list[str], list[int]]:
+    """Rows ``"class","title","description"`` (class 1-4) -> texts ``title + " " + description``, labels 0-3.
+
+    The text convention is Hugging Face ``ag_news``'s (``" ".join((title, description))``, escapes kept as
+    in the file), so the official CSV and the Hugging Face download give the same texts.
+    """
+    texts, labels = [], []
+    for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1):
+        if not row:
+            continue
+        if len(row) != 3 or not row[0].strip().isdigit() or not 1 <= int(row[0]) <= 4:
+            raise _bad(path, f"row {lineno} is not 'class(1-4),title,description'")
+        labels.append(int(row[0]) - 1)
+        texts.append(f"{row[1]} {row[2]}")
+    return texts, labels
+
+
+def parse_ag_news_hf(text: str, path: Path) -> tuple[list[str], list[int]]:
+    """The ``label,text`` CSV (labels 0-3) that :func:`_ag_news_hf_download` writes."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if reader.fieldnames != ["label", "text"]:
+        raise _bad(path, f"expected header 'label,text', found {reader.fieldnames}")
+    texts, labels = [], []
+    for lineno, row in enumerate(reader, 2):
+        if not (row["label"] or "").isdigit() or not 0 <= int(row["label"]) <= 3:
+            raise _bad(path, f"row {lineno} has label {row['label']!r}, expected 0-3")
+        labels.append(int(row["label"]))
+        texts.append(row["text"])
+    return texts, labels
+
+
+def _ag_news_hf_download(split: str) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        import datasets
+
+        ds = datasets.load_dataset("ag_news", split=split)
+        name = f"hf_{split}.csv"
+        dest = root / AG_FOLDER / name
+        with atomic_path(dest) as tmp:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["label", "text"])
+                for row in ds:
+                    writer.writerow([int(row["label"]), row["text"]])
+        record_manifest(root, AG_FOLDER, [name])
+
+    return run
+
+
+@register_dataset(
+    "ag_news",
+    num_classes=4,
+    modality="text",
+    expected_layout=f"{AG_FOLDER}/{{train,test}}.csv (or hf_{{train,test}}.csv from the Hugging Face download)",
+    source="Zhang et al. 2015 (AG's News, 120,000 / 7,600); legate2023 text experiments (HF 'ag_news')",
+)
+def load_ag_news(root: Path, split: str, download: bool | None = None) -> DatasetSplit:
+    """AG News ``train`` (120,000) or ``test`` (7,600), 4 classes; texts as Hugging Face ``ag_news``.
+
+    The official CSV ``text/ag_news_csv/<split>.csv`` is used when present (checked against the official
+    md5 or a manifest); else a previous Hugging Face download ``hf_<split>.csv``; else, when allowed,
+    ``datasets.load_dataset("ag_news", split=...)`` (what legate2023's code calls) writes that file.
+    """
+    official, hf = f"{split}.csv", f"hf_{split}.csv"
+    if (root / AG_FOLDER / official).is_file():
+        name, parse, source = official, parse_ag_news_official, "official csv"
+    elif (root / AG_FOLDER / hf).is_file():
+        name, parse, source = hf, parse_ag_news_hf, "huggingface ag_news"
+    else:
+        if _may_download(download):
+            _ag_news_hf_download(split)(root)
+        if not (root / AG_FOLDER / hf).is_file():
+            ensure_present(
+                root, AG_FOLDER, [official], dataset="ag_news", download=False, downloader=None,
+                how_to_get=_HOW_AG,
+            )  # fmt: skip
+        name, parse, source = hf, parse_ag_news_hf, "huggingface ag_news"
+    digest = verify_dataset_files(root, AG_FOLDER, [name], AG_MD5)
+    path = root / AG_FOLDER / name
+    texts, labels = parse(_read_text(path), path)
+    checksum = _identity("ag_news", split, f"{source}:title+' '+description", digest)
+    return _text_split(
+        "ag_news", split, texts, labels, AG_CLASSES, checksum, {"source": source, "file": name}
+    )
+
+
+# ---------------------------------------------------------------------------------------------- SST-2
+
+
+_SENTENCE_HEADERS = {"sentence", "content", "text"}
+
+
+def parse_sst2_tsv(text: str, path: Path) -> tuple[list[str], list[int]]:
+    """GLUE SST-2 TSV -> (sentences, labels 0/1), in either column order.
+
+    A header row (``sentence<TAB>label`` in GLUE, ``label<TAB>content``/``label<TAB>sentence`` in the
+    swapped copy) names the columns; without a header, the column holding ``0``/``1`` in the first row
+    is the label. GLUE's unlabelled test file (``index<TAB>sentence``) is refused.
+    """
+    lines = [ln.rstrip("\r") for ln in text.split("\n")]
+    lines = [ln for ln in lines if ln.strip()]
+    if not lines:
+        raise _bad(path, "empty file")
+    first = lines[0].split("\t")
+    names = [c.strip().lower() for c in first]
+    if "label" in names and _SENTENCE_HEADERS & set(names):
+        label_col = names.index("label")
+        text_col = next(i for i, c in enumerate(names) if c in _SENTENCE_HEADERS)
+        body = lines[1:]
+    elif _SENTENCE_HEADERS & set(names) or "index" in names:
+        raise DataMissingError(
+            f"{path} has no label column (GLUE's SST-2 test labels are not public)",
+            "use the 'dev' split for evaluation, or a labelled copy of the test split",
+        )
+    elif len(first) == 2 and first[0].strip() in ("0", "1"):
+        label_col, text_col, body = 0, 1, lines
+    elif len(first) == 2 and first[1].strip() in ("0", "1"):
+        label_col, text_col, body = 1, 0, lines
+    else:
+        raise _bad(path, "cannot tell the label column (no header, no 0/1 column)")
+    texts, labels = [], []
+    for lineno, line in enumerate(body, 2 if body is not lines else 1):
+        parts = line.split("\t")
+        if len(parts) != len(first) or parts[label_col].strip() not in ("0", "1"):
+            raise _bad(path, f"line {lineno} is not '<sentence><TAB><0|1>' in the header's order")
+        labels.append(int(parts[label_col]))
+        texts.append(parts[text_col])
+    return texts, labels
+
+
+@register_dataset(
+    "sst2",
+    num_classes=2,
+    modality="text",
+    splits=("train", "dev", "test"),
+    expected_layout="text/SST-2/{train,dev,test}.tsv (or text/sst2_glue_reformatted/)",
+    source="Socher et al. 2013 via GLUE (Wang et al. 2019), 67,349 / 872; bernier2024 Table 4.1",
+)
+def load_sst2(root: Path, split: str, download: bool | None = None) -> DatasetSplit:
+    """GLUE SST-2 ``train`` (67,349), ``dev`` (872) or ``test`` (1,821; labelled only in some copies).
+
+    Reads ``text/SST-2/<split>.tsv`` (GLUE) or ``text/sst2_glue_reformatted/<split>.tsv``; see
+    :func:`parse_sst2_tsv` for the column handling.
+    """
+    name = f"{split}.tsv"
+    folder = _locate(
+        root, SST2_FOLDERS, name, dataset="sst2", download=download,
+        downloader=_archive(SST2_URL, SST2_ZIP_MD5, "text", SST2_FOLDERS[:1], ["train.tsv", "dev.tsv", "test.tsv"]),
+        how_to_get=_HOW_SST2,
+    )  # fmt: skip
+    digest = verify_dataset_files(root, folder, [name])
+    path = root / folder / name
+    texts, labels = parse_sst2_tsv(_read_text(path), path)
+    checksum = _identity("sst2", split, "glue-tsv", digest)
+    return _text_split("sst2", split, texts, labels, SST2_CLASSES, checksum, {"folder": folder})
+
+
+# ---------------------------------------------------------------------------------------------- SST-5
+
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+_PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")"}
+
+
+def parse_ptb_tree(line: str) -> tuple[str, int]:
+    """One PTB sentiment tree -> (sentence, root label 0-4).
+
+    The sentence is the leaves joined by single spaces, with ``-LRB-``/``-RRB-`` written as ``(``/``)``.
+    Raises ``ValueError`` on a malformed tree.
+    """
+    tokens = _TOKEN.findall(line)
+    if len(tokens) < 4 or tokens[0] != "(" or not tokens[1].isdigit():
+        raise ValueError("does not start with '(<label>'")
+    label = int(tokens[1])
+    if not 0 <= label <= 4:
+        raise ValueError(f"root label {label} outside 0-4")
+    leaves, depth, prev = [], 0, ""
+    for tok in tokens:
+        if tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+            if depth < 0:
+                raise ValueError("unbalanced parentheses")
+        elif prev != "(":
+            leaves.append(_PTB_ESCAPES.get(tok, tok))
+        prev = tok
+    if depth != 0 or not leaves:
+        raise ValueError("unbalanced parentheses or no words")
+    return " ".join(leaves), label
+
+
+def parse_sst_trees(text: str, path: Path) -> tuple[list[str], list[int]]:
+    """A file of one PTB tree per line -> (sentences, root labels 0-4)."""
+    texts, labels = [], []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            sentence, label = parse_ptb_tree(line)
+        except ValueError as exc:
+            raise _bad(path, f"line {lineno}: {exc}") from exc
+        texts.append(sentence)
+        labels.append(label)
+    return texts, labels
+
+
+@register_dataset(
+    "sst5",
+    num_classes=5,
+    modality="text",
+    splits=("train", "dev", "test"),
+    expected_layout="text/sst_trees/{train,dev,test}.txt (or text/trees/)",
+    source="Socher et al. 2013 (SST-5 root labels), 8,544 / 1,101 / 2,210; bernier2024 Table 4.1",
+)
+def load_sst5(root: Path, split: str, download: bool | None = None) -> DatasetSplit:
+    """SST-5: the root label (0-4) of each PTB tree of ``train``/``dev``/``test`` (8,544 / 1,101 / 2,210)."""
+    name = f"{split}.txt"
+    folder = _locate(
+        root, SST5_FOLDERS, name, dataset="sst5", download=download,
+        downloader=_archive(SST5_URL, None, "text", SST5_FOLDERS[1:], ["train.txt", "dev.txt", "test.txt"]),
+        how_to_get=_HOW_SST5,
+    )  # fmt: skip
+    digest = verify_dataset_files(root, folder, [name])
+    path = root / folder / name
+    texts, labels = parse_sst_trees(_read_text(path), path)
+    checksum = _identity("sst5", split, "ptb-root-label,lrb-rrb->parens", digest)
+    return _text_split("sst5", split, texts, labels, SST5_CLASSES, checksum, {"folder": folder})
