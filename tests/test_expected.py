@@ -132,7 +132,19 @@ PAPER_DOCS = {
     "bernier2024": "003_6eba87e4b697c929.txt",
     "fedbabu": "004_d0304c7dab735e6c.txt",
 }
-PAPERS_DIR = Path(os.environ.get("FLB_PAPERS_DIR", EXPECTED_ROOT.parent.parent / "shared" / "papers"))
+
+
+def _papers_dir() -> Path:
+    """FLB_PAPERS_DIR, else the first ``shared/papers`` above the repository (a git worktree sits deeper)."""
+    if os.environ.get("FLB_PAPERS_DIR"):
+        return Path(os.environ["FLB_PAPERS_DIR"])
+    for parent in EXPECTED_ROOT.parents:
+        if (parent / "shared" / "papers").is_dir():
+            return parent / "shared" / "papers"
+    return EXPECTED_ROOT.parent.parent / "shared" / "papers"
+
+
+PAPERS_DIR = _papers_dir()
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +183,38 @@ def test_table_schema(tables: dict[str, Any], name: str) -> None:
         part = proto.get("partition")
         if part is not None:
             assert part["kind"] in ("dirichlet", "shards", "natural", "domain"), c.key
+        assert proto.get("pretrained") in (None, "none", "imagenet1k", "roberta-large"), c.key
+        if proto.get("method") == "random":  # "initialized at random with no use of pre-trained model"
+            assert proto["pretrained"] == "none", c.key
+        if c.provenance is not None:  # quoted from another paper: this paper's seed count does not apply
+            assert c.n_seeds is None and proto.get("n_seeds") is None, c.key
+
+
+def test_fedbabu_labels_agree_with_protocol(tables: dict[str, Any]) -> None:
+    """s=, f= and τ= in a FedBABU cell's labels are its shards per user, participation and local epochs; rounds x
+    local epochs is the total epoch budget; 'Initial' cells are not fine-tuned."""
+    wrong = []
+    for t in tables.values():
+        if t.paper != "fedbabu":
+            continue
+        for c in t.cells:
+            p, labels = c.protocol, " | ".join(c.row + c.column)
+            local_only = p.get("method") == "local_only"  # printed once per s, on the f=1.0, τ=1 row
+            s = re.search(r"(?<![\w])s\s*=\s*(\d+)", labels)
+            if s and (p.get("partition") or {}).get("shards_per_user") != int(s.group(1)):
+                wrong.append((c.key, "s"))
+            f = re.search(r"\bf\s*=\s*([\d.]+)", labels)
+            if f and not local_only and p.get("participation") != float(f.group(1)):
+                wrong.append((c.key, "f"))
+            tau = re.search(r"τ\s*=\s*(\d+)", labels)
+            if tau and not local_only and p.get("local_epochs") != int(tau.group(1)):
+                wrong.append((c.key, "tau"))
+            if p.get("rounds") and p.get("local_epochs") and p.get("total_epochs"):
+                if p["rounds"] * p["local_epochs"] != p["total_epochs"]:
+                    wrong.append((c.key, "rounds x tau"))
+            if p.get("stage") == "initial" and p.get("finetune_epochs") not in (0, None):
+                wrong.append((c.key, "initial but fine-tuned"))
+    assert wrong == []
 
 
 def test_missing_and_qualitative_tables(tables: dict[str, Any]) -> None:
@@ -265,6 +309,88 @@ def test_every_printed_value_occurs_in_its_source_text(tables: dict[str, Any]) -
             if not found(c.printed, paper):
                 missing.append((c.key, c.printed))
     assert missing == []
+
+
+# Where each table sits in its paper's text: the table's caption line (``Table N:`` / ``Table N.`` at the
+# start of a line, or right after a figure caption; the two unnumbered workshop tables use the line that
+# introduces them) and the first/last line of the table body relative to it. Values must occur inside that
+# window, so a value copied from the wrong table, or a table transcribed from the wrong place, fails.
+_CAPTION_ANCHOR = {
+    "legate2023ws/tableB": r"Details of datasets used in our experimental section",
+    "legate2023ws/tableE_4": r"### E\.4\. ResNet18 Experiments",
+}
+TABLE_WINDOWS: dict[str, tuple[int, int]] = {
+    "legate2023/table1": (-5, 0), "legate2023/table2": (-30, 0), "legate2023/table3": (-6, 0),
+    "legate2023/table4": (-6, 0), "legate2023/table5": (-10, 0), "legate2023/table6": (-8, 0),
+    "legate2023/table7": (-1, 0), "legate2023/table8": (-2, 0),
+    "legate2023ws/table1": (-11, 0), "legate2023ws/table2": (-4, 0), "legate2023ws/tableB": (-6, 0),
+    "legate2023ws/tableE_4": (0, 7),
+    "fedcof/table2": (0, 6), "fedcof/table3": (-21, 0), "fedcof/table4": (0, 10), "fedcof/table5": (0, 7),
+    "fedcof/table6": (0, 7), "fedcof/table7": (0, 16), "fedcof/table8": (0, 9), "fedcof/table9": (0, 4),
+    "bernier2024/table3_1": (-6, 0), "bernier2024/table3_2": (-31, 0), "bernier2024/table3_3": (-7, 0),
+    "bernier2024/table4_1": (-13, 0), "bernier2024/table4_2": (-8, 0), "bernier2024/tableA_1": (-7, 0),
+    "bernier2024/tableA_2": (-11, 0), "bernier2024/tableA_3": (-9, 0), "bernier2024/tableA_4": (-2, 0),
+    "bernier2024/tableA_5": (-3, 0),
+    "fedbabu/table1": (0, 9), "fedbabu/table2": (0, 8), "fedbabu/table4": (0, 13), "fedbabu/table5": (0, 21),
+    "fedbabu/table6": (0, 7), "fedbabu/table7": (0, 9), "fedbabu/table8": (0, 5), "fedbabu/table9": (0, 9),
+    "fedbabu/table10": (0, 15), "fedbabu/table11": (0, 21), "fedbabu/table12": (0, 21), "fedbabu/table13": (0, 21),
+    "fedbabu/table14": (0, 21), "fedbabu/table15": (0, 21), "fedbabu/table16": (0, 12), "fedbabu/table17": (0, 12),
+    "fedbabu/table18": (0, 5), "fedbabu/table19": (0, 6), "fedbabu/table20": (0, 16), "fedbabu/table21": (0, 6),
+    "fedbabu/table22": (0, 9), "fedbabu/table23": (0, 5), "fedbabu/table24": (0, 9), "fedbabu/table25": (0, 18),
+}  # fmt: skip
+# Tables whose conversion prints the values column by column (LaTeX arrays), not in the files' row order.
+UNORDERED = {"legate2023ws/table1", "legate2023ws/table2", "legate2023ws/tableE_4"}
+
+
+def _table_window(lines: list[str], name: str) -> str:
+    _, number = name.split("/table")
+    pattern = _CAPTION_ANCHOR.get(name, rf"(?:^\s*|\)\.)Table {re.escape(number.replace('_', '.'))}[:.] ")
+    hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    assert len(hits) == 1, f"{name}: caption line not found exactly once ({len(hits)} hits for {pattern!r})"
+    first, last = TABLE_WINDOWS[name]
+    return _norm("\n".join(lines[hits[0] + first : hits[0] + last + 1]))
+
+
+def _value_pattern(printed: str, paper: str) -> re.Pattern[str]:
+    # The NeurIPS conversion glues each value to its alt-text copy ("...superscript1084.5\times 10^{8}").
+    before = r"(?<!\.)" if paper == "legate2023" else r"(?<![\d.])"
+    return re.compile(before + re.escape(_norm(printed)) + r"(?!\d)")
+
+
+@pytest.mark.skipif(not PAPERS_DIR.is_dir(), reason=f"paper texts not found at {PAPERS_DIR} (FLB_PAPERS_DIR)")
+def test_values_sit_in_their_table_in_row_order(tables: dict[str, Any]) -> None:
+    """Each cell's printed value (and each reading's, in the table it names) lies in its table's window of the
+    paper text, and the cells of a table occur there in the order the file lists them (row by row)."""
+    lines = {p: (PAPERS_DIR / f).read_text(encoding="utf-8").splitlines() for p, f in PAPER_DOCS.items()}
+    with_cells = {n for n, t in tables.items() if t.cells}
+    assert set(TABLE_WINDOWS) == with_cells
+    windows = {n: _table_window(lines[n.split("/")[0]], n) for n in TABLE_WINDOWS}
+    problems = []
+    for name, t in tables.items():
+        if not t.cells:
+            continue
+        pos = 0
+        for c in t.cells:
+            own = [r.printed for r in c.readings if r.source.split("#")[0] == name]
+            printed = own[0] if c.readings else c.printed
+            for r in c.readings:  # every reading where it says it comes from, when that table is transcribed
+                where = r.source.split("#")[0]
+                if where in windows and not _value_pattern(r.printed, r.paper).search(windows[where]):
+                    problems.append((c.key, r.source, r.printed, "not in that table"))
+            if c.readings and not own:
+                continue
+            pattern = _value_pattern(printed, t.paper)
+            if name in UNORDERED:
+                if not pattern.search(windows[name]):
+                    problems.append((c.key, printed, "not in the table"))
+                continue
+            m = pattern.search(windows[name], pos)
+            if m is None:
+                why = "out of row order" if pattern.search(windows[name]) else "not in the table"
+                problems.append((c.key, printed, why))
+            else:
+                pos = m.end()
+    assert problems == []
 
 
 def test_readme_lists_every_table_with_its_count() -> None:
