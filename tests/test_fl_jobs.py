@@ -314,3 +314,44 @@ def test_plots_from_curve_files_average_seeds(cifar10_like, cifar100_like, tmp_p
     assert plots_main(["--out", str(tmp_path / "cli.png"), f"LP={files[0]},{files[1]}"]) == 0
     assert (tmp_path / "cli.png").is_file()
     assert plots_main(["--out", str(tmp_path / "bad.png"), f"LP={tmp_path / 'missing.csv'}"]) == 2
+
+
+# ------------------------------------------------------------------------------------------------ lr grid
+def test_validation_split_is_stratified_disjoint_and_seeded() -> None:
+    from benchmark.fl.tuning import validation_split
+
+    y = np.repeat(np.arange(5), [30, 20, 10, 40, 9])
+    tr, val = validation_split(y, 0.1, 0)
+    assert np.intersect1d(tr, val).size == 0 and tr.size + val.size == y.size
+    assert np.bincount(y[val], minlength=5).tolist() == [3, 2, 1, 4, 0]
+    assert np.array_equal(val, validation_split(y, 0.1, 0)[1])
+    assert not np.array_equal(val, validation_split(y, 0.1, 1)[1])
+    with pytest.raises(ConfigError, match="val_fraction"):
+        validation_split(y, 1.0, 0)
+
+
+def test_lr_grid_search_selects_on_validation_split_of_train(cifar10_like, tmp_path) -> None:
+    from benchmark.fl.tuning import lr_grid_search, main
+
+    tr, te, _ = cifar10_like
+    rec = lr_grid_search(
+        "legate2023_cifar10",
+        "lp",
+        tr,
+        grid=(1e-5, 0.5),
+        overrides={"rounds": 2},
+        device="cpu",
+        progress=False,
+    )
+    assert rec["validation"]["val_rows"] == 200 and rec["validation"]["train_rows"] == 1800
+    assert rec["partition"]["params"]["num_clients"] == 100 and rec["rounds"] == 8
+    accs = {r["client_lr"]: r["val_selected"] for r in rec["results"]}
+    assert accs[0.5] > accs[1e-5] and rec["chosen_client_lr"] == 0.5
+    assert rec["grid_source"] == "custom" and rec["selection"] == "best_on_test"
+    # the test split is never an input; a test pointer passed as --train is refused
+    out = tmp_path / "grid.json"
+    assert (
+        main(["--protocol", "legate2023_cifar10", "--method", "lp", "--train", str(te), "--out", str(out)])
+        == 2
+    )
+    assert not out.exists()
