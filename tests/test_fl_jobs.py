@@ -355,3 +355,28 @@ def test_lr_grid_search_selects_on_validation_split_of_train(cifar10_like, tmp_p
         == 2
     )
     assert not out.exists()
+
+
+def test_protocol_learning_rates_match_their_grid_records() -> None:
+    """A protocol lr taken from the validation grid must equal the choice recorded in benchmark/fl/lr_grid/,
+    and the record must come from the protocol's own setting (rounds, selection, the legate2023 grid)."""
+    from benchmark.fl.tuning import LEGATE2023_FEDAVG_GRID, LR_GRID_DIR
+
+    checked = 0
+    for name in list_protocols():
+        proto = get_protocol(name)
+        for method, spec in proto.methods.items():
+            if "lr_grid/" not in spec.lr_source:
+                continue
+            path = LR_GRID_DIR / f"{name}-{method}.json"
+            assert path.name in spec.lr_source and path.is_file(), path
+            rec = json.loads(path.read_text())
+            assert (rec["protocol"], rec["method"], rec["kind"]) == (name, method, "lr_grid")
+            assert spec.client_lr == rec["chosen_client_lr"]
+            best = max(rec["results"], key=lambda r: r["val_selected"])
+            assert best["client_lr"] == rec["chosen_client_lr"]
+            assert set(rec["grid"]) <= set(LEGATE2023_FEDAVG_GRID)
+            assert rec["rounds"] == proto.real_rounds(method) and rec["selection"] == proto.selection
+            assert rec["train_features"]["dataset"] == proto.dataset
+            checked += 1
+    assert checked >= 1
