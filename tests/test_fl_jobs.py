@@ -380,3 +380,31 @@ def test_protocol_learning_rates_match_their_grid_records() -> None:
             assert rec["train_features"]["dataset"] == proto.dataset
             checked += 1
     assert checked >= 1
+
+
+def test_mean_curve_aligns_stages_that_start_at_seed_dependent_rounds() -> None:
+    def frame(start: int, accs: list[float], init_len: int) -> pd.DataFrame:
+        rows = [(r + 1, "init", 40.0 + r) for r in range(init_len)]
+        rows += [(start + 4 * i, "lp", a) for i, a in enumerate(accs)]
+        return pd.DataFrame(
+            [
+                {
+                    "round": r,
+                    "stage": s,
+                    "accuracy": a,
+                    "uplink_bytes": 10 * r,
+                    "downlink_bytes": 0,
+                    "compute_f": r,
+                }
+                for r, s, a in rows
+            ]
+        )
+
+    a, b = frame(10, [50.0, 52.0, 54.0], 10), frame(12, [51.0, 55.0, 56.0], 12)
+    got = mean_curve([a, b], "round")
+    np.testing.assert_allclose(got["lp"][0], [11.0, 15.0, 19.0])  # x averaged
+    np.testing.assert_allclose(got["lp"][1], [50.5, 53.5, 55.0])  # mean
+    np.testing.assert_allclose(got["lp"][2], [50.0, 52.0, 54.0])  # min
+    assert len(got["init"][0]) == 10  # init lengths differ: the first run is drawn
+    with pytest.raises(ConfigError, match="different rounds"):
+        mean_curve([a, frame(12, [51.0, 55.0], 12)], "round")

@@ -101,8 +101,9 @@ def curve(result: CurveLike, x: Axis) -> tuple[list[float], list[float]]:
 def mean_curve(curves: Sequence[CurveLike], x: Axis) -> dict[str, tuple[np.ndarray, ...]]:
     """Per stage: ``(xs, mean, min, max)`` of the accuracy over runs, at the evaluated rounds they share.
 
-    x is averaged too (cost axes can differ slightly between seeds, e.g. client sizes); runs must evaluate
-    the same rounds of a stage (same protocol), otherwise a :class:`ConfigError` says which.
+    x is averaged too (cost axes can differ slightly between seeds, e.g. client sizes, and a training stage
+    that follows a closed-form initialisation starts at a seed-dependent round); runs must evaluate the same
+    rounds relative to the start of the stage (same protocol), otherwise a :class:`ConfigError` says which.
     """
     frames = [as_frame(c) for c in curves]
     out: dict[str, tuple[np.ndarray, ...]] = {}
@@ -112,7 +113,10 @@ def mean_curve(curves: Sequence[CurveLike], x: Axis) -> dict[str, tuple[np.ndarr
         for f in frames:
             ev = f[(f["stage"] == stage) & ~f["accuracy"].isna()]
             per.append((ev["round"].to_numpy(), x_values(ev, x), ev["accuracy"].to_numpy(dtype=float)))
-        if any(len(p[0]) != len(per[0][0]) or not np.array_equal(p[0], per[0][0]) for p in per):
+        # a stage may start at another round per seed (the init stage's length depends on the seed's
+        # arrival schedule): align on the rounds *within* the stage, average x as well
+        rel = [p[0] - p[0][0] if len(p[0]) else p[0] for p in per]
+        if any(len(r) != len(rel[0]) or not np.array_equal(r, rel[0]) for r in rel):
             if stage == INIT_STAGE:  # init rounds depend on the seed's arrival schedule: plot the first run
                 per = per[:1]
             else:
