@@ -69,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
+    p = sub.add_parser("fl-run", help="one federated training run on cached features (benchmark.fl.jobs)")
+    p.add_argument("--protocol", required=True, help="benchmark.fl.protocols name, e.g. legate2023_cifar10")
+    p.add_argument("--method", required=True, help="a method of the protocol, e.g. lp")
+    p.add_argument("--train", required=True, help="train feature pointer JSON")
+    p.add_argument("--test", required=True, help="test feature pointer JSON")
+    p.add_argument("--partition", required=True, help="partition JSON of the train split")
+    p.add_argument("--seed", type=int, required=True, help="run seed (client sampling, head init)")
+    p.add_argument("--out", required=True, help="tidy CSV to write")
+    p.add_argument("--curve", default=None, help="per-round curve CSV to write")
+    p.add_argument("--record", default=None, help="JSON run record to write")
+    p.add_argument("--set", action="append", default=[], help="protocol override key=value (repeatable)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-progress", action="store_true")
+
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
@@ -133,6 +147,20 @@ def run(argv: Sequence[str] | None = None) -> int:
         report = build_table(args.target, load_config(args.config, pipeline.parse_kv(args.set)))
         print(report.summary())
         return 1 if report.failed else 0
+    elif args.cmd == "fl-run":
+        from benchmark.fl.jobs import fl_run_step
+
+        job = fl_run_step(
+            protocol=args.protocol, method=args.method, train=args.train, test=args.test,
+            partition=args.partition, seed=args.seed, out=args.out, curve=args.curve, record=args.record,
+            overrides=pipeline.parse_kv(args.set), device=args.device, progress=not args.no_progress,
+        )
+        r = job.result
+        print(
+            f"{args.protocol}/{args.method} seed {args.seed}: accuracy {100 * r.reported_acc:.2f}% "
+            f"(best {100 * r.best_acc:.2f}% at round {r.best_round}, last {100 * r.last_acc:.2f}%), "
+            f"{r.costs.total_bytes / 1e9:.4f} GB, {r.costs.compute_f:.3g} F -> {args.out}"
+        )
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=pipeline.parse_kv(args.label))

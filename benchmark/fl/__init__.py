@@ -9,24 +9,43 @@ Modules, one job each:
 * :mod:`~benchmark.fl.engine` - the round loop, client sampler, evaluation, per-round records and costs.
 * :mod:`~benchmark.fl.lp_features` - LP / MLP head-tuning on cached features, vectorised across clients.
 * :mod:`~benchmark.fl.methods` - LP, FT, Random, two-stage, centralised oracles; :func:`run_method`.
-* :mod:`~benchmark.fl.plots` - accuracy vs rounds / communication / compute.
+* :mod:`~benchmark.fl.protocols` - named paper protocols (:func:`get_protocol`).
+* :mod:`~benchmark.fl.jobs` - the job entry point ``flb fl-run`` (tidy rows + per-round curve).
+* :mod:`~benchmark.fl.tuning` - client-lr grid on a validation split of the training set.
+* :mod:`~benchmark.fl.reduced` - the reduced CPU FT / FedNCM+FT configuration and its pinned values.
+* :mod:`~benchmark.fl.plots` - accuracy vs rounds / communication / compute, from results or curve CSVs.
+* :mod:`~benchmark.fl.gpu_bench` - standalone FT throughput benchmark (torch/torchvision/numpy only).
+
+Names are imported lazily (PEP 562), so ``python -m benchmark.fl.gpu_bench`` needs nothing but torch,
+torchvision and numpy.
 """
 
-from benchmark.fl.config import FEDPROX_DEFAULT_MU, FLConfig, flsim_epochs_to_rounds
-from benchmark.fl.engine import ClientSampler, Costs, RoundRecord, RunResult, run_federated
-from benchmark.fl.lp_features import CachedFeatures, run_lp_features
-from benchmark.fl.methods import run_method
+from __future__ import annotations
 
-__all__ = [
-    "FEDPROX_DEFAULT_MU",
-    "CachedFeatures",
-    "ClientSampler",
-    "Costs",
-    "FLConfig",
-    "RoundRecord",
-    "RunResult",
-    "flsim_epochs_to_rounds",
-    "run_federated",
-    "run_lp_features",
-    "run_method",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "FEDPROX_DEFAULT_MU": "benchmark.fl.config",
+    "FLConfig": "benchmark.fl.config",
+    "flsim_epochs_to_rounds": "benchmark.fl.config",
+    "ClientSampler": "benchmark.fl.engine",
+    "Costs": "benchmark.fl.engine",
+    "RoundRecord": "benchmark.fl.engine",
+    "RunResult": "benchmark.fl.engine",
+    "run_federated": "benchmark.fl.engine",
+    "CachedFeatures": "benchmark.fl.lp_features",
+    "run_lp_features": "benchmark.fl.lp_features",
+    "run_method": "benchmark.fl.methods",
+    "get_protocol": "benchmark.fl.protocols",
+    "list_protocols": "benchmark.fl.protocols",
+    "fl_run_step": "benchmark.fl.jobs",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'benchmark.fl' has no attribute {name!r}")
