@@ -149,7 +149,7 @@ def _search(
     return stated, (), MISMATCH
 
 
-def _reproduce(
+def reproduce(
     printed: Printed,
     evaluate: Callable[[frozenset[str]], float | None],
     options: Sequence[str],
@@ -375,7 +375,7 @@ def legate2023_table2_cells() -> list[Cell]:
                         return legate2023_comm_gb(row, method, deps, base_params=p_fit)
                     return legate2023_comm_gb(row, method, deps)
 
-                value, deps, verdict, ours, ours_deps = _reproduce(
+                value, deps, verdict, ours, ours_deps = reproduce(
                     printed,
                     evaluate,
                     _legate_options(row, method, column),
@@ -825,7 +825,7 @@ def legate2023ws_table1_compute_cells() -> list[Cell]:
             def evaluate(deps: frozenset[str], row: str = row, method: str = method) -> float:
                 return legate2023_compute_f(row, method, deps)
 
-            value, deps, verdict, ours, ours_deps = _reproduce(
+            value, deps, verdict, ours, ours_deps = reproduce(
                 printed, evaluate, _legate_options(row, method, COMPUTE)
             )
             rounds = _rounds(row, method, frozenset(deps))
@@ -889,7 +889,7 @@ FEDCOF_T7_INIT_FT: tuple[tuple[str, str, str], ...] = (
     ("cifar100", "FedCOF", "269k"),
     ("imagenet_r", "FedCOF", "271k"),
 )
-_TRAINING_OPTIONS = (cv.BOTH_DIRECTIONS.name, cv.HEAD_BIAS_CHARGED.name, cv.BINARY_PREFIX.name)
+TRAINING_OPTIONS = (cv.BOTH_DIRECTIONS.name, cv.HEAD_BIAS_CHARGED.name, cv.BINARY_PREFIX.name)
 
 
 def fedcof_training_mb(backbone: str, dataset: str, rounds: int, deps: frozenset[str] = frozenset()) -> float:
@@ -940,7 +940,7 @@ def fedcof_training_cells() -> list[Cell]:
             ) -> float:
                 return fedcof_training_mb(b, ds, r, deps)
 
-            value, deps, verdict, ours, ours_deps = _reproduce(printed, evaluate, _TRAINING_OPTIONS)
+            value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, TRAINING_OPTIONS)
             cells.append(
                 Cell(
                     paper="fedcof",
@@ -976,7 +976,7 @@ def fedcof_table7_init_ft_cells(init_mb: Mapping[tuple[str, str], float]) -> lis
         def evaluate(deps: frozenset[str], ds: str = dataset, first: float = first) -> float:
             return first + fedcof_training_mb("resnet18", ds, FEDCOF_FINETUNE_ROUNDS, deps)
 
-        value, deps, verdict, ours, ours_deps = _reproduce(printed, evaluate, _TRAINING_OPTIONS)
+        value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, TRAINING_OPTIONS)
         note = ""
         if verdict == MISMATCH:
             ft = fedcof_training_mb(
@@ -1087,15 +1087,19 @@ def all_cells(partition_pairs: Mapping[str, Mapping[str, int]] | None = None) ->
         + fedcof_table6_fedlp_cells()
         + legate2023ws_table1_compute_cells()
         + fedcof_training_cells()
-        + fedcof_table7_init_ft_cells(_t7_init_mb(fedcof))
+        + fedcof_table7_init_ft_cells(t7_init_mb(fedcof))
         + bernier2024_table4_1_cells()
     )
 
 
-def _t7_init_mb(fedcof_t3: Sequence[Cell]) -> dict[tuple[str, str], float]:
-    """Table 7's initialisation costs: the Table 3 SqueezeNet cells (d = 512, as ResNet18), same pairs."""
+def t7_init_mb(fedcof_t3: Sequence[Cell]) -> dict[tuple[str, str], float]:
+    """Table 7's initialisation costs: the Table 3 SqueezeNet cells (d = 512, as ResNet18), same pairs.
+
+    ``Cell.unfitted``: where the pair count is only inferred, the stated (all classes) value is used, so no
+    quantity fitted to the printed numbers enters Table 7.
+    """
     return {
-        (c.row, c.method): c.computed
+        (c.row, c.method): c.unfitted
         for c in fedcof_t3
         if c.table == "Table 3"
         and c.column == "comm MB (squeezenet1_1)"
