@@ -8,6 +8,9 @@
 #   flb ci-gate results/checks/*.json     # unlisted FAILs / stale entries of expected/known_findings.yaml
 #   snakemake --cores all smoke           # real CIFAR-10 subset, substitute SqueezeNet, closed-form heads
 #   ... --config data_root=/path/to/data weights_dir=/path/to/weights tier=ci
+import json
+import shlex
+
 from benchmark import workflow as wf
 from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.tables.plan import target_jobs
@@ -24,7 +27,12 @@ PATHS = " ".join(
     for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
     if config.get(key)
 )
-SETS = " ".join(f"--set {k}={config[k]}" for k in ("data_root", "weights_dir", "precision", "tier") if config.get(k))
+# The table job re-plans the target: it must see the config this DAG was planned with.
+SETS = " ".join(
+    "--set " + shlex.quote(f"{k}={config[k] if isinstance(config[k], str) else json.dumps(config[k])}")
+    for k in ("data_root", "weights_dir", "precision", "tier", "table_subset", "ci_closed_form")
+    if config.get(k) is not None
+)
 TABLES = list_specs()
 FREEFORM = wf.closed_form_targets(config)
 

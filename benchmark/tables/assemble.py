@@ -149,7 +149,10 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
         verdict = judge(cell, values or None, substitute=plan.substitute, not_run_reason=reason)
         report.outcomes.append(CellOutcome(plan, values, verdict, note, extra))
     write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
-    _write_outputs(spec, report, results, tier=str(config.get("tier", "full")))
+    tier = str(config.get("tier", "full"))
+    if config.get("table_subset", "all") != "all":
+        tier += f" ({config['table_subset']} subset: not comparable with the paper)"
+    _write_outputs(spec, report, results, tier=tier)
     return report
 
 

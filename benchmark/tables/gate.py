@@ -42,6 +42,7 @@ FINDING_KINDS = {
     "paper-inconsistency": "the paper's printed value does not follow from its own stated formula or inputs",
     "protocol-difference": "our protocol differs from the paper's in a documented way",
     "substitute-weights": "the run uses substitute weights (not the paper's checkpoint)",
+    "data-unavailable": "the value depends on data that is not on this machine (e.g. a partition to replay)",
     "unexplained": "reproduced under the paper's protocol and still off; no explanation found yet",
 }
 DEFAULT_FINDINGS = Path(__file__).resolve().parents[2] / "expected" / "known_findings.yaml"
@@ -72,7 +73,7 @@ def load_findings(path: str | Path | None = None) -> list[Finding]:
         raise ConfigError(f"{p} is not valid YAML ({exc})", "fix the file") from exc
     if not isinstance(raw, Mapping) or not isinstance(raw.get("findings"), list):
         raise ConfigError(f"{p}: top level must be a mapping with a list 'findings'", "see gate.py")
-    keys = {c.key for t in load_all().values() for c in t.cells}
+    keys = {c.key for t in load_all() for c in t.cells}
     out: list[Finding] = []
     seen: set[str] = set()
     for i, entry in enumerate(raw["findings"]):
