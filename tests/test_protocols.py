@@ -25,7 +25,7 @@ def test_paper_protocol_options() -> None:
     assert fedcof["fed3r_fedcof"] == {"lam": 0.01, "solver": "pinv32"}
     assert fedcof["fedcof"]["gamma"] == 1.0 and fedcof["fedcof"]["solver"] == "pinv32"
     assert protocol_options("fedcof", "mobilenet_v2")["fedcof"]["gamma"] == 0.1
-    assert fedcof["centralised_within_class"] == {"gamma": 0.0, "ridge": 0.01}  # Table 2: lambda, no gamma
+    assert fedcof["centralised_within_class"] == {"gamma": 0.0, "ridge": 0.01, "solver": "pinv32"}  # Table 2
     assert protocol_options("legate2023", "squeezenet1_1")["fedncm"]["bias"] == "zero"  # legate2023 §3.2
     code = protocol_options("legate2023-code", "squeezenet1_1", seed=2)["fedncm"]
     assert code["bias"] == "random" and code["seed"] == 2
@@ -111,3 +111,24 @@ def test_protocol_is_part_of_the_run_path() -> None:
     b = closed_form_path("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "legate2023")
     assert a != b and "/fedcof/seed0.csv" in a
     assert parse_closed_form_path(b)["protocol"] == "legate2023"
+
+
+def test_centralised_heads_take_the_reference_solver() -> None:
+    """Under the fedcof protocol Table 2's centralised ridge uses the federated servers' float32 pinv."""
+    from benchmark.closed_form import run_method
+    from benchmark.closed_form.centralised import ridge_head, within_class_head
+
+    rng = np.random.default_rng(3)
+    x = np.abs(rng.normal(size=(400, 12)))
+    y = rng.integers(0, 5, 400)
+    np.testing.assert_allclose(ridge_head(x, y, 5, solver="pinv64").W, ridge_head(x, y, 5).W, atol=1e-10)
+    np.testing.assert_allclose(
+        within_class_head(x, y, 5, gamma=0.5, ridge=0.01, solver="solve64").W,
+        within_class_head(x, y, 5, gamma=0.5, ridge=0.01).W,
+        atol=1e-12,
+    )
+    clients = [np.arange(0, 150), np.arange(150, 400)]
+    fed = run_method("fed3r_fedcof", x, y, x, y, clients, 5, lam=0.01, solver="pinv32")
+    cen = run_method("centralised_ridge", x, y, x, y, clients, 5, lam=0.01, solver="pinv32")
+    assert cen.head.W.dtype == np.float32
+    np.testing.assert_allclose(cen.head.W, fed.head.W, atol=2e-4)

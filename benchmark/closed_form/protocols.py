@@ -12,7 +12,8 @@ protocol          methods and options
                   ``pinv`` (``solver="pinv32"``); FedNCM without bias; Fed3R ``lam = 0.01``; FedCOF and the
                   oracle with the code's per-backbone gamma (SqueezeNet / ViT 1.0, MobileNetV2 0.1), no extra
                   ridge. Centralised heads for Table 2: ridge (Eq. 10) and the within-class Gram (Eq. 11),
-                  both with the table's ``lambda = 0.01`` and no shrinkage (Table 2 states no gamma).
+                  both with the table's ``lambda = 0.01``, no shrinkage (Table 2 states no gamma) and the
+                  same float32 ``pinv`` as the federated servers.
 ``legate2023``    legate2023 / its workshop version / bernier2024 chapter 3: FedNCM as the paper's text
                   states it, bias 0 (§3.2), float32.
 ``legate2023-code``  FedNCM as legate2023's reference code runs it: the random ``nn.Linear`` bias init kept
@@ -82,8 +83,8 @@ def protocol_options(protocol: str, model_name: str, *, seed: int | None = None)
         }
         opts.update(
             centralised_ncm={},
-            centralised_ridge={"lam": 0.01},
-            centralised_within_class={"gamma": 0.0, "ridge": 0.01},
+            centralised_ridge={"lam": 0.01, "solver": "pinv32"},
+            centralised_within_class={"gamma": 0.0, "ridge": 0.01, "solver": "pinv32"},
         )
         return opts
     fedncm = paper_protocol_options("fedncm", paper=protocol)
