@@ -100,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from benchmark import pipeline
+    from benchmark.workflow import parse_kv
+
+    if args.cmd in ("extract", "partition", "closed-form", "collect"):
+        from benchmark import pipeline  # torch and torchvision: only for the steps that need them
 
     if args.cmd == "extract":
         ptr = pipeline.extract_step(
@@ -131,7 +134,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             scheme=args.scheme,
             seed=args.seed,
             out=args.out,
-            params=pipeline.parse_kv(args.param),
+            params=parse_kv(args.param),
             data_root=args.data_root,
         )
         print(
@@ -154,7 +157,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         from benchmark.tables.execute import run_target
         from benchmark.workflow import load_config
 
-        cfg = load_config(args.config, pipeline.parse_kv(args.set))
+        cfg = load_config(args.config, parse_kv(args.set))
         jobs = run_target(args.target, cfg)
         report = build_table(args.target, cfg)
         print(f"{len(jobs)} jobs\n{report.summary()}")
@@ -165,7 +168,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         from benchmark.tables.assemble import build_table
         from benchmark.workflow import load_config
 
-        report = build_table(args.target, load_config(args.config, pipeline.parse_kv(args.set)))
+        report = build_table(args.target, load_config(args.config, parse_kv(args.set)))
         print(report.summary())
     elif args.cmd == "verdict":
         from benchmark.tables.gate import verdict_exit
@@ -177,9 +180,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return ci_gate(args.checks, args.findings, partial=args.partial)
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
-        n = pipeline.collect_step(
-            args.inputs, args.out, methods=methods, labels=pipeline.parse_kv(args.label)
-        )
+        n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))
         print(f"collected {n} rows into {args.out}")
     return 0
 

@@ -22,6 +22,7 @@ from benchmark.features.preprocess import get_preprocess
 from benchmark.io import atomic_write_json, sha256_file
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
+from benchmark.workflow import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
 
 
 def extract_step(
@@ -251,17 +252,3 @@ def collect_step(
         df[key] = value
     write_tidy(df, out)
     return len(df)
-
-
-def parse_kv(items: Sequence[str]) -> dict[str, Any]:
-    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
-        k, v = item.split("=", 1)
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out

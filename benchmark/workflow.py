@@ -12,7 +12,8 @@ File layout written by the workflow (all under ``results/``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,17 @@ def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
 
 def closed_form_targets(config: Mapping[str, Any]) -> list[str]:
     return sorted(config["targets"])
+
+
+def parse_kv(items: Sequence[str]) -> dict[str, Any]:
+    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmark.costs import conventions as cv
@@ -279,7 +279,7 @@ def _fedcof_free(
     if isinstance(got, str):  # no partition here: the stated value, and what the inferred pairs give
         res = _from_cell(ref, cell, facts, torchvision=False)
         how = f"pair count inferred from the printed cells, not replayed: {got}"
-        return _replace(res, note=f"{res.note}; {how}")
+        return replace(res, note=f"{res.note}; {how}")
     replayed, checksum = got
     facts_k = dataset_facts(ds)
     k, c = facts_k.num_clients, facts_k.num_classes
@@ -326,12 +326,6 @@ def _fedcof_free(
     )
 
 
-def _replace(res: CostResult, **changes: Any) -> CostResult:
-    from dataclasses import replace
-
-    return replace(res, **changes)
-
-
 def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Sequence[int]) -> CostResult:
     """fedcof Table 7 "<init>+FedAdam": the initialisation's uplink plus 100 FedAdam rounds (ResNet18)."""
     dataset = cell["protocol"]["dataset"]
@@ -345,7 +339,7 @@ def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Seque
     got = _fedcof_pairs(init_cell, data_root, seeds)
     if isinstance(got, str):
         res = _from_cell(ref, cell, facts, torchvision=True)
-        return _replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got}")
+        return replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got}")
     _check_transcription(cell, ref.printed, ref.key)
     first = _fedcof_free(
         init_cell | {"printed": _init_printed(dataset, init)}, 512, data_root, seeds, "resnet18"
