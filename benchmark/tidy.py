@@ -41,14 +41,22 @@ def make_row(**fields: Any) -> dict[str, Any]:
     return row
 
 
-def frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows -> DataFrame with the tidy columns in order."""
-    return pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+_INTEGER_COLUMNS = ("seed", "clients")
+
+
+def frame(rows: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Rows -> DataFrame with the tidy columns in order (``seed``/``clients`` as nullable integers)."""
+    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+    for col in _INTEGER_COLUMNS:
+        values = pd.to_numeric(df[col], errors="coerce")
+        if df[col].notna().equals(values.notna()) and (values.dropna() % 1 == 0).all():
+            df[col] = values.astype("Int64")
+    return df
 
 
 def write_tidy(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, path: str | Path) -> pd.DataFrame:
     """Write rows (or a frame) to CSV atomically and return the frame."""
-    df = rows if isinstance(rows, pd.DataFrame) else frame(rows)
+    df = frame(rows)
     with atomic_path(path, suffix=".csv") as tmp:
         df.to_csv(tmp, index=False)
     return df
