@@ -46,7 +46,11 @@ _INTEGER_COLUMNS = ("seed", "clients")
 
 def frame(rows: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     """Rows -> DataFrame with the tidy columns in order (``seed``/``clients`` as nullable integers)."""
-    df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+    df = (
+        rows.copy()
+        if isinstance(rows, pd.DataFrame)
+        else pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+    )
     for col in _INTEGER_COLUMNS:
         values = pd.to_numeric(df[col], errors="coerce")
         if df[col].notna().equals(values.notna()) and (values.dropna() % 1 == 0).all():

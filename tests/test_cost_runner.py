@@ -22,7 +22,13 @@ def _cells(paper: str, table: str):
 
 
 def _as_dict(c) -> dict:
-    return {"id": c.id, "metric": c.metric, "unit": c.unit, "printed": c.printed, "protocol": dict(c.protocol)}
+    return {
+        "id": c.id,
+        "metric": c.metric,
+        "unit": c.unit,
+        "printed": c.printed,
+        "protocol": dict(c.protocol),
+    }
 
 
 def _run(paper: str, table: str, cell_id: str, root) -> tuple:

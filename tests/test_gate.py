@@ -22,7 +22,10 @@ KEY_C = "fedcof/table3#cifar100/squeezenet1_1/fedncm/accuracy"
 
 
 def _checks(tier: str, verdicts: dict[str, str], target: str = "table2") -> dict:
-    cells = [{"key": k, "cell": k.split("#")[1], "verdict": v, "printed": "1", "ours_mean": 1.0} for k, v in verdicts.items()]
+    cells = [
+        {"key": k, "cell": k.split("#")[1], "verdict": v, "printed": "1", "ours_mean": 1.0}
+        for k, v in verdicts.items()
+    ]
     return {"target": target, "tier": tier, "cells": cells}
 
 
@@ -99,7 +102,20 @@ def test_cli_gate_and_verdict_exit_codes(tmp_path, capsys) -> None:
     path = tmp_path / "checks" / "table2.json"
     path.write_text(json.dumps(_checks("ci", {KEY_A: "FAIL", KEY_B: "PASS"})))
     good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump({"findings": [{"cell": KEY_A, "verdict": "FAIL", "kind": "paper-inconsistency", "reason": "Eq. 4 needs an inferred P"}]}))
+    good.write_text(
+        yaml.safe_dump(
+            {
+                "findings": [
+                    {
+                        "cell": KEY_A,
+                        "verdict": "FAIL",
+                        "kind": "paper-inconsistency",
+                        "reason": "Eq. 4 needs an inferred P",
+                    }
+                ]
+            }
+        )
+    )
     assert main(["ci-gate", str(path), "--findings", str(good)]) == 0
     assert "ci-gate: OK" in capsys.readouterr().out
     empty = tmp_path / "empty.yaml"
@@ -129,9 +145,17 @@ def test_table_target_exit_status_and_outputs(tmp_path) -> None:
     run = _snakemake("fedcof_table5", tmp_path, "fedcof_table8", "--keep-going")
     assert run.returncode != 0
     log = run.stdout + run.stderr
-    assert "fedcof_table5 (tier full): 10 cells (NOT RUN 5, PASS 5)" in log and "Error in rule fedcof_table5" not in log
+    assert (
+        "fedcof_table5 (tier full): 10 cells (NOT RUN 5, PASS 5)" in log
+        and "Error in rule fedcof_table5" not in log
+    )
     assert "Error in rule fedcof_table8" in log and "fedcof/table8#" in log
-    for f in ("tables/fedcof_table8.md", "tables/fedcof_table8.tex", "checks/fedcof_table8.json", "tidy/fedcof_table8.csv"):
+    for f in (
+        "tables/fedcof_table8.md",
+        "tables/fedcof_table8.tex",
+        "checks/fedcof_table8.json",
+        "tidy/fedcof_table8.csv",
+    ):
         assert (tmp_path / "results" / f).is_file(), f
     checks = json.loads((tmp_path / "results/checks/fedcof_table8.json").read_text())
     assert checks["counts"]["FAIL"] == 8 and checks["counts"].get("PASS", 0) == 0

@@ -72,7 +72,11 @@ def test_closed_form_step_records_the_protocol(tmp_path, synthetic_run, protocol
     assert list(df["method"]) == list(protocol_methods(protocol))
     assert set(df["protocol"]) == {protocol}
     opts = {m: json.loads(n) for m, n in zip(df["method"], df["note"], strict=True)}
-    assert opts == {m: json.loads(json.dumps(o)) for m, o in protocol_options(protocol, "squeezenet1_1", seed=1).items() if m in opts}
+    assert opts == {
+        m: json.loads(json.dumps(o))
+        for m, o in protocol_options(protocol, "squeezenet1_1", seed=1).items()
+        if m in opts
+    }
 
 
 def test_random_bias_is_an_explicit_option(tmp_path, synthetic_run) -> None:
@@ -107,8 +111,12 @@ def test_cli_protocol_flag_and_overrides(tmp_path, synthetic_run, capsys) -> Non
 
 
 def test_protocol_is_part_of_the_run_path() -> None:
-    a = closed_form_path("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "fedcof")
-    b = closed_form_path("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "legate2023")
+    a = closed_form_path(
+        "cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "fedcof"
+    )
+    b = closed_form_path(
+        "cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "legate2023"
+    )
     assert a != b and "/fedcof/seed0.csv" in a
     assert parse_closed_form_path(b)["protocol"] == "legate2023"
 

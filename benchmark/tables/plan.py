@@ -106,8 +106,15 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         tag = partition_tag(part)
         plan.jobs = [
             closed_form_path(
-                dataset, model, weights, pre, config.get("precision", "fp32"), str(config.get("table_subset", "all")),
-                tag, s, plan.protocol,
+                dataset,
+                model,
+                weights,
+                pre,
+                config.get("precision", "fp32"),
+                str(config.get("table_subset", "all")),
+                tag,
+                s,
+                plan.protocol,
             )
             for s in spec.seeds
         ]
