@@ -1,11 +1,18 @@
 # fl-pretrain-bench workflow. Thin rules: every step calls the package's command line (benchmark/cli.py);
 # paths, plans and parameters come from benchmark/workflow.py and benchmark/tables/. Usage:
-#   snakemake --cores all table3          # legate2023 Table 3 -> results/tables/table3.md, checks, tidy CSV
+#   snakemake --cores all table3          # legate2023 Table 3 -> results/tables/table3.md/.tex, checks, tidy;
+#                                         # exits non-zero when a cell that ran FAILs (`flb verdict table3`)
 #   snakemake --cores all fedcof_table3   # another paper's table
-#   snakemake --cores all all_tables      # every table spec in paper_tables/
+#   snakemake --cores all all_tables      # every table spec in paper_tables/ (no verdict exit)
+#   snakemake --cores all ci_tables --config tier=ci   # the same under the CI tier; then
+#   flb ci-gate results/checks/*.json     # unlisted FAILs / stale entries of expected/known_findings.yaml
 #   snakemake --cores all smoke           # real CIFAR-10 subset, substitute SqueezeNet, closed-form heads
 #   ... --config data_root=/path/to/data weights_dir=/path/to/weights tier=ci
+import json
+import shlex
+
 from benchmark import workflow as wf
+from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.tables.plan import target_jobs
 from benchmark.tables.spec import list_specs
 
@@ -20,7 +27,12 @@ PATHS = " ".join(
     for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
     if config.get(key)
 )
-SETS = " ".join(f"--set {k}={config[k]}" for k in ("data_root", "weights_dir", "precision", "tier") if config.get(k))
+# The table job re-plans the target: it must see the config this DAG was planned with.
+SETS = " ".join(
+    "--set " + shlex.quote(f"{k}={config[k] if isinstance(config[k], str) else json.dumps(config[k])}")
+    for k in ("data_root", "weights_dir", "precision", "tier", "table_subset", "ci_closed_form")
+    if config.get(k) is not None
+)
 TABLES = list_specs()
 FREEFORM = wf.closed_form_targets(config)
 
@@ -28,18 +40,34 @@ wildcard_constraints:
     seed=r"\d+",
     split="train|test",
     subset=r"all|stratified\d+",
+    protocol="|".join(PROTOCOLS),
+
+
+def table_outputs(target):
+    return [f"results/tables/{target}.md", f"results/tables/{target}.tex", f"results/checks/{target}.json",
+            f"results/tidy/{target}.csv"]
 
 
 rule all_tables:
     localrule: True
-    input: expand("results/tables/{target}.md", target=TABLES)
+    input: [f for t in TABLES for f in table_outputs(t)]
 
 
+# Every table target under the CI tier (run it with --config tier=ci; .ci/run then calls `flb ci-gate`).
+rule ci_tables:
+    localrule: True
+    input: [f for t in TABLES for f in table_outputs(t)]
+
+
+# `snakemake <target>`: the assembly job (rule paper_table) always exits 0 and writes every output, since
+# Snakemake would delete the outputs of a failing job; this rule then exits non-zero when a cell FAILs.
 for _t in TABLES:
     rule:
         name: _t
         localrule: True
-        input: f"results/tables/{_t}.md"
+        input: table_outputs(_t)
+        params: target=_t
+        shell: "{PY} verdict {params.target}"
 
 for _t in FREEFORM:
     rule:
@@ -79,12 +107,12 @@ rule closed_form:
         train="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/train.json",
         test="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/test.json",
         partition="results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json",
-    output: "results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.csv"
-    log: "results/logs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.log"
+    output: "results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/seed{seed}.csv"
+    log: "results/logs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/seed{seed}.log"
     conda: CONDA_ENV
     shell:
         "{PY} closed-form --train {input.train} --test {input.test} --partition {input.partition}"
-        " --out {output} 2> {log}"
+        " --protocol {wildcards.protocol} --out {output} 2> {log}"
 
 
 rule freeform_collect:
@@ -103,8 +131,13 @@ rule paper_table:
     input: lambda w: target_jobs(w.target, config)
     output:
         md="results/tables/{target}.md",
+        tex="results/tables/{target}.tex",
+        checks="results/checks/{target}.json",
         tidy="results/tidy/{target}.csv",
+    log: "results/logs/tables/{target}.log"
     wildcard_constraints:
         target="|".join(TABLES),
+    params:
+        tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
     conda: CONDA_ENV
-    shell: "{PY} table {wildcards.target} {SETS}"
+    shell: "{PY} table {wildcards.target} {SETS} 2> {log}"

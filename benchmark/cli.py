@@ -51,12 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--data-root", default=None)
 
-    p = sub.add_parser("closed-form", help="run every closed-form method on cached features")
+    p = sub.add_parser("closed-form", help="run a closed-form protocol's methods on cached features")
     p.add_argument("--train", required=True)
     p.add_argument("--test", required=True)
     p.add_argument("--partition", required=True)
-    p.add_argument("--methods", default="", help="comma-separated method names (default: all)")
-    p.add_argument("--options", default="{}", help="JSON: per-method options")
+    p.add_argument(
+        "--protocol",
+        default="suite",
+        help="methods and options of a paper (fedcof, legate2023, legate2023-code) or 'suite' "
+        "(see benchmark/closed_form/protocols.py)",
+    )
+    p.add_argument("--methods", default="", help="comma-separated method names (default: the protocol's)")
+    p.add_argument("--options", default="{}", help="JSON: per-method options laid over the protocol's")
     p.add_argument("--out", required=True)
 
     p = sub.add_parser("table", help="assemble, check and render a paper-table target from its runs")
@@ -64,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
-    p = sub.add_parser("run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it")
+    p = sub.add_parser(
+        "run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it"
+    )
     p.add_argument("target")
     p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
@@ -83,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--no-progress", action="store_true")
 
+    p = sub.add_parser("verdict", help="exit 1 when a cell of a built table target FAILs (results/checks)")
+    p.add_argument("target")
+    p.add_argument("--results", default="results", help="results folder (default: results)")
+
+    p = sub.add_parser(
+        "ci-gate", help="verdict summary of checks files; exit 1 on an unlisted FAIL or a stale finding"
+    )
+    p.add_argument("checks", nargs="+", help="results/checks/<target>.json files")
+    p.add_argument("--findings", default=None, help="known findings (default: expected/known_findings.yaml)")
+    p.add_argument(
+        "--partial", action="store_true", help="checks of some targets only: skip findings of the others"
+    )
+
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
@@ -93,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from benchmark import pipeline
+    from benchmark.workflow import parse_kv
+
+    if args.cmd in ("extract", "partition", "closed-form", "collect"):
+        from benchmark import pipeline  # torch and torchvision: only for the steps that need them
 
     if args.cmd == "extract":
         ptr = pipeline.extract_step(
@@ -119,41 +143,62 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     elif args.cmd == "partition":
         info = pipeline.partition_step(
-            dataset=args.dataset, subset=args.subset, scheme=args.scheme, seed=args.seed, out=args.out,
-            params=pipeline.parse_kv(args.param), data_root=args.data_root,
+            dataset=args.dataset,
+            subset=args.subset,
+            scheme=args.scheme,
+            seed=args.seed,
+            out=args.out,
+            params=parse_kv(args.param),
+            data_root=args.data_root,
         )
-        print(f"partition {args.scheme} seed {args.seed}: {info['clients']} clients, sha256 {info['sha256'][:12]}")
+        print(
+            f"partition {args.scheme} seed {args.seed}: {info['clients']} clients, sha256 {info['sha256'][:12]}"
+        )
     elif args.cmd == "closed-form":
-        methods = [m for m in args.methods.split(",") if m] or list(pipeline.CLOSED_FORM_METHODS)
+        methods = [m for m in args.methods.split(",") if m] or None
         n = pipeline.closed_form_step(
-            train=args.train, test=args.test, partition=args.partition, methods=methods, out=args.out,
+            train=args.train,
+            test=args.test,
+            partition=args.partition,
+            methods=methods,
+            out=args.out,
+            protocol=args.protocol,
             options=_json_arg(args.options, "--options"),
         )
-        print(f"wrote {n} rows to {args.out}")
+        print(f"wrote {n} rows ({args.protocol} protocol) to {args.out}")
     elif args.cmd == "run":
         from benchmark.tables.assemble import build_table
         from benchmark.tables.execute import run_target
         from benchmark.workflow import load_config
 
-        cfg = load_config(args.config, pipeline.parse_kv(args.set))
+        cfg = load_config(args.config, parse_kv(args.set))
         jobs = run_target(args.target, cfg)
         report = build_table(args.target, cfg)
         print(f"{len(jobs)} jobs\n{report.summary()}")
         return 1 if report.failed else 0
     elif args.cmd == "table":
+        # Exit 0 whatever the verdicts: Snakemake deletes the outputs of a failing job. The target rule
+        # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
         from benchmark.tables.assemble import build_table
         from benchmark.workflow import load_config
 
-        report = build_table(args.target, load_config(args.config, pipeline.parse_kv(args.set)))
+        report = build_table(args.target, load_config(args.config, parse_kv(args.set)))
         print(report.summary())
-        return 1 if report.failed else 0
+    elif args.cmd == "verdict":
+        from benchmark.tables.gate import verdict_exit
+
+        return verdict_exit(args.target, args.results)
+    elif args.cmd == "ci-gate":
+        from benchmark.tables.gate import ci_gate
+
+        return ci_gate(args.checks, args.findings, partial=args.partial)
     elif args.cmd == "fl-run":
         from benchmark.fl.jobs import fl_run_step
 
         job = fl_run_step(
             protocol=args.protocol, method=args.method, train=args.train, test=args.test,
             partition=args.partition, seed=args.seed, out=args.out, curve=args.curve, record=args.record,
-            overrides=pipeline.parse_kv(args.set), device=args.device, progress=not args.no_progress,
+            overrides=parse_kv(args.set), device=args.device, progress=not args.no_progress,
         )
         r = job.result
         print(
@@ -163,7 +208,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
-        n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=pipeline.parse_kv(args.label))
+        n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))
         print(f"collected {n} rows into {args.out}")
     return 0
 

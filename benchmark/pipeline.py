@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.closed_form.protocols import ALL_METHODS, merge_options, protocol_methods, protocol_options
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset, stratified_indices
 from benchmark.errors import CacheCorruptError, ConfigError
@@ -21,6 +22,7 @@ from benchmark.features.preprocess import get_preprocess
 from benchmark.io import atomic_write_json, sha256_file
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
+from benchmark.workflow import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
 
 
 def extract_step(
@@ -107,12 +109,16 @@ def load_pointer(path: str | Path) -> tuple[dict[str, Any], FeatureSet]:
     )
 
 
-def split_labels(dataset: str, split: str, subset: str = "all", subset_seed: int = 0, data_root: str | None = None):
+def split_labels(
+    dataset: str, split: str, subset: str = "all", subset_seed: int = 0, data_root: str | None = None
+):
     """The split (after the subset) whose labels and user ids the partition is drawn from."""
     data = load_dataset(dataset, split, data_root)
     kind, per_class = parse_subset(subset)
     if kind == "stratified":
-        data = data.subset(stratified_indices(data.labels, per_class, subset_seed), f"{subset}/seed{subset_seed}")
+        data = data.subset(
+            stratified_indices(data.labels, per_class, subset_seed), f"{subset}/seed{subset_seed}"
+        )
     return data
 
 
@@ -141,12 +147,8 @@ def partition_step(
     return {"sha256": part.sha256, "clients": part.num_clients}
 
 
-#: Every closed-form method of the suite; one job computes them all (they take seconds on cached features).
-CLOSED_FORM_METHODS = (
-    "fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle",
-    "centralised_ncm", "centralised_ridge", "centralised_within_class",
-)  # fmt: skip
-_GAMMA_METHODS = ("fedcof", "fedcof_oracle", "centralised_within_class")
+#: Every closed-form method of the suite (the ``suite`` protocol computes them all).
+CLOSED_FORM_METHODS = ALL_METHODS
 
 
 def closed_form_step(
@@ -155,40 +157,72 @@ def closed_form_step(
     test: str | Path,
     partition: str | Path,
     out: str | Path,
-    methods: Sequence[str] = CLOSED_FORM_METHODS,
+    protocol: str = "suite",
+    methods: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> int:
-    """Run closed-form methods on cached features for one partition; write tidy rows (accuracy, uplink).
+    """Run closed-form methods on cached features for one partition; write tidy rows (accuracy).
 
-    FedCOF's shrinkage defaults to the fedcof code's per-backbone value (``default_gamma``).
+    ``protocol`` (:mod:`benchmark.closed_form.protocols`) gives the methods and their options, e.g. the
+    fedcof code's float32 ``pinv`` servers and per-backbone gamma, or legate2023's bias-0 FedNCM; ``methods``
+    restricts them and ``options`` overrides per method. The protocol and each method's options are written
+    in the rows (``protocol``, ``note``).
     """
     from benchmark.closed_form import run_method
-    from benchmark.closed_form.fedcof import default_gamma
     from benchmark.data.partition import Partition
 
     ptr_tr, tr = load_pointer(train)
     _, te = load_pointer(test)
     part = Partition.from_json(partition, num_samples=len(tr.labels))
+    plan = merge_options(protocol_options(protocol, ptr_tr["backbone"], seed=part.seed), options)
+    chosen = list(methods) if methods else list(protocol_methods(protocol))
+    unknown = [m for m in chosen if m not in plan]
+    if unknown:
+        raise ConfigError(
+            f"method(s) {', '.join(unknown)} not in closed-form protocol {protocol!r}",
+            f"use the protocol's methods ({', '.join(protocol_methods(protocol))}) or protocol 'suite'",
+        )
     rows = []
-    for method in methods:
-        opts = dict((options or {}).get(method, {}))
-        if method in _GAMMA_METHODS:
-            opts.setdefault("gamma", default_gamma(ptr_tr["backbone"]))
+    for method in chosen:
+        opts = dict(plan[method])
         t0 = time.perf_counter()
         res = run_method(
-            method, tr.features, tr.labels, te.features, te.labels, list(part.clients), ptr_tr["num_classes"], **opts
+            method,
+            tr.features,
+            tr.labels,
+            te.features,
+            te.labels,
+            list(part.clients),
+            ptr_tr["num_classes"],
+            **opts,
         )
         wall = time.perf_counter() - t0
         rows.append(
             make_row(
-                dataset=ptr_tr["dataset"], model=ptr_tr["backbone"], weights=ptr_tr["weights"]["source"],
-                weights_sha256=ptr_tr["weights"]["sha256"], method=method,
+                dataset=ptr_tr["dataset"],
+                model=ptr_tr["backbone"],
+                weights=ptr_tr["weights"]["source"],
+                weights_sha256=ptr_tr["weights"]["sha256"],
+                method=method,
                 fl_algorithm="one-shot" if get_method_federated(method) else "centralised",
-                partition=part.scheme, alpha=part.params.get("alpha"), clients=part.num_clients,
-                participation=1.0, seed=part.seed, metric="accuracy", value=round(float(res.accuracy), 4),
-                unit="percent", data_checksum=ptr_tr["data_checksum"], partition_hash=part.sha256,
-                features_key=ptr_tr["key_digest"], git_commit=git_commit(), versions=package_versions(),
-                machine=machine(), wall_s=round(wall, 4), peak_rss_mb=round(peak_rss_mb(), 1),
+                partition=part.scheme,
+                alpha=part.params.get("alpha"),
+                clients=part.num_clients,
+                participation=1.0,
+                seed=part.seed,
+                metric="accuracy",
+                value=round(float(res.accuracy), 4),
+                unit="percent",
+                protocol=protocol,
+                note=json.dumps(opts, sort_keys=True),
+                data_checksum=ptr_tr["data_checksum"],
+                partition_hash=part.sha256,
+                features_key=ptr_tr["key_digest"],
+                git_commit=git_commit(),
+                versions=package_versions(),
+                machine=machine(),
+                wall_s=round(wall, 4),
+                peak_rss_mb=round(peak_rss_mb(), 1),
             )
         )
     write_tidy(rows, out)
@@ -218,17 +252,3 @@ def collect_step(
         df[key] = value
     write_tidy(df, out)
     return len(df)
-
-
-def parse_kv(items: Sequence[str]) -> dict[str, Any]:
-    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
-        k, v = item.split("=", 1)
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out

@@ -53,13 +53,9 @@ def machine() -> str:
     import os
 
     desc = f"{platform.machine()} {os.cpu_count()} cpu ({platform.processor() or 'unknown cpu'})"
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            desc += f"; {torch.cuda.get_device_name(0)}"
-    except ImportError:  # pragma: no cover
-        pass
+    torch = sys.modules.get("torch")  # a process that computed with torch has imported it; others
+    if torch is not None and torch.cuda.is_available():  # (e.g. cost arithmetic) need no GPU line
+        desc += f"; {torch.cuda.get_device_name(0)}"
     return desc
 
 

@@ -1,9 +1,12 @@
 """The tidy results table: one row per (cell, seed, metric), every protocol field and provenance spelled out.
 
 Columns (issue 3/4 contract): ``paper, table, cell, dataset, model, weights, weights_sha256, method,
-fl_algorithm, partition, alpha, clients, participation, seed, metric, value, unit, status, reason`` plus
-provenance ``data_checksum, partition_hash, features_key, git_commit, versions, machine, wall_s, peak_rss_mb``.
-``status`` is ``ok`` or ``not_run`` (then ``value`` is empty and ``reason`` says why).
+fl_algorithm, partition, alpha, clients, participation, seed, metric, value, unit, status, reason, protocol,
+note`` plus provenance ``data_checksum, partition_hash, features_key, git_commit, versions, machine, wall_s,
+peak_rss_mb``. ``status`` is ``ok`` or ``not_run`` (then ``value`` is empty and ``reason`` says why).
+``protocol`` is the closed-form protocol a run used (or ``cost model``); ``note`` the method's options or,
+for a cost cell, how its value came about. Files written before ``protocol``/``note`` existed are read with
+those columns empty.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from benchmark.io import atomic_path
 TIDY_COLUMNS: tuple[str, ...] = (
     "paper", "table", "cell", "dataset", "model", "weights", "weights_sha256", "method", "fl_algorithm",
     "partition", "alpha", "clients", "participation", "seed", "metric", "value", "unit", "status", "reason",
-    "data_checksum", "partition_hash", "features_key", "git_commit", "versions", "machine", "wall_s",
+    "protocol", "note", "data_checksum", "partition_hash", "features_key", "git_commit", "versions", "machine", "wall_s",
     "peak_rss_mb",
 )  # fmt: skip
 
@@ -38,22 +41,41 @@ def make_row(**fields: Any) -> dict[str, Any]:
     return row
 
 
-def frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows -> DataFrame with the tidy columns in order."""
-    return pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+_INTEGER_COLUMNS = ("seed", "clients")
+
+
+def frame(rows: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Rows -> DataFrame with the tidy columns in order (``seed``/``clients`` as nullable integers)."""
+    df = (
+        rows.copy()
+        if isinstance(rows, pd.DataFrame)
+        else pd.DataFrame(list(rows), columns=list(TIDY_COLUMNS))
+    )
+    for col in _INTEGER_COLUMNS:
+        values = pd.to_numeric(df[col], errors="coerce")
+        if df[col].notna().equals(values.notna()) and (values.dropna() % 1 == 0).all():
+            df[col] = values.astype("Int64")
+    return df
 
 
 def write_tidy(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, path: str | Path) -> pd.DataFrame:
     """Write rows (or a frame) to CSV atomically and return the frame."""
-    df = rows if isinstance(rows, pd.DataFrame) else frame(rows)
+    df = frame(rows)
     with atomic_path(path, suffix=".csv") as tmp:
         df.to_csv(tmp, index=False)
     return df
 
 
+#: Columns added after the first files were written; absent ones are read as empty.
+LATER_COLUMNS: tuple[str, ...] = ("protocol", "note")
+
+
 def read_tidy(path: str | Path) -> pd.DataFrame:
     """Read a tidy CSV, checking its columns."""
     df = pd.read_csv(path)
+    for col in LATER_COLUMNS:
+        if col not in df.columns:
+            df[col] = None
     missing = [c for c in TIDY_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"{path} is not a tidy results file: missing columns {missing}", "regenerate it")

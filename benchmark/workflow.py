@@ -5,13 +5,15 @@ File layout written by the workflow (all under ``results/``):
 * ``features/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<split>.json`` - pointer to
   cached features;
 * ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays and their hash;
-* ``runs/<target>/<backbone>/seed<k>.csv`` - tidy rows of one job;
+* ``runs/closed_form/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<protocol>/
+  seed<k>.csv`` - tidy rows of one closed-form job (every method of the protocol);
 * ``tidy/<target>.csv`` - all rows of a target.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +96,23 @@ def features_path(
 
 
 def closed_form_path(
-    dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str, seed: int
+    dataset: str,
+    model: str,
+    weights: str,
+    preprocess: str,
+    precision: str,
+    subset: str,
+    ptag: str,
+    seed: int,
+    protocol: str = "suite",
 ) -> str:
-    """Tidy rows of every closed-form method for one (features, partition, seed)."""
+    """Tidy rows of every method of a closed-form ``protocol`` for one (features, partition, seed).
+
+    The protocol is a path component, so two papers' runs on the same features never share a file.
+    """
     return (
-        f"results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/seed{seed}.csv"
+        f"results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/"
+        f"{protocol}/seed{seed}.csv"
     )
 
 
@@ -111,8 +125,11 @@ def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
     t = target(config, name)
     tag = partition_tag(t["partition"])
     subset = t.get("subset", "all")
+    protocol = t.get("protocol", "suite")
     return [
-        closed_form_path(t["dataset"], b, t["weights"], t["preprocess"], config["precision"], subset, tag, s)
+        closed_form_path(
+            t["dataset"], b, t["weights"], t["preprocess"], config["precision"], subset, tag, s, protocol
+        )
         for b in t["backbones"]
         for s in t["seeds"]
     ]
@@ -120,3 +137,17 @@ def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
 
 def closed_form_targets(config: Mapping[str, Any]) -> list[str]:
     return sorted(config["targets"])
+
+
+def parse_kv(items: Sequence[str]) -> dict[str, Any]:
+    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out

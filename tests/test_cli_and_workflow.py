@@ -114,3 +114,18 @@ def test_pointer_json_shape(tmp_path) -> None:
     with pytest.raises(ConfigError):
         parse_kv(["alpha"])
     json.dumps(parse_kv([]))
+
+
+def test_ci_tables_extracts_each_feature_set_once(tmp_path, real_data_root, real_weights_dir) -> None:
+    """`ci_tables` under tier=ci: one extract job per (dataset, backbone, preprocessing, split), SqueezeNet only."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "ci_tables", "-s", str(ROOT / "Snakefile"),
+         "--directory", str(tmp_path), "--config", "tier=ci", f"data_root={real_data_root}",
+         f"weights_dir={real_weights_dir}"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    outputs = [line.split("output: ", 1)[1] for line in proc.stdout.splitlines() if "output: results/features/" in line]
+    assert len(outputs) == len(set(outputs)) == 6  # CIFAR-10 at 224 and 32 px, CIFAR-100; train and test
+    assert all("/squeezenet1_1-" in o and ("/cifar10/" in o or "/cifar100/" in o) for o in outputs)
+    assert "paper_table" in proc.stdout and "ci_tables" in proc.stdout

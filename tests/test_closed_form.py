@@ -343,7 +343,8 @@ def test_run_method_centralised_and_paper_protocol():
     assert opts == {"gamma": 0.1, "ridge": 0.0, "single_client": "zero", "solver": "pinv32"}
     assert paper_protocol_options("fed3r_fedcof")["solver"] == "pinv32"
     assert paper_protocol_options("fed3r_official")["solver"] == "solve32"
-    assert paper_protocol_options("fedncm", paper="legate2023")["bias"] == "random"
+    assert paper_protocol_options("fedncm", paper="legate2023")["bias"] == "zero"  # the paper's text
+    assert paper_protocol_options("fedncm", paper="legate2023-code")["bias"] == "random"  # its code
     multi = paper_protocol_options("fedcof", paper="fedcof-multiround", model_name="squeezenet1_1")
     assert multi["ridge"] == multi["gamma"] == 1.0 and multi["single_client"] == "path_b_noise"
     for name in FEDERATED:

@@ -280,7 +280,28 @@ DOCUMENTED_DISCREPANCIES = {
     f"legate2023ws/Table 1/{row}/{method}/comm ({unit})"
     for row, methods in pc.LEGATE_WS_T1_COMM.items()
     for method, (_, unit) in methods.items()
-    if not (row == "Flowers-102" and method in ("Random", "FedNCM"))
+    if (row, method) not in (("Flowers-102", "Random"), ("Flowers-102", "FedNCM"), ("CIFAR-10", "Random"))
+} | {
+    # Workshop compute: no round count of NeurIPS Table 4 gives these (the note names the one needed).
+    f"legate2023ws/Table 1/{row}/{method}/compute (xF)"
+    for row, methods in pc.LEGATE_WS_T1_COMPUTE.items()
+    for method in methods
+    if method != "FedNCM" and (row, method) not in (("CIFAR-10", "Random"), ("CIFAR-10 x32", "FT"))
+} | {
+    # fedcof Table 7: both directions give 538.93k, printed 538k (cut, not rounded); Fed3R's init not counted.
+    "fedcof/Table 7/cifar100/FedAvg/comm MB (resnet18)",
+    "fedcof/Table 7/cifar100/FedAdam/comm MB (resnet18)",
+    "fedcof/Table 7/cifar100/Fed3R+FedAdam/comm MB (resnet18)",
+} | {
+    # fedcof Table 8: no single SqueezeNet parameter count gives both CIFAR-10 and CIFAR-100.
+    f"fedcof/Table 8/{ds}/{m}/comm MB (squeezenet1_1)"
+    for ds in ("cifar10", "cifar100")
+    for m in ("FedAvg", "FedAdam", "FedAvg (random init)", "FedAdam (random init)")
+} | {
+    # bernier2024 Table 4.1: FedMeZO is Eq. 6 with num_z = 1; SLoRA's LoRA size is not stated.
+    f"bernier2024/Table 4.1/{ds}/{m}/comm (GB)"
+    for ds in ("sst2", "sst5", "mnli")
+    for m in ("FedMeZO", "SLoRA")
 }
 
 CELL_KEYS = [c.key for c in cells()]
@@ -291,7 +312,7 @@ def _cell(key: str) -> pc.Cell:
 
 
 def test_cell_inventory() -> None:
-    assert len(CELL_KEYS) == len(set(CELL_KEYS)) == 60 + 19 + 60 + 5 + 5
+    assert len(CELL_KEYS) == len(set(CELL_KEYS)) == 60 + 19 + 60 + 5 + 5 + 19 + 12 + 6 + 6
     assert DOCUMENTED_DISCREPANCIES <= set(CELL_KEYS)
 
 

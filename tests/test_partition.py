@@ -66,7 +66,14 @@ def _cifar10_labels() -> np.ndarray:
 
 
 def test_registry_names() -> None:
-    assert set(available_partitioners()) == {"dirichlet", "dirichlet_per_class", "iid", "shards", "natural"}
+    assert set(available_partitioners()) == {
+        "dirichlet",
+        "dirichlet_fedcof",
+        "dirichlet_per_class",
+        "iid",
+        "shards",
+        "natural",
+    }
     assert get_partitioner("dirichlet") is dirichlet
 
 
@@ -573,3 +580,43 @@ def test_bad_num_clients_seed_and_num_classes(scheme: str, params: dict) -> None
     if scheme != "iid":
         with pytest.raises(ConfigError, match="num_classes"):
             make_partition(scheme, y, 0, **params, num_classes=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# dirichlet_fedcof: the fedcof code's sharder replayed on numpy's legacy stream
+# --------------------------------------------------------------------------------------------------
+
+
+def test_dirichlet_fedcof_replays_the_reference_stream() -> None:
+    """Same draws, same order as the fedcof sharder (independent replay in tests/test_costs.py)."""
+    from test_costs import fedcof_sharder_counts
+
+    sizes = [30, 7, 55, 12, 40, 3, 25, 28]
+    labels = np.concatenate([np.full(n, c) for c, n in enumerate(sizes)])
+    labels = labels[np.random.default_rng(0).permutation(labels.size)]  # dataset order != class order
+    for seed in (0, 3):
+        part = make_partition("dirichlet_fedcof", labels, seed, num_clients=9, alpha=0.3)
+        counts = part.client_class_counts(labels, len(sizes))
+        assert np.array_equal(counts, fedcof_sharder_counts(sizes, 9, 0.3, seed))
+        assert part.sizes.tolist() == [int(labels.size / 9)] * 9
+        flat = np.concatenate(part.clients)
+        assert np.unique(flat).size == flat.size
+    other = make_partition("dirichlet_fedcof", labels, 1, num_clients=9, alpha=0.3)
+    assert other.sha256 != make_partition("dirichlet_fedcof", labels, 0, num_clients=9, alpha=0.3).sha256
+
+
+def test_dirichlet_fedcof_takes_shuffled_class_indices_in_order() -> None:
+    """Within a class, clients receive the class's indices in one shuffled order, each once."""
+    labels = np.repeat(np.arange(4), 20)
+    part = make_partition("dirichlet_fedcof", labels, 5, num_clients=4, alpha=0.5)
+    for c in range(4):
+        taken = [i for client in part.clients for i in client.tolist() if labels[i] == c]
+        rs = np.random.RandomState(5)
+        for _ in range(4):
+            rs.dirichlet(0.5 * np.ones(4))
+        orders = []
+        for k in range(4):
+            idx = np.flatnonzero(labels == k)
+            rs.shuffle(idx)
+            orders.append(idx.tolist())
+        assert taken == orders[c][: len(taken)]  # clients fill in turn, each in draw order

@@ -91,3 +91,89 @@ def test_missing_run_file_is_an_error_not_a_pass(tmp_path, real_data_root, real_
     with pytest.raises(FileNotFoundError):
         build_table("fedcof_table2", cfg, results=tmp_path / "results")
     assert os.listdir(tmp_path) in ([], ["results"]) and not Path("results/tables/fedcof_table2.md").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# Protocols, tiers and feature sets
+# --------------------------------------------------------------------------------------------------
+
+
+def _all_jobs(cfg) -> set[str]:
+    return {j for t in SPECS for j in target_jobs(t, cfg)}
+
+
+def test_each_paper_runs_under_its_protocol(real_data_root, real_weights_dir) -> None:
+    from benchmark.tables.execute import parse_closed_form_path
+
+    cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
+    for t in SPECS:
+        spec = load_spec(t)
+        for job in target_jobs(t, cfg):
+            p = parse_closed_form_path(job)
+            assert p["protocol"] == ("fedcof" if spec.paper == "fedcof" else "legate2023"), job
+            if spec.paper == "fedcof":
+                assert p["ptag"].startswith("dirichlet_fedcof-"), job  # the fedcof code's own partitions
+    x32 = next(p for p in plan_target("table2", cfg) if p.cell.id == "cifar10_32/fedncm/accuracy")
+    assert all("/legate2023_cifar32-fp32/" in j for j in x32.jobs)  # CIFAR-10 x32 is fed at 32 px
+
+
+def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_dir) -> None:
+    """Across all targets, one (dataset, backbone) never uses two presets that are the same pipeline."""
+    from dataclasses import asdict
+
+    from benchmark.features.preprocess import get_preprocess
+    from benchmark.tables.execute import parse_closed_form_path
+
+    base = {"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)}
+    for tier in ("ci", "full"):
+        presets: dict[tuple[str, str], set[str]] = {}
+        for job in _all_jobs(load_config(overrides={**base, "tier": tier})):
+            p = parse_closed_form_path(job)
+            presets.setdefault((p["dataset"], p["model"]), set()).add(p["preprocess"])
+        for key, names in presets.items():
+            fields = [{k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)]
+            assert all(a != b for i, a in enumerate(fields) for b in fields[i + 1 :]), (tier, key, names)
+        assert set(presets) >= {("cifar10", "squeezenet1_1"), ("cifar100", "squeezenet1_1")}
+
+
+def test_ci_tier_runs_squeezenet_cifar_and_every_cost_cell(real_data_root, real_weights_dir) -> None:
+    cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"})
+    cost = mobilenet = 0
+    for t in SPECS:
+        for p in plan_target(t, cfg):
+            if p.runner == "cost":
+                assert p.status == "planned"
+                cost += 1
+            if p.runner == "closed_form" and p.model == "mobilenet_v2" and p.dataset in ("cifar10", "cifar100"):
+                assert p.status == "not_run" and "35 min" in p.reason and "tier=full" in p.reason
+                mobilenet += 1
+            if p.status == "planned" and p.runner == "closed_form":
+                assert p.model == "squeezenet1_1" and p.dataset in ("cifar10", "cifar100")
+    assert cost == 279  # every printed cost cell of the nine tables with costs
+    assert mobilenet == 4  # fedcof Table 3, CIFAR-100, MobileNetV2: full tier only
+
+
+def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+    """Cost cells are arithmetic: PASS/FAIL (never SUBSTITUTE-, never NOT RUN), weights n/a, provenance set."""
+    from benchmark.tables.assemble import build_table
+
+    cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"})
+    monkeypatch.chdir(tmp_path)
+    report = build_table("fedcof_table6", cfg | {"ci_closed_form": []}, results=tmp_path / "results")
+    costs = [o for o in report.outcomes if o.plan.runner == "cost"]
+    assert len(costs) == 20 and {str(o.verdict.status) for o in costs} == {"PASS", "FAIL"}
+    tidy = pd.read_csv(tmp_path / "results/tidy/fedcof_table6.csv")
+    required = ["paper", "table", "dataset", "model", "weights", "weights_sha256", "method", "fl_algorithm",
+                "partition", "alpha", "clients", "participation", "seed", "metric", "value", "unit", "status",
+                "reason", "protocol", "data_checksum", "partition_hash", "git_commit", "versions", "wall_s",
+                "peak_rss_mb"]  # fmt: skip
+    assert all(c in tidy.columns for c in required)
+    ok = tidy[tidy.status == "ok"]
+    assert (ok["weights"] == "n/a (arithmetic)").all() and ok["git_commit"].notna().all()
+    cifar = ok[(ok.dataset == "cifar100") & (ok.method == "fedncm")]
+    assert sorted(cifar["seed"]) == [0, 1, 2, 3, 4] and cifar["partition_hash"].nunique() == 5
+    notrun = tidy[tidy.status == "not_run"]
+    assert (notrun["reason"].str.len() > 0).all() and notrun["versions"].notna().all()
+    checks = json.loads((tmp_path / "results/checks/fedcof_table6.json").read_text())
+    assert checks["tier"] == "ci" and all("key" in c for c in checks["cells"])
+    assert {c["classification"] for c in checks["cells"] if c["runner"] == "cost"} <= {"match", "match_alt", "consistent", "mismatch"}

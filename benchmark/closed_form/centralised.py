@@ -12,6 +12,11 @@ the stacked ridge system, ``np.cov``), so that "federated == centralised" tests 
   ``gamma = 0`` this is the ridge Gram without the between-class scatter of Eq. 10).
 
 Absent classes get zero rows (and zero bias), as in the federated heads.
+
+``solver`` (ridge without bias, within-class): ``None`` keeps the independent float64 numerics above; a
+named solver of :mod:`~benchmark.closed_form.heads` (e.g. ``"pinv32"``, the fedcof code's float32
+pseudo-inverse, papers-code.md §6) builds the Gram in that precision and solves it with
+:func:`~benchmark.closed_form.heads.solve_gram`, as the fedcof protocol does for Table 2.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from benchmark.closed_form.heads import LinearHead
+from benchmark.closed_form.heads import LinearHead, solve_gram, solver_dtype
 from benchmark.closed_form.registry import FitOutput, register_method
 from benchmark.closed_form.stats import RoundCallback, check_inputs
 from benchmark.errors import ConfigError
@@ -47,14 +52,30 @@ def ncm_head(features: np.ndarray, labels: np.ndarray, num_classes: int) -> Line
 
 
 def ridge_head(
-    features: np.ndarray, labels: np.ndarray, num_classes: int, *, lam: float = 0.01, bias: bool = False
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    *,
+    lam: float = 0.01,
+    bias: bool = False,
+    solver: str | None = None,
 ) -> LinearHead:
     """Centralised ridge regression, solved as least squares on ``[X; sqrt(lam) I] W = [Y; 0]`` (float64).
 
     ``bias=False``: ``W`` rows L2-normalised, no bias (Fed3R as in the fedcof repo). ``bias=True``: a ones
     column is appended and also penalised; each class's feature weights are divided by their norm and the
-    bias by the same norm, zero norm -> 1e-6 (official Fed3R ``normalize_W``).
+    bias by the same norm, zero norm -> 1e-6 (official Fed3R ``normalize_W``). ``solver`` (no bias only):
+    ``(X^T X + lam I)^-1 X^T Y`` by :func:`solve_gram` in that solver's precision.
     """
+    if solver is not None:
+        if bias:
+            raise ConfigError("ridge_head: solver is only for bias=False", "drop solver or bias")
+        dt = solver_dtype(solver)
+        xs = np.asarray(features, dtype=dt)
+        y1 = np.zeros((xs.shape[0], num_classes), dtype=dt)
+        y1[np.arange(xs.shape[0]), labels] = 1.0
+        gram = xs.T @ xs + dt.type(lam) * np.eye(xs.shape[1], dtype=dt)
+        return LinearHead(_rownorm(solve_gram(gram, xs.T @ y1, solver).T), np.zeros(num_classes, dtype=dt))
     x = np.asarray(features, dtype=np.float64)
     if bias:
         x = np.hstack([x, np.ones((x.shape[0], 1))])
@@ -73,13 +94,21 @@ def ridge_head(
 
 
 def within_class_head(
-    features: np.ndarray, labels: np.ndarray, num_classes: int, *, gamma: float, ridge: float = 0.0
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    *,
+    gamma: float,
+    ridge: float = 0.0,
+    solver: str | None = None,
 ) -> LinearHead:
-    """fedcof Eq. 11 with the true class covariances ``S_c`` (``np.cov``, ddof=1), float64 ``solve``."""
-    x = np.asarray(features, dtype=np.float64)
+    """fedcof Eq. 11 with the true class covariances ``S_c`` (``np.cov``, ddof=1), float64 ``solve``
+    (``solver``: built in that solver's precision and solved by :func:`solve_gram`)."""
+    dt = np.dtype(np.float64) if solver is None else solver_dtype(solver)
+    x = np.asarray(features, dtype=dt)
     d = x.shape[1]
-    gram = ridge * np.eye(d)
-    sums = np.zeros((num_classes, d))
+    gram = dt.type(ridge) * np.eye(d, dtype=dt)
+    sums = np.zeros((num_classes, d), dtype=dt)
     total = 0
     for c in range(num_classes):
         rows = x[labels == c]
@@ -88,13 +117,13 @@ def within_class_head(
             continue
         sums[c] = rows.sum(axis=0)
         total += n
-        cov = np.cov(rows, rowvar=False, ddof=1).reshape(d, d) if n > 1 else np.zeros((d, d))
-        gram += (n - 1) * (cov + gamma * np.eye(d))
+        cov = np.cov(rows, rowvar=False, ddof=1).reshape(d, d).astype(dt) if n > 1 else np.zeros((d, d), dt)
+        gram += dt.type(n - 1) * (cov + dt.type(gamma) * np.eye(d, dtype=dt))
     if total == 0:
         return LinearHead(np.zeros((num_classes, d)), np.zeros(num_classes))
-    mu_g = sums.sum(axis=0) / total
-    gram += total * np.outer(mu_g, mu_g)
-    w = np.linalg.solve(gram, sums.T).T
+    mu_g = sums.sum(axis=0) / dt.type(total)
+    gram += dt.type(total) * np.outer(mu_g, mu_g)
+    w = np.linalg.solve(gram, sums.T).T if solver is None else solve_gram(gram, sums.T, solver).T
     return LinearHead(_rownorm(w), np.zeros(num_classes))
 
 
@@ -137,13 +166,14 @@ def fit_centralised_ridge(
     *,
     lam: float = 0.01,
     bias: bool = False,
+    solver: str | None = None,
     rounds: Sequence[np.ndarray] | None = None,
     on_round: RoundCallback | None = None,
 ) -> FitOutput:
     """:func:`ridge_head` on the union of the clients' rows (``bias=True``: official Fed3R's form)."""
     _no_rounds(rounds, "centralised_ridge")
     x, y = _union_rows(features, labels, num_classes, clients)
-    return FitOutput(ridge_head(x, y, num_classes, lam=lam, bias=bias), None)
+    return FitOutput(ridge_head(x, y, num_classes, lam=lam, bias=bias, solver=solver), None)
 
 
 @register_method(
@@ -159,10 +189,11 @@ def fit_centralised_within_class(
     *,
     gamma: float,
     ridge: float = 0.0,
+    solver: str | None = None,
     rounds: Sequence[np.ndarray] | None = None,
     on_round: RoundCallback | None = None,
 ) -> FitOutput:
     """:func:`within_class_head` on the union of the clients' rows."""
     _no_rounds(rounds, "centralised_within_class")
     x, y = _union_rows(features, labels, num_classes, clients)
-    return FitOutput(within_class_head(x, y, num_classes, gamma=gamma, ridge=ridge), None)
+    return FitOutput(within_class_head(x, y, num_classes, gamma=gamma, ridge=ridge, solver=solver), None)

@@ -13,6 +13,9 @@ Schemes (registered by name, see :func:`get_partitioner`):
     ``DirichletSharder`` and of FedCOF's ``partition_dataset_by_dirichlet`` (reference audit,
     papers-code.md §1.2, §2.2), following Hsu et al. 2019 ("Measuring the effects of non-identical data
     distribution", arXiv:1909.06335), which both papers cite for their split.
+``dirichlet_fedcof``
+    The fedcof code's sharder replayed exactly on numpy's legacy stream (``np.random.seed(seed)``), so the
+    partitions are the ones the fedcof tables were computed on.
 ``dirichlet_per_class``
     Per-class proportions over clients (Yurochkin et al. 2019, Wang et al. 2020 "FedMA", and
     NIID-Bench, Li et al. 2022): unbalanced client sizes.
@@ -563,6 +566,80 @@ def dirichlet(
         params={"num_clients": k_total, "alpha": a, "num_classes": c_total},
         seed=seed,
         extras={"zero_row_fallbacks": fallbacks, "unassigned": int(y.size - k_total * (y.size // k_total))},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# dirichlet_fedcof: the fedcof code's sharder, replayed draw for draw on numpy's legacy stream
+# --------------------------------------------------------------------------------------------------
+
+
+@register_partitioner("dirichlet_fedcof")
+def dirichlet_fedcof(labels: npt.ArrayLike, seed: int, *, num_clients: int, alpha: float) -> Partition:
+    """The fedcof code's Dirichlet sharder replayed exactly (papers-code.md §2.2; fedcof §5).
+
+    The fedcof scripts call ``np.random.seed(seed)`` (seeds 0-4, alpha = 0.1, K = 100) and then run
+    ``partition_dataset_by_dirichlet``, which is the algorithm of :func:`dirichlet` drawn from the global
+    legacy generator. This replays it with ``numpy.random.RandomState(seed)``, the same stream, in the
+    reference's order of draws:
+
+    1. one ``dirichlet(alpha * ones(C))`` row per client, C = the classes present (``np.unique``);
+    2. for each class in increasing label order, its indices in dataset order, shuffled in place;
+    3. every client receives ``int(N / K)`` draws ``multinomial(1, q_k)``; a draw takes the class's next
+       unused index; when a class is exhausted its column is set to 0 for every client and all rows are
+       divided by their sums (rows of clients already filled may become 0/0, as in the reference).
+
+    Assumption (stated, not checked against the reference's own output): nothing draws from the global
+    numpy stream between ``np.random.seed`` and the sharder. Under it the partition equals the one the
+    fedcof tables were computed on, given the same label order (torchvision's CIFAR-100 train order is the
+    pickle order). Where the reference would crash (a client still to be filled whose row is 0/0) this
+    raises :class:`ConfigError`. Unlike :func:`dirichlet`, the stream is not a ``seeding`` purpose stream:
+    replaying the reference is the point.
+    """
+    y = _as_labels(labels)
+    seed = check_seed(seed)
+    k_total = _num_clients(num_clients, y.size)
+    a = _alpha(alpha)
+    classes = np.unique(y)
+    rs = np.random.RandomState(seed)
+    q = np.array([rs.dirichlet(a * np.ones(classes.size)) for _ in range(k_total)])
+    pools: list[np.ndarray] = []
+    for c in classes:
+        idx = np.flatnonzero(y == c).astype(np.int64)
+        rs.shuffle(idx)
+        pools.append(idx)
+    sizes = np.array([p.size for p in pools], dtype=np.int64)
+    used = np.zeros(classes.size, dtype=np.int64)
+    per_client = int(y.size / k_total)
+    skipped = 0
+    clients: list[np.ndarray] = []
+    with np.errstate(invalid="ignore", divide="ignore"):  # rows of filled clients may become 0/0
+        for k in range(k_total):
+            out: list[int] = []
+            for _ in range(per_client):
+                try:
+                    j = int(np.argmax(rs.multinomial(1, q[k])))
+                except ValueError:
+                    raise ConfigError(
+                        f"dirichlet_fedcof: client {k} has no class left to draw from (0/0 row); the "
+                        "reference code crashes here too",
+                        "use another seed or the 'dirichlet' scheme",
+                    ) from None
+                if used[j] >= sizes[j]:  # the reference's IndexError branch: one sample fewer
+                    skipped += 1
+                    continue
+                out.append(int(pools[j][used[j]]))
+                used[j] += 1
+                if used[j] == sizes[j]:
+                    q[:, j] = 0.0
+                    q = q / q.sum(axis=1)[:, None]
+            clients.append(np.asarray(out, dtype=np.int64))
+    return Partition(
+        clients=tuple(clients),
+        scheme="dirichlet_fedcof",
+        params={"num_clients": k_total, "alpha": a},
+        seed=seed,
+        extras={"skipped_draws": skipped, "unassigned": int(y.size - sum(c.size for c in clients))},
     )
 
 

@@ -3,8 +3,11 @@
 Writes ``results/tidy/<target>.csv`` (one row per run x metric, plus one ``not_run`` row per cell that did
 not run), ``results/tables/<target>.md`` and ``.tex`` (per cell: ours mean ± std | paper | delta | verdict,
 laid out with the paper's own row and column labels), ``results/checks/<target>.json`` (every cell with
-its verdict, tolerance and reason) and a plot of ours vs paper. The caller exits non-zero when any cell
-that ran fails (``TableReport.failed``).
+its verdict, tolerance and reason). Assembly itself always succeeds when the run files exist (Snakemake
+would delete the outputs of a failing job); ``flb verdict <target>`` (the target rule) and ``flb ci-gate``
+turn FAILs into a non-zero exit (:mod:`benchmark.tables.gate`).
+
+Cost cells are computed here (:mod:`benchmark.tables.cost_runner`): they are arithmetic and need no run.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.io import atomic_write_json, atomic_write_text
+from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tables.plan import CellPlan, plan_target
 from benchmark.tables.spec import load_spec
 from benchmark.tidy import frame, make_row, read_tidy, write_tidy
@@ -31,6 +35,7 @@ class CellOutcome:
     values: list[float]
     verdict: Any  # benchmark.verdict.Verdict
     note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # cost cells: classification, model facts
 
 
 @dataclass
@@ -59,32 +64,65 @@ def _run_values(plan: CellPlan, runs: pd.DataFrame) -> list[float]:
     return [float(v) for v in sel.sort_values("seed")["value"]]
 
 
+def _provenance() -> dict[str, Any]:
+    return {"git_commit": git_commit(), "versions": package_versions(), "machine": machine()}
+
+
 def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS) -> TableReport:
     """Assemble ``target`` from its run files (which must exist for every planned cell)."""
+    import time
+
     spec = load_spec(target)
     report = TableReport(target)
     tidy_rows: list[dict[str, Any]] = []
     for plan in plan_target(target, config):
         cell = plan.cell
         proto = cell.protocol
+        part = proto.get("partition") or {}
         labels = dict(
             paper=spec.paper, table=spec.table, cell=cell.id, dataset=plan.dataset or proto.get("dataset"),
             model=plan.model or proto.get("model"), method=plan.method or proto.get("method"),
-            fl_algorithm=proto.get("fl_algorithm"), alpha=(proto.get("partition") or {}).get("alpha"),
+            fl_algorithm=proto.get("fl_algorithm"), partition=part.get("kind"), alpha=part.get("alpha"),
             clients=proto.get("clients"), participation=proto.get("participation"),
         )  # fmt: skip
         values: list[float] = []
         note = ""
+        extra: dict[str, Any] = {}
         reason = plan.reason if plan.status == "not_run" else None
         if plan.status == "planned" and plan.runner == "cost":
             from benchmark.tables.cost_runner import cost_result
 
-            res = cost_result(spec.expected_paper, spec.expected_table, _cell_dict(cell), data_root=config.get("data_root"))
+            t0 = time.perf_counter()
+            res = cost_result(
+                spec.expected_paper, spec.expected_table, _cell_dict(cell),
+                data_root=config.get("data_root"), seeds=spec.seeds,
+            )  # fmt: skip
+            wall = round(time.perf_counter() - t0, 4)
             note = res.note
+            extra = {
+                "classification": res.classification, "model_facts": res.model_facts,
+                "facts_from_torchvision": res.facts_from_torchvision,
+            }  # fmt: skip
             if res.status == "ok":
                 values = list(res.values)
-                for i, v in enumerate(values):
-                    tidy_rows.append(make_row(**labels, seed=i if len(values) > 1 else None, metric=cell.metric, value=v, unit=cell.unit, weights="n/a"))
+                for v, seed, phash in zip(values, res.seeds, res.partition_hashes, strict=True):
+                    tidy_rows.append(
+                        make_row(
+                            **labels,
+                            weights="n/a (arithmetic)",
+                            seed=seed,
+                            metric=cell.metric,
+                            value=v,
+                            unit=cell.unit,
+                            protocol="cost model",
+                            note=f"{res.note} | model facts: {res.model_facts}",
+                            data_checksum=res.data_checksum,
+                            partition_hash=phash,
+                            wall_s=wall,
+                            peak_rss_mb=round(peak_rss_mb(), 1),
+                            **_provenance(),
+                        )
+                    )
             else:
                 reason = res.reason
         elif plan.status == "planned":
@@ -97,11 +135,24 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
             if not values:
                 reason = "the runs produced no value for this cell"
         if reason is not None:
-            tidy_rows.append(make_row(**labels, metric=cell.metric, unit=cell.unit, status="not_run", reason=reason))
+            tidy_rows.append(
+                make_row(
+                    **labels,
+                    metric=cell.metric,
+                    unit=cell.unit,
+                    status="not_run",
+                    reason=reason,
+                    protocol=plan.protocol,
+                    **_provenance(),
+                )
+            )
         verdict = judge(cell, values or None, substitute=plan.substitute, not_run_reason=reason)
-        report.outcomes.append(CellOutcome(plan, values, verdict, note))
+        report.outcomes.append(CellOutcome(plan, values, verdict, note, extra))
     write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
-    _write_outputs(spec, report, results)
+    tier = str(config.get("tier", "full"))
+    if config.get("table_subset", "all") != "all":
+        tier += f" ({config['table_subset']} subset: not comparable with the paper)"
+    _write_outputs(spec, report, results, tier=tier)
     return report
 
 
@@ -121,7 +172,12 @@ def _fmt(mean: float | None, std: float | None, digits: int = 1) -> str:
 def _cell_text(o: CellOutcome) -> dict[str, str]:
     v = o.verdict
     if v.ours_printed is not None:
-        return {"ours": v.ours_printed, "paper": o.plan.cell.printed, "delta": "" if v.delta is None else f"{v.delta:+.4g}", "verdict": str(v.status)}
+        return {
+            "ours": v.ours_printed,
+            "paper": o.plan.cell.printed,
+            "delta": "" if v.delta is None else f"{v.delta:+.4g}",
+            "verdict": str(v.status),
+        }
     digits = 2 if o.plan.cell.metric == "accuracy" else 3
     return {
         "ours": _fmt(v.ours_mean, v.ours_std, digits),
@@ -131,7 +187,7 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
     }
 
 
-def _write_outputs(spec: Any, report: TableReport, results: Path) -> None:
+def _write_outputs(spec: Any, report: TableReport, results: Path, tier: str = "full") -> None:
     from tabulate import tabulate
 
     records = []
@@ -140,28 +196,50 @@ def _write_outputs(spec: Any, report: TableReport, results: Path) -> None:
         t = _cell_text(o)
         records.append({
             "row": " / ".join(map(str, c.row)), "column": " / ".join(map(str, c.column)),
-            **t, "weights": o.plan.weights or "", "note": o.note or o.verdict.reason or "",
+            **t, "weights": o.plan.weights or ("n/a" if o.plan.runner == "cost" else ""),
+            "note": o.note or o.verdict.reason or "",
         })  # fmt: skip
     headers = ["row", "column", "ours", "paper", "delta", "verdict", "weights", "note"]
     rows = [[r[h] for h in headers] for r in records]
     counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
     md = (
         f"# {spec.target}: {spec.paper} Table {spec.table}\n\n"
-        f"Verdicts: {counts}. Tolerance policy: `expected/README.md`.\n\n"
+        f"Verdicts: {counts}. Tier: {tier}. Tolerance policy: `expected/README.md`.\n\n"
         + tabulate(rows, headers=headers, tablefmt="github")
         + "\n"
         + "".join(f"\n- {n}" for n in spec.notes)
     )
     atomic_write_text(results / "tables" / f"{spec.target}.md", md)
-    atomic_write_text(results / "tables" / f"{spec.target}.tex", tabulate(rows, headers=headers, tablefmt="latex_booktabs") + "\n")
+    atomic_write_text(
+        results / "tables" / f"{spec.target}.tex",
+        tabulate(rows, headers=headers, tablefmt="latex_booktabs") + "\n",
+    )
     checks = [
         {
-            "cell": o.plan.cell.id, "row": list(o.plan.cell.row), "column": list(o.plan.cell.column),
-            "metric": o.plan.cell.metric, "paper": o.plan.cell.mean, "printed": o.plan.cell.printed,
-            "ours": o.values, "ours_mean": o.verdict.ours_mean, "ours_std": o.verdict.ours_std,
-            "delta": o.verdict.delta, "tolerance": o.verdict.tolerance, "verdict": str(o.verdict.status),
-            "weights": o.plan.weights, "runner": o.plan.runner, "reason": o.verdict.reason, "note": o.note,
+            "key": o.plan.cell.key,
+            "cell": o.plan.cell.id,
+            "row": list(o.plan.cell.row),
+            "column": list(o.plan.cell.column),
+            "metric": o.plan.cell.metric,
+            "paper": o.plan.cell.mean,
+            "printed": o.plan.cell.printed,
+            "ours": o.values,
+            "ours_mean": o.verdict.ours_mean,
+            "ours_std": o.verdict.ours_std,
+            "ours_printed": o.verdict.ours_printed,
+            "delta": o.verdict.delta,
+            "tolerance": o.verdict.tolerance,
+            "verdict": str(o.verdict.status),
+            "weights": o.plan.weights or ("n/a" if o.plan.runner == "cost" else None),
+            "runner": o.plan.runner,
+            "protocol": o.plan.protocol,
+            "reason": o.verdict.reason,
+            "note": o.note,
+            **o.extra,
         }
         for o in report.outcomes
     ]
-    atomic_write_json(results / "checks" / f"{spec.target}.json", {"target": spec.target, "counts": report.counts(), "cells": checks})
+    atomic_write_json(
+        results / "checks" / f"{spec.target}.json",
+        {"target": spec.target, "tier": tier, "counts": report.counts(), "cells": checks},
+    )

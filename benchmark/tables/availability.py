@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from benchmark.data.fetch import network_reachable
 from benchmark.errors import DataMissingError, UnknownNameError
-from benchmark.models.backbones import backbone_spec
-from benchmark.models.weights import hub_checkpoint_path
 from benchmark.paths import data_root, weights_dir
+
+# The model and data modules import torch / torchvision; they are imported where needed, so that
+# assembling a table whose cells need neither (most of them) starts in a second, not in five.
 
 
 @functools.cache
@@ -41,6 +41,10 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
     reachable; otherwise the substitute file when one exists; otherwise None.
     """
+    from benchmark.data.fetch import network_reachable
+    from benchmark.models.backbones import backbone_spec
+    from benchmark.models.weights import hub_checkpoint_path
+
     try:
         spec = backbone_spec(model)
     except UnknownNameError as err:
@@ -49,8 +53,14 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     if ckpt.is_file() or network_reachable():
         return "torchvision", f"torchvision checkpoint {ckpt.name}"
     if spec.substitute is not None and (weights_dir(wdir, root) / spec.substitute.filename).is_file():
-        return "substitute", f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent)"
-    return None, f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache and no substitute exists"
+        return (
+            "substitute",
+            f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent)",
+        )
+    return (
+        None,
+        f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache and no substitute exists",
+    )
 
 
 def describe_root(root: str | None = None) -> Path:

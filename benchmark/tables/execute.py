@@ -17,7 +17,8 @@ from benchmark.workflow import features_path, parse_partition_tag, partition_pat
 
 _CLOSED_FORM = re.compile(
     r"results/runs/closed_form/(?P<dataset>[^/]+)/(?P<model>[^/]+?)-(?P<weights>torchvision|substitute|random)/"
-    r"(?P<preprocess>[^/]+)-(?P<precision>fp32|bf16)/(?P<subset>[^/]+)/(?P<ptag>[^/]+)/seed(?P<seed>\d+)\.csv$"
+    r"(?P<preprocess>[^/]+)-(?P<precision>fp32|bf16)/(?P<subset>[^/]+)/(?P<ptag>[^/]+)/(?P<protocol>[^/]+)/"
+    r"seed(?P<seed>\d+)\.csv$"
 )
 
 
@@ -37,7 +38,9 @@ def run_closed_form_job(path: str, config: Mapping[str, Any]) -> None:
     p = parse_closed_form_path(path)
     pointers = {}
     for split in ("train", "test"):
-        ptr = features_path(p["dataset"], p["model"], p["weights"], p["preprocess"], p["precision"], p["subset"], split)
+        ptr = features_path(
+            p["dataset"], p["model"], p["weights"], p["preprocess"], p["precision"], p["subset"], split
+        )
         if not Path(ptr).exists():
             pipeline.extract_step(
                 dataset=p["dataset"], split=split, backbone=p["model"], weights=p["weights"],
@@ -54,7 +57,9 @@ def run_closed_form_job(path: str, config: Mapping[str, Any]) -> None:
             dataset=p["dataset"], subset=p["subset"], scheme=scheme, seed=int(p["seed"]), out=part,
             params=params, data_root=config.get("data_root"),
         )  # fmt: skip
-    pipeline.closed_form_step(train=pointers["train"], test=pointers["test"], partition=part, out=path)
+    pipeline.closed_form_step(
+        train=pointers["train"], test=pointers["test"], partition=part, out=path, protocol=p["protocol"]
+    )
 
 
 def run_target(target: str, config: Mapping[str, Any]) -> list[str]:

@@ -99,11 +99,15 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
         if key not in raw:
             raise ConfigError(f"{path}: missing field {key!r}", "see benchmark/tables/spec.py for the format")
     if raw["target"] != target:
-        raise ConfigError(f"{path}: field 'target' is {raw['target']!r}", f"it must equal the file name {target!r}")
+        raise ConfigError(
+            f"{path}: field 'target' is {raw['target']!r}", f"it must equal the file name {target!r}"
+        )
     rules = []
     for i, r in enumerate(raw["runners"]):
         if r.get("runner") not in RUNNERS:
-            raise ConfigError(f"{path}: runners[{i}].runner is {r.get('runner')!r}", f"use one of: {', '.join(RUNNERS)}")
+            raise ConfigError(
+                f"{path}: runners[{i}].runner is {r.get('runner')!r}", f"use one of: {', '.join(RUNNERS)}"
+            )
         params = {k: v for k, v in r.items() if k not in ("runner", "when")}
         rules.append(RunnerRule(r["runner"], r.get("when", {}), params))
     expected = EXPECTED_DIR / raw["expected"]

@@ -1,0 +1,162 @@
+"""Table targets exit non-zero on FAIL; the CI gate fails on an undocumented FAIL and on a stale finding."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.cli import main
+from benchmark.errors import ConfigError
+from benchmark.tables.gate import Finding, gate_problems, load_findings
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY_A = "legate2023/table2#cub200/ft/comm_gb"
+KEY_B = "legate2023/table2#cub200/lp/comm_gb"
+KEY_C = "fedcof/table3#cifar100/squeezenet1_1/fedncm/accuracy"
+
+
+def _checks(tier: str, verdicts: dict[str, str], target: str = "table2") -> dict:
+    cells = [
+        {"key": k, "cell": k.split("#")[1], "verdict": v, "printed": "1", "ours_mean": 1.0}
+        for k, v in verdicts.items()
+    ]
+    return {"target": target, "tier": tier, "cells": cells}
+
+
+def _finding(key: str, verdict: str = "FAIL", tiers=("ci", "full")) -> Finding:
+    return Finding(key, verdict, "paper-inconsistency", "a written reason", tuple(tiers))
+
+
+def test_gate_passes_when_every_fail_is_listed() -> None:
+    checks = [_checks("ci", {KEY_A: "FAIL", KEY_B: "PASS"})]
+    assert gate_problems(checks, [_finding(KEY_A)]) == []
+
+
+def test_gate_fails_on_an_undocumented_fail() -> None:
+    checks = [_checks("ci", {KEY_A: "FAIL", KEY_B: "FAIL"})]
+    problems = gate_problems(checks, [_finding(KEY_A)])
+    assert len(problems) == 1 and problems[0].startswith("unlisted FAIL: " + KEY_B)
+
+
+def test_gate_fails_on_a_stale_finding() -> None:
+    """A listed cell that now passes (or is not run in a tier the entry covers) must be removed."""
+    checks = [_checks("ci", {KEY_A: "PASS", KEY_B: "NOT RUN"})]
+    problems = gate_problems(checks, [_finding(KEY_A), _finding(KEY_B)])
+    assert len(problems) == 2 and all(p.startswith("stale finding") for p in problems)
+
+
+def test_gate_fails_on_a_changed_verdict_and_on_unchecked_findings() -> None:
+    checks = [_checks("ci", {KEY_C: "SUBSTITUTE-FAIL"}, target="fedcof_table3")]
+    problems = gate_problems(checks, [_finding(KEY_C, "FAIL")])
+    assert problems and "listed as FAIL, now SUBSTITUTE-FAIL" in problems[0]
+    problems = gate_problems(checks, [_finding(KEY_C, "SUBSTITUTE-FAIL"), _finding(KEY_A)])
+    assert problems == [f"finding {KEY_A} not checked: results/checks/table2.json was not given"]
+    assert gate_problems(checks, [_finding(KEY_C, "SUBSTITUTE-FAIL"), _finding(KEY_A)], partial=True) == []
+
+
+def test_gate_respects_tiers() -> None:
+    """A full-tier finding neither covers a CI FAIL nor goes stale when the cell is NOT RUN in CI."""
+    full_only = [_finding(KEY_C, "SUBSTITUTE-FAIL", tiers=("full",))]
+    assert gate_problems([_checks("ci", {KEY_C: "NOT RUN"}, "fedcof_table3")], full_only) == []
+    problems = gate_problems([_checks("ci", {KEY_C: "SUBSTITUTE-FAIL"}, "fedcof_table3")], full_only)
+    assert problems and problems[0].startswith("unlisted SUBSTITUTE-FAIL")
+
+
+@pytest.mark.parametrize(("entry", "needle"), [
+    ({"verdict": "FAIL", "kind": "paper-inconsistency", "reason": "x"}, "'cell'"),
+    ({"cell": KEY_A, "verdict": "FAIL", "kind": "paper-inconsistency", "reason": " "}, "'reason'"),
+    ({"cell": "legate2023/table2#nope", "verdict": "FAIL", "kind": "paper-inconsistency", "reason": "x"}, "not a cell"),
+    ({"cell": KEY_A, "verdict": "PASS", "kind": "paper-inconsistency", "reason": "x"}, "verdict"),
+    ({"cell": KEY_A, "verdict": "FAIL", "kind": "whatever", "reason": "x"}, "kind"),
+    ({"cell": KEY_A, "verdict": "FAIL", "kind": "paper-inconsistency", "reason": "x", "tiers": ["nightly"]}, "tiers"),
+    ({"cell": KEY_A, "verdict": "FAIL", "kind": "paper-inconsistency", "reason": "x", "value": 3}, "unknown field"),
+])  # fmt: skip
+def test_findings_file_is_validated(tmp_path, entry, needle) -> None:
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump({"findings": [entry]}))
+    with pytest.raises(ConfigError, match=needle):
+        load_findings(p)
+
+
+def test_duplicate_findings_are_refused(tmp_path) -> None:
+    entry = {"cell": KEY_A, "verdict": "FAIL", "kind": "paper-inconsistency", "reason": "x"}
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump({"findings": [entry, entry]}))
+    with pytest.raises(ConfigError, match="twice"):
+        load_findings(p)
+
+
+def test_the_project_findings_file_is_valid() -> None:
+    findings = load_findings()
+    assert findings and all(len(f.reason) > 20 for f in findings)
+
+
+def test_cli_gate_and_verdict_exit_codes(tmp_path, capsys) -> None:
+    (tmp_path / "checks").mkdir()
+    path = tmp_path / "checks" / "table2.json"
+    path.write_text(json.dumps(_checks("ci", {KEY_A: "FAIL", KEY_B: "PASS"})))
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        yaml.safe_dump(
+            {
+                "findings": [
+                    {
+                        "cell": KEY_A,
+                        "verdict": "FAIL",
+                        "kind": "paper-inconsistency",
+                        "reason": "Eq. 4 needs an inferred P",
+                    }
+                ]
+            }
+        )
+    )
+    assert main(["ci-gate", str(path), "--findings", str(good)]) == 0
+    assert "ci-gate: OK" in capsys.readouterr().out
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(yaml.safe_dump({"findings": []}))
+    assert main(["ci-gate", str(path), "--findings", str(empty)]) == 1
+    out = capsys.readouterr().out
+    assert "unlisted FAIL: " + KEY_A in out and "ci-gate: FAILED" in out
+    assert main(["verdict", "table2", "--results", str(tmp_path)]) == 1
+    assert KEY_A in capsys.readouterr().out
+    path.write_text(json.dumps(_checks("ci", {KEY_B: "PASS"})))
+    assert main(["verdict", "table2", "--results", str(tmp_path)]) == 0
+    assert main(["verdict", "table9", "--results", str(tmp_path)]) == 2  # no checks file: one-line error
+
+
+def _snakemake(target: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FLB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(ROOT / "Snakefile"), "--directory",
+         str(workdir), target, *extra],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+
+
+def test_table_target_exit_status_and_outputs(tmp_path) -> None:
+    """Cost-only tables: a target whose cells all PASS succeeds, one with FAILs makes snakemake exit non-zero,
+    and every output of the failing table is still written (the assembly job itself exits 0)."""
+    run = _snakemake("fedcof_table5", tmp_path, "fedcof_table8", "--keep-going")
+    assert run.returncode != 0
+    log = run.stdout + run.stderr
+    assert (
+        "fedcof_table5 (tier full): 10 cells (NOT RUN 5, PASS 5)" in log
+        and "Error in rule fedcof_table5" not in log
+    )
+    assert "Error in rule fedcof_table8" in log and "fedcof/table8#" in log
+    for f in (
+        "tables/fedcof_table8.md",
+        "tables/fedcof_table8.tex",
+        "checks/fedcof_table8.json",
+        "tidy/fedcof_table8.csv",
+    ):
+        assert (tmp_path / "results" / f).is_file(), f
+    checks = json.loads((tmp_path / "results/checks/fedcof_table8.json").read_text())
+    assert checks["counts"]["FAIL"] == 8 and checks["counts"].get("PASS", 0) == 0
+    assert main(["verdict", "fedcof_table5", "--results", str(tmp_path / "results")]) == 0
