@@ -13,6 +13,7 @@ import shlex
 
 from benchmark import workflow as wf
 from benchmark.closed_form.protocols import PROTOCOLS
+from benchmark.fl.protocols import list_protocols
 from benchmark.tables.plan import target_jobs
 from benchmark.tables.spec import list_specs
 
@@ -30,10 +31,11 @@ PATHS = " ".join(
 # The table job re-plans the target: it must see the config this DAG was planned with.
 SETS = " ".join(
     "--set " + shlex.quote(f"{k}={config[k] if isinstance(config[k], str) else json.dumps(config[k])}")
-    for k in ("data_root", "weights_dir", "precision", "tier", "table_subset", "ci_closed_form")
+    for k in ("data_root", "weights_dir", "precision", "tier", "table_subset", "ci_closed_form", "ci_training")
     if config.get(k) is not None
 )
 TABLES = list_specs()
+FL_PROTOCOLS = list_protocols()
 FREEFORM = wf.closed_form_targets(config)
 
 wildcard_constraints:
@@ -113,6 +115,30 @@ rule closed_form:
     shell:
         "{PY} closed-form --train {input.train} --test {input.test} --partition {input.partition}"
         " --protocol {wildcards.protocol} --out {output} 2> {log}"
+
+
+# One federated training run on cached features (LP, MLP head, LP after a closed-form head): the protocol
+# (benchmark/fl/protocols.py) fixes every knob; its per-round curve is written beside the tidy rows.
+rule fl_run:
+    input:
+        train="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/train.json",
+        test="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/test.json",
+        partition="results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json",
+    output:
+        tidy="results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.csv",
+        curve="results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.curve.csv",
+    log: "results/logs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.log"
+    wildcard_constraints:
+        flprotocol="|".join(FL_PROTOCOLS),
+        method=r"[a-z0-9_]+",
+    threads: 1
+    conda: CONDA_ENV
+    params:
+        device=f"--device {config['device']}" if config.get("device") else "",
+    shell:
+        "{PY} fl-run --protocol {wildcards.flprotocol} --method {wildcards.method} --train {input.train}"
+        " --test {input.test} --partition {input.partition} --seed {wildcards.seed} --out {output.tidy}"
+        " --curve {output.curve} {params.device} --no-progress 2> {log}"
 
 
 rule freeform_collect:

@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--partial", action="store_true", help="checks of some targets only: skip findings of the others"
     )
 
+    p = sub.add_parser("report", help="the Results section (cells that ran, verdict counts) from check reports")
+    p.add_argument("--checks", default="results/checks", help="folder of <target>.json check reports")
+    p.add_argument("--readme", default=None, help="write the section into this README (between its markers)")
+
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
@@ -206,6 +210,17 @@ def run(argv: Sequence[str] | None = None) -> int:
             f"(best {100 * r.best_acc:.2f}% at round {r.best_round}, last {100 * r.last_acc:.2f}%), "
             f"{r.costs.total_bytes / 1e9:.4f} GB, {r.costs.compute_f:.3g} F -> {args.out}"
         )
+    elif args.cmd == "report":
+        from benchmark import report
+
+        if args.readme:
+            print(report.update_readme(args.readme, args.checks))
+        else:
+            from benchmark.provenance import git_commit, machine
+
+            reports = report.load_checks(args.checks)
+            print(report.results_section(reports, when="this run", machine=machine(), commit=git_commit(),
+                                         command="(see the log above)"))  # fmt: skip
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))

@@ -7,6 +7,8 @@ File layout written by the workflow (all under ``results/``):
 * ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays and their hash;
 * ``runs/closed_form/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<protocol>/
   seed<k>.csv`` - tidy rows of one closed-form job (every method of the protocol);
+* ``runs/fl/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<fl protocol>/
+  <method>/seed<k>.csv`` (and ``.curve.csv``) - one federated training run on cached features;
 * ``tidy/<target>.csv`` - all rows of a target.
 """
 
@@ -113,6 +115,26 @@ def closed_form_path(
     return (
         f"results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/"
         f"{protocol}/seed{seed}.csv"
+    )
+
+
+def fl_run_path(
+    dataset: str,
+    model: str,
+    weights: str,
+    preprocess: str,
+    precision: str,
+    subset: str,
+    ptag: str,
+    protocol: str,
+    method: str,
+    seed: int,
+) -> str:
+    """Tidy rows of one federated training run (``flb fl-run``) on cached features; its per-round curve is
+    the same path with ``.curve.csv``."""
+    return (
+        f"results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/"
+        f"{protocol}/{method}/seed{seed}.csv"
     )
 
 

@@ -103,14 +103,17 @@ def _all_jobs(cfg) -> set[str]:
 
 
 def test_each_paper_runs_under_its_protocol(real_data_root, real_weights_dir) -> None:
-    from benchmark.tables.execute import parse_closed_form_path
+    from benchmark.tables.execute import parse_run_path
 
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     for t in SPECS:
         spec = load_spec(t)
         for job in target_jobs(t, cfg):
-            p = parse_closed_form_path(job)
-            assert p["protocol"] == ("fedcof" if spec.paper == "fedcof" else "legate2023"), job
+            p = parse_run_path(job)
+            if p["runner"] == "closed_form":
+                assert p["protocol"] == ("fedcof" if spec.paper == "fedcof" else "legate2023"), job
+            else:  # training protocols are named after their paper
+                assert p["protocol"].startswith(spec.paper), job
             if spec.paper == "fedcof":
                 assert p["ptag"].startswith("dirichlet_fedcof-"), job  # the fedcof code's own partitions
     x32 = next(p for p in plan_target("table2", cfg) if p.cell.id == "cifar10_32/fedncm/accuracy")
@@ -122,13 +125,13 @@ def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_d
     from dataclasses import asdict
 
     from benchmark.features.preprocess import get_preprocess
-    from benchmark.tables.execute import parse_closed_form_path
+    from benchmark.tables.execute import parse_run_path
 
     base = {"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)}
     for tier in ("ci", "full"):
         presets: dict[tuple[str, str], set[str]] = {}
         for job in _all_jobs(load_config(overrides={**base, "tier": tier})):
-            p = parse_closed_form_path(job)
+            p = parse_run_path(job)
             presets.setdefault((p["dataset"], p["model"]), set()).add(p["preprocess"])
         for key, names in presets.items():
             fields = [{k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)]
@@ -177,3 +180,44 @@ def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(tmp_path, 
     checks = json.loads((tmp_path / "results/checks/fedcof_table6.json").read_text())
     assert checks["tier"] == "ci" and all("key" in c for c in checks["cells"])
     assert {c["classification"] for c in checks["cells"] if c["runner"] == "cost"} <= {"match", "match_alt", "consistent", "mismatch"}
+
+
+# ----------------------------------------------------------------------------------- training runs (lp_features)
+def _base(real_data_root, real_weights_dir, **kw) -> dict:
+    return load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), **kw})
+
+
+def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_dir) -> None:
+    plans = {p.cell.id: p for p in plan_target("table5", _base(real_data_root, real_weights_dir))}
+    mlp = plans["cifar10/mlp_head"]
+    assert mlp.status == "planned" and mlp.runner == "lp_features" and mlp.protocol == "legate2023_cifar10"
+    assert [Path(j).name for j in mlp.jobs] == ["seed0.csv", "seed1.csv", "seed2.csv"]
+    assert all("/legate2023_cifar10/mlp_head/" in j and "/legate2023_cifar-fp32/" in j for j in mlp.jobs)
+    # LP of Table 5 is the same run as LP of Table 2: one job, shared
+    t2 = {p.cell.id: p for p in plan_target("table2", _base(real_data_root, real_weights_dir))}
+    assert t2["cifar10/lp/accuracy"].jobs == plans["cifar10/lp"].jobs
+    # the fedcof protocol runs on the fedcof partitions, the same files as the closed-form cells of its table
+    t6 = {p.cell.id: p for p in plan_target("fedcof_table6", _base(real_data_root, real_weights_dir))}
+    assert "/dirichlet_fedcof-alpha0.1-num_clients100/fedcof_cifar100_lp/fed_lp/" in t6["cifar100/fed_lp/accuracy"].jobs[0]
+
+
+def test_training_cells_without_protocol_or_outside_ci_are_not_run(real_data_root, real_weights_dir) -> None:
+    t2 = {p.cell.id: p for p in plan_target("table2", _base(real_data_root, real_weights_dir))}
+    x32 = t2["cifar10_32/lp/accuracy"]
+    assert x32.status == "not_run" and "cifar10@32" in x32.reason and not x32.jobs
+    ci = {p.cell.id: p for p in plan_target("table5", _base(real_data_root, real_weights_dir, tier="ci"))}
+    assert ci["cifar10/lp"].status == "not_run" and "ci_training" in ci["cifar10/lp"].reason
+    allowed = _base(real_data_root, real_weights_dir, tier="ci", ci_training=["legate2023_cifar10/lp"])
+    ci = {p.cell.id: p for p in plan_target("table5", allowed)}
+    assert ci["cifar10/lp"].status == "planned" and ci["cifar10/mlp_head"].status == "not_run"
+
+
+def test_fl_run_path_round_trips_through_the_executor() -> None:
+    from benchmark.tables.execute import _FL_RUN
+    from benchmark.workflow import fl_run_path
+
+    path = fl_run_path("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all",
+                       "dirichlet-alpha0.1-num_clients100", "legate2023_cifar10", "mlp_head", 2)  # fmt: skip
+    m = _FL_RUN.search(path)
+    assert m is not None and m["protocol"] == "legate2023_cifar10" and m["method"] == "mlp_head"
+    assert m["seed"] == "2" and m["preprocess"] == "legate2023_cifar" and m["model"] == "squeezenet1_1"

@@ -292,6 +292,7 @@ register_protocol(
         dataset="cifar100",
         backbone="squeezenet1_1",
         preprocess="fedcof_cifar",
+        partition_scheme="dirichlet_fedcof",  # the fedcof code's seeded sharder, as Table 6's closed-form cells
         methods={
             "fed_lp": MethodSpec(
                 client_lr=0.01, lr_source="fedcof App. K: 'FedAvg with a client learning rate of 0.01'"

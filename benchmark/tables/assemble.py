@@ -128,9 +128,11 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
         elif plan.status == "planned":
             runs = pd.concat([read_tidy(j) for j in plan.jobs], ignore_index=True)
             values = _run_values(plan, runs)
-            sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy")]
+            # Every metric the runs recorded for this method (accuracy, and for training runs also the best /
+            # last accuracy, uplink / downlink bytes, compute in F, rounds), labelled with the cell.
+            sel = runs[runs["method"] == plan.method]
             for rec in sel.to_dict("records"):
-                rec.update(paper=spec.paper, table=spec.table, cell=cell.id, metric=cell.metric)
+                rec.update(paper=spec.paper, table=spec.table, cell=cell.id)
                 tidy_rows.append(rec)
             if not values:
                 reason = "the runs produced no value for this cell"

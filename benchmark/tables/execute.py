@@ -22,6 +22,13 @@ _CLOSED_FORM = re.compile(
 )
 
 
+_FL_RUN = re.compile(
+    r"results/runs/fl/(?P<dataset>[^/]+)/(?P<model>[^/]+?)-(?P<weights>torchvision|substitute|random)/"
+    r"(?P<preprocess>[^/]+)-(?P<precision>fp32|bf16)/(?P<subset>[^/]+)/(?P<ptag>[^/]+)/(?P<protocol>[^/]+)/"
+    r"(?P<method>[^/]+)/seed(?P<seed>\d+)\.csv$"
+)
+
+
 def parse_closed_form_path(path: str) -> dict[str, str]:
     m = _CLOSED_FORM.search(path)
     if not m:
@@ -29,13 +36,18 @@ def parse_closed_form_path(path: str) -> dict[str, str]:
     return m.groupdict()
 
 
-def run_closed_form_job(path: str, config: Mapping[str, Any]) -> None:
-    """Produce one closed-form run file and everything it depends on."""
+def parse_run_path(path: str) -> dict[str, str]:
+    """The fields of any run path (closed-form or training); ``runner`` says which."""
+    m = _FL_RUN.search(path)
+    if m:
+        return {**m.groupdict(), "runner": "lp_features"}
+    return {**parse_closed_form_path(path), "runner": "closed_form"}
+
+
+def _inputs(p: Mapping[str, str], config: Mapping[str, Any]) -> tuple[dict[str, str], str]:
+    """The feature pointers and the partition a run file needs, produced when absent."""
     from benchmark import pipeline
 
-    if Path(path).exists():
-        return
-    p = parse_closed_form_path(path)
     pointers = {}
     for split in ("train", "test"):
         ptr = features_path(
@@ -57,9 +69,38 @@ def run_closed_form_job(path: str, config: Mapping[str, Any]) -> None:
             dataset=p["dataset"], subset=p["subset"], scheme=scheme, seed=int(p["seed"]), out=part,
             params=params, data_root=config.get("data_root"),
         )  # fmt: skip
+    return pointers, part
+
+
+def run_closed_form_job(path: str, config: Mapping[str, Any]) -> None:
+    """Produce one closed-form run file and everything it depends on."""
+    from benchmark import pipeline
+
+    if Path(path).exists():
+        return
+    p = parse_closed_form_path(path)
+    pointers, part = _inputs(p, config)
     pipeline.closed_form_step(
         train=pointers["train"], test=pointers["test"], partition=part, out=path, protocol=p["protocol"]
     )
+
+
+def run_fl_job(path: str, config: Mapping[str, Any]) -> None:
+    """Produce one federated training run file (and its curve) and everything it depends on."""
+    from benchmark.fl.jobs import fl_run_step
+
+    if Path(path).exists():
+        return
+    m = _FL_RUN.search(path)
+    if not m:
+        raise ConfigError(f"not a training run path: {path}", "see benchmark.workflow.fl_run_path")
+    p = m.groupdict()
+    pointers, part = _inputs(p, config)
+    fl_run_step(
+        protocol=p["protocol"], method=p["method"], train=pointers["train"], test=pointers["test"],
+        partition=part, seed=int(p["seed"]), out=path, curve=path.removesuffix(".csv") + ".curve.csv",
+        device=config.get("device") or "auto",
+    )  # fmt: skip
 
 
 def run_target(target: str, config: Mapping[str, Any]) -> list[str]:
@@ -70,6 +111,8 @@ def run_target(target: str, config: Mapping[str, Any]) -> list[str]:
     for job in jobs:
         if "/closed_form/" in job:
             run_closed_form_job(job, config)
+        elif "/runs/fl/" in job:
+            run_fl_job(job, config)
         else:  # pragma: no cover - other runners register here
             raise ConfigError(f"no in-process executor for {job}", "run it with snakemake")
     return jobs

@@ -14,7 +14,7 @@ from typing import Any
 from benchmark.expected import ReportedCell, load_table
 from benchmark.tables.availability import choose_weights, dataset_missing
 from benchmark.tables.spec import TableSpec, load_spec
-from benchmark.workflow import closed_form_path, partition_tag
+from benchmark.workflow import closed_form_path, fl_run_path, partition_tag
 
 
 @dataclass
@@ -31,7 +31,7 @@ class CellPlan:
     weights: str | None = None
     jobs: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    protocol: str | None = None  # closed-form protocol (benchmark/closed_form/protocols.py)
+    protocol: str | None = None  # closed-form or training protocol (closed_form/protocols.py, fl/protocols.py)
 
     @property
     def substitute(self) -> bool:
@@ -120,7 +120,56 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         ]
         plan.status = "planned"
         return plan
+    if rule.runner == "lp_features":
+        return _plan_lp_features(plan, proto, config, spec.seeds)
     plan.reason = f"runner {rule.runner!r} does not run on this machine yet"
+    return plan
+
+
+def _plan_lp_features(
+    plan: CellPlan, proto: Mapping[str, Any], config: Mapping[str, Any], seeds: tuple[int, ...]
+) -> CellPlan:
+    """A federated run on cached features (``flb fl-run``, :mod:`benchmark.fl.jobs`) per seed.
+
+    The spec maps ``<dataset>@<image_size>`` (or ``<dataset>`` when the table states no size) to a protocol
+    of :mod:`benchmark.fl.protocols`, which fixes the features (preprocessing), the partition and every
+    training knob; a cell with no protocol for its setting is NOT RUN with that reason. In the CI tier only
+    the ``protocol/method`` pairs of ``config['ci_training']`` run (each is minutes of CPU).
+    """
+    from benchmark.fl.protocols import get_protocol
+
+    size = proto.get("image_size")
+    key = f"{plan.dataset}@{size}" if size is not None else str(plan.dataset)
+    name = plan.params.get("protocols", {}).get(key)
+    if name is None:
+        plan.reason = f"no training protocol for {key} in this spec (benchmark/fl/protocols.py)"
+        return plan
+    fl = get_protocol(name)
+    if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
+        plan.reason = f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
+        return plan
+    fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
+    pair = f"{name}/{plan.method}"
+    if config.get("tier", "full") == "ci" and pair not in config.get("ci_training", []):
+        plan.reason = (
+            f"outside the CI tier (training run {pair}: minutes to an hour of CPU per seed, see "
+            "config 'ci_training'); runs with --config tier=full"
+        )
+        return plan
+    plan.protocol = name
+    part = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
+    if fl.alpha is not None:
+        part["alpha"] = fl.alpha
+    tag = partition_tag(part)
+    subset = str(config.get("table_subset", "all"))
+    precision = config.get("precision", "fp32")
+    plan.jobs = [
+        fl_run_path(
+            plan.dataset, plan.model, plan.weights, fl.preprocess, precision, subset, tag, name, plan.method, s
+        )  # type: ignore[arg-type]
+        for s in seeds
+    ]
+    plan.status = "planned"
     return plan
 
 
