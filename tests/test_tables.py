@@ -221,3 +221,31 @@ def test_fl_run_path_round_trips_through_the_executor() -> None:
     m = _FL_RUN.search(path)
     assert m is not None and m["protocol"] == "legate2023_cifar10" and m["method"] == "mlp_head"
     assert m["seed"] == "2" and m["preprocess"] == "legate2023_cifar" and m["model"] == "squeezenet1_1"
+
+
+def test_training_cells_are_judged_and_their_curves_plotted(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+    """legate2023 Table 5, CIFAR-10: LP within 3 points SUBSTITUTE-PASSes, an MLP 10 points off FAILs; every
+    metric of the runs lands in the tidy CSV and the curves are plotted beside the table."""
+    from benchmark.tables.assemble import build_table
+
+    cfg = _base(real_data_root, real_weights_dir)
+    plans = {p.cell.id: p for p in plan_target("table5", cfg)}
+    monkeypatch.chdir(tmp_path)
+    for cell_id, value in (("cifar10/lp", 82.0), ("cifar10/mlp_head", 74.1)):
+        for seed, job in enumerate(plans[cell_id].jobs):
+            method = plans[cell_id].method
+            rows = [make_row(method=method, metric="accuracy", value=value, unit="percent", seed=seed, weights="substitute"),
+                    make_row(method=method, metric="uplink_bytes", value=1e9, unit="bytes", seed=seed, weights="substitute")]  # fmt: skip
+            write_tidy(rows, job)
+            curve = pd.DataFrame({"round": [0, 4, 8], "stage": "lp", "accuracy": [10.0, 50.0, value],
+                                  "uplink_bytes": [0, 1e8, 2e8], "downlink_bytes": [0, 1e8, 2e8],
+                                  "compute_f": [0, 1e4, 2e4], "wall_s": [0, 1, 2], "test_loss": 1.0, "train_loss": 1.0,
+                                  "method": method, "seed": seed})  # fmt: skip
+            curve.to_csv(job.removesuffix(".csv") + ".curve.csv", index=False)
+    report = build_table("table5", cfg, results=tmp_path / "results")
+    by_id = {o.plan.cell.id: str(o.verdict.status) for o in report.outcomes}
+    assert by_id["cifar10/lp"] == "SUBSTITUTE-PASS" and by_id["cifar10/mlp_head"] == "SUBSTITUTE-FAIL"
+    tidy = pd.read_csv(tmp_path / "results/tidy/table5.csv")
+    assert set(tidy[tidy.status == "ok"]["metric"]) == {"accuracy", "uplink_bytes"}
+    png = tmp_path / "results/tables/table5.curves.png"
+    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"

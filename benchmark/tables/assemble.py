@@ -155,7 +155,32 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
     if config.get("table_subset", "all") != "all":
         tier += f" ({config['table_subset']} subset: not comparable with the paper)"
     _write_outputs(spec, report, results, tier=tier)
+    plot_training_curves(report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}")
     return report
+
+
+def training_curves(report: TableReport) -> dict[str, list[Path]]:
+    """Per training cell that ran (label = its row / column), the per-round curve files of its seeds."""
+    out: dict[str, list[Path]] = {}
+    for o in report.outcomes:
+        if o.plan.runner != "lp_features" or not o.values:
+            continue
+        curves = [Path(j.removesuffix(".csv") + ".curve.csv") for j in o.plan.jobs]
+        curves = [c for c in curves if c.is_file()]
+        if curves:
+            out[" / ".join(map(str, [*o.plan.cell.row, *o.plan.cell.column]))] = curves
+    return out
+
+
+def plot_training_curves(report: TableReport, path: Path, *, title: str) -> Path | None:
+    """Accuracy vs rounds / communication / compute of the table's training cells, methods overlaid (legate2023
+    Fig. 1, fedcof Fig. 3-4), beside the table; nothing when the table has no training cell that ran."""
+    series = training_curves(report)
+    if not series:
+        return None
+    from benchmark.fl.plots import plot_curves  # matplotlib and torch: only for tables with training runs
+
+    return plot_curves(series, path, title=title)
 
 
 def _cell_dict(cell: Any) -> dict[str, Any]:
