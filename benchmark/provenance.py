@@ -48,11 +48,22 @@ def _version(name: str) -> str:
         return "absent"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``), or ``unknown cpu``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown cpu"
+
+
 def machine() -> str:
-    """A short description of the machine (CPU count, processor, GPU if any)."""
+    """A short description of the machine (CPU count, CPU model, GPU if any)."""
     import os
 
-    desc = f"{platform.machine()} {os.cpu_count()} cpu ({platform.processor() or 'unknown cpu'})"
+    desc = f"{platform.machine()} {os.cpu_count()} cpu ({cpu_model()})"
     torch = sys.modules.get("torch")  # a process that computed with torch has imported it; others
     if torch is not None and torch.cuda.is_available():  # (e.g. cost arithmetic) need no GPU line
         desc += f"; {torch.cuda.get_device_name(0)}"

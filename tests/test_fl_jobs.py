@@ -62,8 +62,10 @@ def write_cache(
     return out[0], out[1], labels
 
 
-def write_partition(folder: Path, labels: np.ndarray, *, clients: int = 100, alpha: float = 0.1) -> Path:
-    part = make_partition("dirichlet", labels, 0, num_clients=clients, alpha=alpha)
+def write_partition(
+    folder: Path, labels: np.ndarray, *, clients: int = 100, alpha: float = 0.1, scheme: str = "dirichlet"
+) -> Path:
+    part = make_partition(scheme, labels, 0, num_clients=clients, alpha=alpha)
     path = folder / f"part-{clients}-{alpha}.json"
     part.to_json(path)
     return path
@@ -80,7 +82,7 @@ def cifar10_like(tmp_path_factory) -> tuple[Path, Path, Path]:
 def cifar100_like(tmp_path_factory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("c100")
     tr, te, y = write_cache(folder, dataset="cifar100", classes=100, n=3000, preprocess="fedcof_cifar")
-    return tr, te, write_partition(folder, y)
+    return tr, te, write_partition(folder, y, scheme="dirichlet_fedcof")  # the fedcof protocol's sharder
 
 
 # ------------------------------------------------------------------------------------------------ protocols

@@ -7,6 +7,8 @@ import platform
 
 import pytest
 
+from benchmark.provenance import cpu_model
+
 
 @pytest.fixture
 def machine_info(benchmark) -> dict:
@@ -14,7 +16,7 @@ def machine_info(benchmark) -> dict:
 
     info = {
         "machine": platform.machine(),
-        "processor": platform.processor() or "unknown",
+        "processor": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
