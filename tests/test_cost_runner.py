@@ -34,6 +34,8 @@ def _as_dict(c) -> dict:
 def _run(paper: str, table: str, cell_id: str, root) -> tuple:
     c = next(c for c in _cells(paper, table) if c.id == cell_id)
     res = cost_result(paper, table, _as_dict(c), data_root=None if root is None else str(root))
+    if res.status == "not_run":
+        return c, res, judge(c, None, substitute=False, not_run_reason=res.reason)
     return c, res, judge(c, list(res.values), substitute=False, not_run_reason=None)
 
 
@@ -50,6 +52,10 @@ def test_every_cost_cell_runs_and_verdict_follows_classification(paper, table, r
     counts = {"pass": 0, "fail": 0}
     for c in _cells(paper, table):
         res = cost_result(paper, table, _as_dict(c), data_root=str(real_data_root))
+        if res.status == "not_run":  # a partition-dependent cost whose partition cannot be rebuilt here
+            assert "partition" in res.reason and res.classification != pc.MATCH, c.id
+            counts["not_run"] = counts.get("not_run", 0) + 1
+            continue
         assert res.status == "ok", (c.id, res.reason)
         assert res.values and len(res.values) == len(res.seeds) == len(res.partition_hashes)
         assert res.note and res.model_facts
@@ -57,7 +63,7 @@ def test_every_cost_cell_runs_and_verdict_follows_classification(paper, table, r
         assert v.passed == (res.classification in PASSING), (c.id, res.classification, v.ours_printed)
         assert res.note.startswith(res.classification)
         counts["pass" if v.passed else "fail"] += 1
-    assert counts["pass"] + counts["fail"] == len(_cells(paper, table))
+    assert sum(counts.values()) == len(_cells(paper, table))
 
 
 def test_inferred_base_params_fail_with_a_note() -> None:
@@ -87,13 +93,14 @@ def test_fedcof_pairs_come_from_the_replayed_partitions(real_data_root) -> None:
     assert "seed 0" in res.note and "not by the mean" in res.note
 
 
-def test_fedcof_without_labels_on_disk_says_pairs_are_inferred(tmp_path) -> None:
-    pc_cell = "cifar100/squeezenet1_1/fedncm/comm_mb"
-    _, res, v = _run("fedcof", "3", pc_cell, tmp_path)
-    assert res.status == "ok" and res.classification == pc.CONSISTENT and not v.passed
-    assert "inferred" in res.note and res.seeds == (None,)
-    _, res, v = _run("fedcof", "3", "cub200/mobilenet_v2/fed3r/comm_mb", tmp_path)
-    assert "inferred" in res.note and str(v.status) == "FAIL"
+def test_fedcof_without_labels_on_disk_is_not_run_not_fitted(tmp_path) -> None:
+    """Without the dataset's labels the partition's pair count could only be inferred from the printed
+    numbers: such a cell is NOT RUN (never a PASS, and not a FAIL either), its note saying what the inferred
+    count would give."""
+    for cell_id in ("cifar100/squeezenet1_1/fedncm/comm_mb", "cub200/mobilenet_v2/fed3r/comm_mb"):
+        _, res, v = _run("fedcof", "3", cell_id, tmp_path)
+        assert res.status == "not_run" and str(v.status) == "NOT RUN", cell_id
+        assert "partition" in res.reason and "inferred" in res.reason and res.classification != pc.MATCH
 
 
 def test_transcription_disagreement_is_an_error() -> None:
