@@ -112,10 +112,12 @@ def closed_form_path(
 
     The protocol is a path component, so two papers' runs on the same features never share a file.
     """
-    return (
-        f"results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/"
-        f"{protocol}/seed{seed}.csv"
-    )
+    return f"{_runs('closed_form', dataset, model, weights, preprocess, precision, subset, ptag)}/{protocol}/seed{seed}.csv"
+
+
+def _runs(kind: str, dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str) -> str:
+    """The folder of one kind of run on one (features, partition) pair."""
+    return f"results/runs/{kind}/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}"
 
 
 def fl_run_path(
@@ -132,10 +134,8 @@ def fl_run_path(
 ) -> str:
     """Tidy rows of one federated training run (``flb fl-run``) on cached features; its per-round curve is
     the same path with ``.curve.csv``."""
-    return (
-        f"results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/"
-        f"{protocol}/{method}/seed{seed}.csv"
-    )
+    folder = _runs("fl", dataset, model, weights, preprocess, precision, subset, ptag)
+    return f"{folder}/{protocol}/{method}/seed{seed}.csv"
 
 
 def partition_path(dataset: str, subset: str, ptag: str, seed: int | str) -> str:

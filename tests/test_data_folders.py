@@ -215,9 +215,9 @@ def test_flowers_checksum_changes_with_an_image(tmp_path) -> None:
 
 def _spy_parsers(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real_mat, real_text = folders._loadmat, folders._read_text
+    real_mat, real_text = folders._loadmat, folders.read_verified_text
     monkeypatch.setattr(folders, "_loadmat", lambda p: calls.append(str(p)) or real_mat(p))
-    monkeypatch.setattr(folders, "_read_text", lambda p: calls.append(str(p)) or real_text(p))
+    monkeypatch.setattr(folders, "read_verified_text", lambda p: calls.append(str(p)) or real_text(p))
     return calls
 
 

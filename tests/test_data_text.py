@@ -43,8 +43,8 @@ def real_text_root(tmp_path) -> Path:
 
 def _spy(monkeypatch) -> list[str]:
     calls: list[str] = []
-    real = text._read_text
-    monkeypatch.setattr(text, "_read_text", lambda p: calls.append(str(p)) or real(p))
+    real = text.read_verified_text
+    monkeypatch.setattr(text, "read_verified_text", lambda p: calls.append(str(p)) or real(p))
     return calls
 
 

@@ -144,16 +144,17 @@ def _loadmat(path: Path) -> dict[str, Any]:
         raise CacheCorruptError(f"cannot read {path}: {exc}", "delete it and re-create the data") from exc
 
 
-def _read_text(path: Path) -> str:
-    """The text of an annotation file; only ever called on a verified file."""
+def read_verified_text(path: Path) -> str:
+    """The text of an annotation or data file; only ever called on a verified file."""
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CacheCorruptError(f"cannot read {path}: {exc}", "delete it and re-create the data") from exc
 
 
-def _bad(path: Path, why: str) -> CacheCorruptError:
-    return CacheCorruptError(f"{path}: {why}", "the annotation file does not have the expected content")
+def bad_file(path: Path, why: str) -> CacheCorruptError:
+    """The one-line error for a verified file whose content is not what its loader expects."""
+    return CacheCorruptError(f"{path}: {why}", "the file does not have the expected content; re-create the data")
 
 
 def _check_num_classes(dataset: str, found: int, expected: int, where: Path) -> None:
@@ -283,16 +284,16 @@ def load_flowers102(root: Path, split: str, download: bool | None = None) -> Dat
     setid = _loadmat(base / "setid.mat")
     image_labels = np.atleast_1d(_loadmat(base / "imagelabels.mat").get("labels", np.array([])))
     if key not in setid:
-        raise _bad(base / "setid.mat", f"no '{key}' entry")
+        raise bad_file(base / "setid.mat", f"no '{key}' entry")
     ids = np.atleast_1d(setid[key]).astype(np.int64)
     if ids.size and (ids.min() < 1 or ids.max() > image_labels.size):
-        raise _bad(base / "setid.mat", "image ids outside imagelabels.mat")
+        raise bad_file(base / "setid.mat", "image ids outside imagelabels.mat")
     labels = image_labels.astype(np.int64)[ids - 1] - 1
     from torchvision.datasets.flowers102 import Flowers102  # the class itself, even if tvd is patched
 
     classes = tuple(Flowers102.classes)
     if labels.size and (labels.min() < 0 or labels.max() >= len(classes)):
-        raise _bad(base / "imagelabels.mat", f"labels outside 1..{len(classes)}")
+        raise bad_file(base / "imagelabels.mat", f"labels outside 1..{len(classes)}")
     paths = [base / "jpg" / f"image_{i:05d}.jpg" for i in ids.tolist()]
     checksum = folder_identity(root, FLOWERS_FOLDER, "flowers102", f"setid.mat:{key}", digest, paths, labels)
     return _split(
@@ -305,12 +306,12 @@ def load_flowers102(root: Path, split: str, download: bool | None = None) -> Dat
 
 def _cub_table(path: Path, columns: int) -> list[list[str]]:
     rows = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
+    for lineno, line in enumerate(read_verified_text(path).splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split(" ", columns - 1)
         if len(parts) != columns:
-            raise _bad(path, f"line {lineno} has {len(parts)} fields, expected {columns}")
+            raise bad_file(path, f"line {lineno} has {len(parts)} fields, expected {columns}")
         rows.append(parts)
     return rows
 
@@ -344,10 +345,10 @@ def load_cub200(root: Path, split: str, download: bool | None = None) -> Dataset
     want = 1 if split == "train" else 0
     ids = [i for i in images if is_train.get(i) == want]
     if any(i not in targets for i in ids):
-        raise _bad(base / "image_class_labels.txt", "some images in images.txt have no label")
+        raise bad_file(base / "image_class_labels.txt", "some images in images.txt have no label")
     labels = np.asarray([targets[i] - 1 for i in ids], dtype=np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= len(classes)):
-        raise _bad(base / "image_class_labels.txt", f"labels outside 1..{len(classes)}")
+        raise bad_file(base / "image_class_labels.txt", f"labels outside 1..{len(classes)}")
     paths = [base / "images" / images[i] for i in ids]
     rule = f"train_test_split.txt:is_training_img=={want}"
     checksum = folder_identity(root, CUB_FOLDER, "cub200", rule, digest, paths, labels)
@@ -389,7 +390,7 @@ def load_stanford_cars(root: Path, split: str, download: bool | None = None) -> 
     annos = _loadmat(base / ann).get("annotations")
     meta = _loadmat(base / "devkit/cars_meta.mat").get("class_names")
     if annos is None or meta is None:
-        raise _bad(base / ann, "no 'annotations' (or cars_meta.mat has no 'class_names')")
+        raise bad_file(base / ann, "no 'annotations' (or cars_meta.mat has no 'class_names')")
     classes = [str(c) for c in np.atleast_1d(meta).tolist()]
     _check_num_classes("stanford_cars", len(classes), 196, base / "devkit/cars_meta.mat")
     annos = np.atleast_1d(annos)
@@ -397,9 +398,9 @@ def load_stanford_cars(root: Path, split: str, download: bool | None = None) -> 
         names = [str(a["fname"]) for a in annos]
         labels = np.asarray([int(a["class"]) - 1 for a in annos], dtype=np.int64)
     except (KeyError, ValueError, IndexError) as exc:
-        raise _bad(base / ann, f"annotations lack 'fname'/'class' ({exc})") from exc
+        raise bad_file(base / ann, f"annotations lack 'fname'/'class' ({exc})") from exc
     if labels.size and (labels.min() < 0 or labels.max() >= len(classes)):
-        raise _bad(base / ann, f"classes outside 1..{len(classes)}")
+        raise bad_file(base / ann, f"classes outside 1..{len(classes)}")
     paths = [base / img_dir / n for n in names]
     checksum = folder_identity(root, CARS_FOLDER, "stanford_cars", ann, digest, paths, labels)
     return _split("stanford_cars", split, labels, classes, checksum, paths, meta={"split_rule": ann})
@@ -587,9 +588,9 @@ def load_imagenet_r(
 
 
 def _inat_rows(path: Path) -> list[dict[str, str]]:
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
+    reader = csv.DictReader(io.StringIO(read_verified_text(path)))
     if reader.fieldnames is None or not {"image_id", "class"} <= set(reader.fieldnames):
-        raise _bad(path, f"expected columns user_id,image_id,class; found {reader.fieldnames}")
+        raise bad_file(path, f"expected columns user_id,image_id,class; found {reader.fieldnames}")
     return list(reader)
 
 
@@ -637,9 +638,9 @@ def load_inat_user_120k(root: Path, split: str, download: bool | None = None) ->
     try:
         labels = np.asarray([int(r["class"]) for r in rows], dtype=np.int64)
     except (TypeError, ValueError) as exc:
-        raise _bad(base / csv_rel, f"non-integer class ({exc})") from exc
+        raise bad_file(base / csv_rel, f"non-integer class ({exc})") from exc
     if labels.size and (labels.min() < 0 or labels.max() >= INAT_NUM_CLASSES):
-        raise _bad(base / csv_rel, f"class outside 0..{INAT_NUM_CLASSES - 1}")
+        raise bad_file(base / csv_rel, f"class outside 0..{INAT_NUM_CLASSES - 1}")
     ids = [r["image_id"] for r in rows]
     found = _find_images(base / INAT_IMAGES, set(ids))
     missing = [i for i in ids if i not in found]

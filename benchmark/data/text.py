@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.data.fetch import ensure_present, network_reachable, verify_dataset_files
-from benchmark.data.folders import record_manifest
+from benchmark.data.folders import bad_file, read_verified_text, record_manifest
 from benchmark.data.registry import DatasetSplit, register_dataset
-from benchmark.errors import CacheCorruptError, DataMissingError
+from benchmark.errors import DataMissingError
 from benchmark.io import atomic_path, sha256_bytes
 
 IDENTITY_VERSION = "flb-text-v1"
@@ -71,18 +71,6 @@ _HOW_SST5 = (
 
 
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def _read_text(path: Path) -> str:
-    """The text of a data file; only ever called on a verified file."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CacheCorruptError(f"cannot read {path}: {exc}", "delete it and re-create the data") from exc
-
-
-def _bad(path: Path, why: str) -> CacheCorruptError:
-    return CacheCorruptError(f"{path}: {why}", "the file does not have the expected format")
 
 
 def _may_download(download: bool | None) -> bool:
@@ -167,7 +155,7 @@ def parse_ag_news_official(text: str, path: Path) -> tuple[list[str], list[int]]
         if not row:
             continue
         if len(row) != 3 or not row[0].strip().isdigit() or not 1 <= int(row[0]) <= 4:
-            raise _bad(path, f"row {lineno} is not 'class(1-4),title,description'")
+            raise bad_file(path, f"row {lineno} is not 'class(1-4),title,description'")
         labels.append(int(row[0]) - 1)
         texts.append(f"{row[1]} {row[2]}")
     return texts, labels
@@ -177,11 +165,11 @@ def parse_ag_news_hf(text: str, path: Path) -> tuple[list[str], list[int]]:
     """The ``label,text`` CSV (labels 0-3) that :func:`_ag_news_hf_download` writes."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames != ["label", "text"]:
-        raise _bad(path, f"expected header 'label,text', found {reader.fieldnames}")
+        raise bad_file(path, f"expected header 'label,text', found {reader.fieldnames}")
     texts, labels = [], []
     for lineno, row in enumerate(reader, 2):
         if not (row["label"] or "").isdigit() or not 0 <= int(row["label"]) <= 3:
-            raise _bad(path, f"row {lineno} has label {row['label']!r}, expected 0-3")
+            raise bad_file(path, f"row {lineno} has label {row['label']!r}, expected 0-3")
         labels.append(int(row["label"]))
         texts.append(row["text"])
     return texts, labels
@@ -235,7 +223,7 @@ def load_ag_news(root: Path, split: str, download: bool | None = None) -> Datase
         name, parse, source = hf, parse_ag_news_hf, "huggingface ag_news"
     digest = verify_dataset_files(root, AG_FOLDER, [name], AG_MD5)
     path = root / AG_FOLDER / name
-    texts, labels = parse(_read_text(path), path)
+    texts, labels = parse(read_verified_text(path), path)
     checksum = _identity("ag_news", split, f"{source}:title+' '+description", digest)
     return _text_split(
         "ag_news", split, texts, labels, AG_CLASSES, checksum, {"source": source, "file": name}
@@ -258,7 +246,7 @@ def parse_sst2_tsv(text: str, path: Path) -> tuple[list[str], list[int]]:
     lines = [ln.rstrip("\r") for ln in text.split("\n")]
     lines = [ln for ln in lines if ln.strip()]
     if not lines:
-        raise _bad(path, "empty file")
+        raise bad_file(path, "empty file")
     first = lines[0].split("\t")
     names = [c.strip().lower() for c in first]
     if "label" in names and _SENTENCE_HEADERS & set(names):
@@ -275,12 +263,12 @@ def parse_sst2_tsv(text: str, path: Path) -> tuple[list[str], list[int]]:
     elif len(first) == 2 and first[1].strip() in ("0", "1"):
         label_col, text_col, body = 1, 0, lines
     else:
-        raise _bad(path, "cannot tell the label column (no header, no 0/1 column)")
+        raise bad_file(path, "cannot tell the label column (no header, no 0/1 column)")
     texts, labels = [], []
     for lineno, line in enumerate(body, 2 if body is not lines else 1):
         parts = line.split("\t")
         if len(parts) != len(first) or parts[label_col].strip() not in ("0", "1"):
-            raise _bad(path, f"line {lineno} is not '<sentence><TAB><0|1>' in the header's order")
+            raise bad_file(path, f"line {lineno} is not '<sentence><TAB><0|1>' in the header's order")
         labels.append(int(parts[label_col]))
         texts.append(parts[text_col])
     return texts, labels
@@ -308,7 +296,7 @@ def load_sst2(root: Path, split: str, download: bool | None = None) -> DatasetSp
     )  # fmt: skip
     digest = verify_dataset_files(root, folder, [name])
     path = root / folder / name
-    texts, labels = parse_sst2_tsv(_read_text(path), path)
+    texts, labels = parse_sst2_tsv(read_verified_text(path), path)
     checksum = _identity("sst2", split, "glue-tsv", digest)
     return _text_split("sst2", split, texts, labels, SST2_CLASSES, checksum, {"folder": folder})
 
@@ -356,7 +344,7 @@ def parse_sst_trees(text: str, path: Path) -> tuple[list[str], list[int]]:
         try:
             sentence, label = parse_ptb_tree(line)
         except ValueError as exc:
-            raise _bad(path, f"line {lineno}: {exc}") from exc
+            raise bad_file(path, f"line {lineno}: {exc}") from exc
         texts.append(sentence)
         labels.append(label)
     return texts, labels
@@ -380,6 +368,6 @@ def load_sst5(root: Path, split: str, download: bool | None = None) -> DatasetSp
     )  # fmt: skip
     digest = verify_dataset_files(root, folder, [name])
     path = root / folder / name
-    texts, labels = parse_sst_trees(_read_text(path), path)
+    texts, labels = parse_sst_trees(read_verified_text(path), path)
     checksum = _identity("sst5", split, "ptb-root-label,lrb-rrb->parens", digest)
     return _text_split("sst5", split, texts, labels, SST5_CLASSES, checksum, {"folder": folder})
