@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the Results section (cells that ran, verdict counts) from check reports")
     p.add_argument("--checks", default="results/checks", help="folder of <target>.json check reports")
     p.add_argument("--readme", default=None, help="write the section into this README (between its markers)")
+    p.add_argument("--command", default="snakemake --cores all all_tables", help="the run the checks came from")
 
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
@@ -214,13 +215,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         from benchmark import report
 
         if args.readme:
-            print(report.update_readme(args.readme, args.checks))
+            print(report.update_readme(args.readme, args.checks, command=args.command))
         else:
-            from benchmark.provenance import git_commit, machine
-
-            reports = report.load_checks(args.checks)
-            print(report.results_section(reports, when="this run", machine=machine(), commit=git_commit(),
-                                         command="(see the log above)"))  # fmt: skip
+            print(report.results_section_now(args.checks, command=args.command))
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))

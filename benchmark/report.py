@@ -80,7 +80,7 @@ def results_section(
     lines = [
         "## Results",
         "",
-        f"Last full run here: {when}, `{command}` at commit `{commit[:12]}` on {machine}. "
+        f"Produced {when} by `{command}` at commit `{commit[:12]}` on {machine}. "
         "Verdicts follow `expected/README.md`; `SUBSTITUTE-*` cells used the substitute weights of "
         "`shared/data` (not the papers' checkpoints), so they are indicative, not a reproduction.",
         "",
@@ -116,15 +116,19 @@ def replace_section(text: str, section: str) -> str:
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
+def results_section_now(checks_dir: str | Path, *, command: str) -> str:
+    """:func:`results_section` of ``checks_dir``, stamped with this machine, commit and time."""
+    from benchmark.provenance import git_commit, machine
+
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return results_section(load_checks(checks_dir), when=when, machine=machine(), commit=git_commit(), command=command)
+
+
 def update_readme(
     readme: str | Path, checks_dir: str | Path = "results/checks", *, command: str = "snakemake --cores all all_tables"
 ) -> str:
     """Regenerate the Results section of ``readme`` from ``checks_dir``; returns the section."""
-    from benchmark.provenance import git_commit, machine
-
-    reports = load_checks(checks_dir)
-    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    section = results_section(reports, when=when, machine=machine(), commit=git_commit(), command=command)
+    section = results_section_now(checks_dir, command=command)
     path = Path(readme)
     atomic_write_text(path, replace_section(path.read_text(), section))
     return section
