@@ -21,6 +21,7 @@ configfile: str(wf.DEFAULT_CONFIG)
 wf.validate_config(config)
 
 # PYTHONPATH may be unset (the shell runs with `set -u`): append the old value only when there is one.
+PLOTS = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python -m benchmark.fl.plots"
 PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python -m benchmark.cli"
 CONDA_ENV = "env/environment.yml"
 PATHS = " ".join(
@@ -139,6 +140,23 @@ rule fl_run:
         "{PY} fl-run --protocol {wildcards.flprotocol} --method {wildcards.method} --train {input.train}"
         " --test {input.test} --partition {input.partition} --seed {wildcards.seed} --out {output.tidy}"
         " --curve {output.curve} {params.device} --no-progress 2> {log}"
+
+
+for _f in wf.FIGURES:
+    rule:
+        name: _f
+        localrule: True
+        input: f"results/figures/{_f}.png"
+
+
+rule figure:
+    input: lambda w: [c for cs in wf.figure_series(config, w.figure).values() for c in cs]
+    output: "results/figures/{figure}.png"
+    wildcard_constraints:
+        figure="|".join(wf.FIGURES),
+    params:
+        args=lambda w: wf.figure_plot_args(config, w.figure),
+    shell: "{PLOTS} --out {output} {params.args}"
 
 
 rule freeform_collect:
