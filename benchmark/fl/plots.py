@@ -48,19 +48,9 @@ def as_frame(curve: CurveLike) -> pd.DataFrame:
     """A curve as a DataFrame with ``round, stage, accuracy`` (percent), ``uplink_bytes, downlink_bytes,
     compute_f, wall_s``: from a :class:`RunResult`, a frame, or a curve CSV path."""
     if isinstance(curve, RunResult):
-        rows = [
-            {
-                "round": r.round,
-                "stage": r.stage,
-                "accuracy": 100.0 * r.test_acc,
-                "uplink_bytes": r.uplink_bytes,
-                "downlink_bytes": r.downlink_bytes,
-                "compute_f": r.compute_f,
-                "wall_s": r.wall_s,
-            }
-            for r in curve.history
-        ]
-        return pd.DataFrame(rows)
+        from benchmark.fl.jobs import curve_frame
+
+        return curve_frame(curve, method="", seed=0)
     if isinstance(curve, str | Path):
         from benchmark.fl.jobs import read_curve
 
