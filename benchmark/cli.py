@@ -104,10 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--partial", action="store_true", help="checks of some targets only: skip findings of the others"
     )
 
-    p = sub.add_parser("report", help="the Results section (cells that ran, verdict counts) from check reports")
+    p = sub.add_parser(
+        "report", help="the Results section (cells that ran, verdict counts) from check reports"
+    )
     p.add_argument("--checks", default="results/checks", help="folder of <target>.json check reports")
     p.add_argument("--readme", default=None, help="write the section into this README (between its markers)")
-    p.add_argument("--command", default="snakemake --cores all all_tables", help="the run the checks came from")
+    p.add_argument(
+        "--command", default="snakemake --cores all all_tables", help="the run the checks came from"
+    )
 
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
@@ -201,9 +205,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         from benchmark.fl.jobs import fl_run_step
 
         job = fl_run_step(
-            protocol=args.protocol, method=args.method, train=args.train, test=args.test,
-            partition=args.partition, seed=args.seed, out=args.out, curve=args.curve, record=args.record,
-            overrides=parse_kv(args.set), device=args.device, progress=not args.no_progress,
+            protocol=args.protocol,
+            method=args.method,
+            train=args.train,
+            test=args.test,
+            partition=args.partition,
+            seed=args.seed,
+            out=args.out,
+            curve=args.curve,
+            record=args.record,
+            overrides=parse_kv(args.set),
+            device=args.device,
+            progress=not args.no_progress,
         )
         r = job.result
         print(

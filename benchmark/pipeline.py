@@ -7,7 +7,6 @@ the content-addressed feature cache, referenced by a *pointer* JSON (cache key d
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -166,9 +165,11 @@ def closed_form_step(
     ``protocol`` (:mod:`benchmark.closed_form.protocols`) gives the methods and their options, e.g. the
     fedcof code's float32 ``pinv`` servers and per-backbone gamma, or legate2023's bias-0 FedNCM; ``methods``
     restricts them and ``options`` overrides per method. The protocol and each method's options are written
-    in the rows (``protocol``, ``note``).
+    in the rows (``protocol``, ``note``). One-shot methods run in one pass over the clients
+    (:func:`~benchmark.closed_form.run_methods`); ``wall_s`` is each method's own time plus the shared
+    client moments it used.
     """
-    from benchmark.closed_form import run_method
+    from benchmark.closed_form import run_methods
     from benchmark.data.partition import Partition
 
     ptr_tr, tr = load_pointer(train)
@@ -182,21 +183,19 @@ def closed_form_step(
             f"method(s) {', '.join(unknown)} not in closed-form protocol {protocol!r}",
             f"use the protocol's methods ({', '.join(protocol_methods(protocol))}) or protocol 'suite'",
         )
+    results = run_methods(
+        {method: dict(plan[method]) for method in chosen},
+        tr.features,
+        tr.labels,
+        te.features,
+        te.labels,
+        list(part.clients),
+        ptr_tr["num_classes"],
+    )
     rows = []
-    for method in chosen:
+    for method, res in results.items():
         opts = dict(plan[method])
-        t0 = time.perf_counter()
-        res = run_method(
-            method,
-            tr.features,
-            tr.labels,
-            te.features,
-            te.labels,
-            list(part.clients),
-            ptr_tr["num_classes"],
-            **opts,
-        )
-        wall = time.perf_counter() - t0
+        wall = float(res.extra["wall_s"])
         rows.append(
             make_row(
                 dataset=ptr_tr["dataset"],

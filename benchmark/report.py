@@ -41,9 +41,13 @@ def load_checks(checks_dir: str | Path) -> list[dict[str, Any]]:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path} is not valid JSON ({exc.msg})", "delete it and rebuild the table") from exc
+            raise ConfigError(
+                f"{path} is not valid JSON ({exc.msg})", "delete it and rebuild the table"
+            ) from exc
         if not isinstance(data, dict) or not {"target", "cells"} <= data.keys():
-            raise ConfigError(f"{path} is not a check report (no 'target'/'cells')", "delete it and rebuild the table")
+            raise ConfigError(
+                f"{path} is not a check report (no 'target'/'cells')", "delete it and rebuild the table"
+            )
         reports.append(data)
     return sorted(reports, key=lambda r: r["target"])
 
@@ -99,8 +103,14 @@ def results_section(
              "" if c.get("delta") is None else f"{c['delta']:+.4g}", c["verdict"]]
             for c in ran
         ]  # fmt: skip
-        lines += [tabulate(body, headers=["row", "column", "ours", "paper", "Δ", "verdict"], tablefmt="github")]
-        lines += ["", f"Full table with the reasons for cells not run: `results/tables/{r['target']}.md`.", ""]
+        lines += [
+            tabulate(body, headers=["row", "column", "ours", "paper", "Δ", "verdict"], tablefmt="github")
+        ]
+        lines += [
+            "",
+            f"Full table with the reasons for cells not run: `results/tables/{r['target']}.md`.",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -112,7 +122,9 @@ def replace_section(text: str, section: str) -> str:
         _, tail = rest.split(END, 1)
         return head + block + tail
     if START in text or END in text:
-        raise ConfigError("README has only one of the results markers", f"restore both: {START!r} and {END!r}")
+        raise ConfigError(
+            "README has only one of the results markers", f"restore both: {START!r} and {END!r}"
+        )
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
@@ -121,11 +133,16 @@ def results_section_now(checks_dir: str | Path, *, command: str) -> str:
     from benchmark.provenance import git_commit, machine
 
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return results_section(load_checks(checks_dir), when=when, machine=machine(), commit=git_commit(), command=command)
+    return results_section(
+        load_checks(checks_dir), when=when, machine=machine(), commit=git_commit(), command=command
+    )
 
 
 def update_readme(
-    readme: str | Path, checks_dir: str | Path = "results/checks", *, command: str = "snakemake --cores all all_tables"
+    readme: str | Path,
+    checks_dir: str | Path = "results/checks",
+    *,
+    command: str = "snakemake --cores all all_tables",
 ) -> str:
     """Regenerate the Results section of ``readme`` from ``checks_dir``; returns the section."""
     section = results_section_now(checks_dir, command=command)

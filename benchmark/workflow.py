@@ -115,7 +115,9 @@ def closed_form_path(
     return f"{_runs('closed_form', dataset, model, weights, preprocess, precision, subset, ptag)}/{protocol}/seed{seed}.csv"
 
 
-def _runs(kind: str, dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str) -> str:
+def _runs(
+    kind: str, dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str
+) -> str:
     """The folder of one kind of run on one (features, partition) pair."""
     return f"results/runs/{kind}/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}"
 
@@ -183,7 +185,12 @@ FIGURES: dict[str, dict[str, Any]] = {
         "title": "fedcof Fig. 7, CIFAR-100 panel: LP after a training-free initialisation (substitute SqueezeNet)",
         "protocol": "fedcof_cifar100_lp",
         "seeds": [0, 1, 2, 3, 4],
-        "series": {"Fed-LP": "fed_lp", "FedNCM+LP": "fedncm_lp", "Fed3R+LP": "fed3r_lp", "FedCOF+LP": "fedcof_lp"},
+        "series": {
+            "Fed-LP": "fed_lp",
+            "FedNCM+LP": "fedncm_lp",
+            "Fed3R+LP": "fed3r_lp",
+            "FedCOF+LP": "fedcof_lp",
+        },
     },
 }
 

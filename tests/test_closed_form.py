@@ -28,10 +28,11 @@ from benchmark.closed_form import (
     register_method,
     ridge_head,
     run_method,
+    run_methods,
     within_class_head,
 )
 from benchmark.closed_form.heads import solve_gram
-from benchmark.closed_form.stats import check_inputs
+from benchmark.closed_form.stats import augmented_gram_message, check_inputs
 from benchmark.errors import ConfigError, UnknownNameError
 
 TOL = 1e-6
@@ -95,7 +96,9 @@ def test_fed3r_official_equals_centralised_ridge_with_bias(p, lam):
 def test_fedcof_oracle_equals_centralised_within_class_head(p, gamma):
     x, y, clients = make_problem(*p)
     assume(len(np.unique(y)) < len(y))  # otherwise gamma (N - C) = 0 and G is singular (edge-case tests)
-    assert_heads_close(fedcof_oracle(x, y, p[3], clients, gamma=gamma), within_class_head(x, y, p[3], gamma=gamma))
+    assert_heads_close(
+        fedcof_oracle(x, y, p[3], clients, gamma=gamma), within_class_head(x, y, p[3], gamma=gamma)
+    )
 
 
 def test_fedcof_oracle_equals_ridge_without_between_class_scatter():
@@ -198,6 +201,30 @@ def test_pinv32_cutoff_matches_torch_pinv():
     # The cut-off is what makes pinv32 differ from an exact solve: small directions are dropped.
     exact = np.linalg.solve(g.astype(np.float64), b.astype(np.float64))
     assert np.abs(exact).max() > 1e3 * np.abs(ours).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_symmetric_pinv_by_eigh_equals_the_svd_route_and_torch_hermitian_pinv(dtype):
+    """A symmetric Gram takes the eigh route; it must match the SVD route and torch's hermitian pinv."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(12, 30))
+    g = (x.T @ x).astype(dtype)  # rank 12 of 30: the cut-off drops 18 directions
+    assert np.array_equal(g, g.T)
+    b = rng.normal(size=(30, 4)).astype(dtype)
+    solver = "pinv32" if dtype == np.float32 else "pinv64"
+    ours = solve_gram(g, b, solver)
+    nudged = g.copy()
+    nudged[0, 1] = np.nextafter(nudged[0, 1], np.inf)  # no longer exactly symmetric: the SVD route
+    svd = solve_gram(nudged, b, solver)
+    theirs = (torch.linalg.pinv(torch.from_numpy(g), hermitian=True) @ torch.from_numpy(b)).numpy()
+    scale = np.abs(theirs).max()
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=tol * scale)
+    np.testing.assert_allclose(ours, svd, rtol=0, atol=tol * scale)
+    # and it is a pseudo-inverse: on the row space of x it inverts g
+    p = x.T @ np.linalg.pinv(x.T).astype(np.float64)  # projector onto that row space
+    np.testing.assert_allclose(g.astype(np.float64) @ ours, p @ b, rtol=0, atol=50 * tol * np.abs(b).max())
 
 
 def test_solve64_refuses_singular_gram_and_pinv_handles_it():
@@ -314,7 +341,9 @@ def test_evaluate_is_top1_percent():
     head = LinearHead(np.eye(3), np.zeros(3))
     x = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [0, 2.0, 1.0]])
     assert evaluate(head, x, np.array([0, 1, 2, 2])) == 75.0
-    assert evaluate(LinearHead(np.zeros((3, 3)), np.array([0.0, 0.0, 1.0])), x, np.array([2, 2, 2, 0])) == 75.0
+    assert (
+        evaluate(LinearHead(np.zeros((3, 3)), np.array([0.0, 0.0, 1.0])), x, np.array([2, 2, 2, 0])) == 75.0
+    )
     with pytest.raises(ConfigError):
         evaluate(head, x[:, :2], np.array([0, 1, 2, 2]))
 
@@ -365,3 +394,73 @@ def test_check_inputs_returns_int64_clients():
     x, y, clients = make_problem(0, 30, 3, 2, 3)
     _, labels, out = check_inputs(x, y.astype(np.int32), 2, [c.astype(np.int32) for c in clients])
     assert labels.dtype == np.int64 and all(c.dtype == np.int64 for c in out)
+
+
+# ------------------------------------------------------------------------------------------------
+# several methods in one pass over the clients
+
+
+@hyp
+@given(problems, st.sampled_from(["solve64", "pinv32"]))
+def test_run_methods_gives_each_method_exactly_its_solo_result(p, solver):
+    """Shared client moments change nothing: heads, uplink and accuracy are bit-identical to run_method."""
+    x, y, clients = make_problem(*p)
+    xt, yt, _ = make_problem(p[0] + 1, 30, p[2], p[3], 1)
+    c = p[3]
+    methods = {
+        "fedncm": {"solver": solver},
+        "fed3r_fedcof": {"lam": 0.01, "solver": solver},
+        "fed3r_official": {"lam": 0.01, "solver": "solve32" if solver == "pinv32" else solver},
+        "fedcof": {"gamma": 1.0, "solver": solver},
+        "fedcof_oracle": {"gamma": 1.0, "solver": solver},
+        "centralised_ncm": {},
+    }
+    solo = {}
+    for name, opts in list(methods.items()):
+        try:
+            solo[name] = run_method(name, x, y, xt, yt, clients, c, **opts)
+        except ConfigError:  # a degenerate draw (singular Gram): the joint run must refuse it too
+            with pytest.raises(ConfigError):
+                run_methods({name: opts}, x, y, xt, yt, clients, c)
+            del methods[name]
+    joint = run_methods(methods, x, y, xt, yt, clients, c)
+    assert list(joint) == list(methods)
+    for name in methods:
+        np.testing.assert_array_equal(joint[name].head.W, solo[name].head.W)
+        np.testing.assert_array_equal(joint[name].head.b, solo[name].head.b)
+        assert joint[name].accuracy == solo[name].accuracy
+        if solo[name].uplink_floats is not None:
+            np.testing.assert_array_equal(joint[name].uplink_floats, solo[name].uplink_floats)
+        assert joint[name].extra["wall_s"] >= 0.0
+    if "fedcof" in methods:
+        assert joint["fedcof"].extra["total_means"] == solo["fedcof"].extra["total_means"]
+
+
+def test_run_methods_runs_multiround_and_subset_options_on_their_own():
+    x, y, clients = make_problem(3, 300, 5, 4, 10)
+    xt, yt, _ = make_problem(4, 100, 5, 4, 1)
+    methods = {
+        "fedcof": {"gamma": 1.0, "participation": 0.3, "schedule_seed": 2},
+        "fedcof_oracle": {"gamma": 1.0},
+        "fedncm": {},
+    }
+    methods_sub = {"fedcof": {"gamma": 1.0, "subsets": 3, "seed": 5}, "fedncm": {}}
+    joint = run_methods(methods, x, y, xt, yt, clients, 4)
+    assert "rounds" in joint["fedcof"].extra and "joint_with" not in joint["fedcof"].extra
+    assert joint["fedncm"].extra["joint_with"] == ["fedcof_oracle", "fedncm"]
+    sub = run_methods(methods_sub, x, y, xt, yt, clients, 4)
+    solo = run_method("fedcof", x, y, xt, yt, clients, 4, **methods_sub["fedcof"])
+    np.testing.assert_array_equal(sub["fedcof"].head.W, solo.head.W)
+    with pytest.raises(UnknownNameError):
+        run_methods({"nope": {}}, x, y, xt, yt, clients, 4)
+
+
+def test_augmented_gram_from_moments_equals_the_explicit_bias_column():
+    """Official Fed3R's ``A_k = X~^T X~`` and ``b_k = X~^T Y`` built from the moments, against X~ itself."""
+    x, y, _ = make_problem(11, 50, 4, 5, 1)
+    msg = augmented_gram_message(7, x, y, 6, np.dtype(np.float64))
+    xt = np.hstack([x.astype(np.float64), np.ones((len(x), 1))])
+    onehot = np.eye(6)[y]
+    np.testing.assert_allclose(msg.a, xt.T @ xt, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(msg.b, xt.T @ onehot, rtol=1e-12, atol=1e-9)
+    assert msg.client == 7

@@ -57,7 +57,9 @@ def test_one_client_gives_finite_heads(fn, kw):
 def test_one_client_fedcof_has_no_scatter_only_shrinkage():
     """K_c = 1 for every class: reference divides by K_c, the covariance is 0 and only gamma I remains."""
     x, y = data()
-    np.testing.assert_allclose(fedcof(x, y, 3, [np.arange(len(y))], gamma=1.0).W, _fedcof_no_scatter(x, y, 3, 1.0))
+    np.testing.assert_allclose(
+        fedcof(x, y, 3, [np.arange(len(y))], gamma=1.0).W, _fedcof_no_scatter(x, y, 3, 1.0)
+    )
 
 
 def test_class_on_one_client_only_modes():
@@ -108,7 +110,9 @@ def test_d_greater_than_n():
     clients = [np.arange(0, 5), np.arange(5, 12)]
     # Ridge methods stay exact (lam > 0 makes the Gram positive definite).
     np.testing.assert_allclose(fed3r_fedcof(x, y, c, clients).W, ridge_head(x, y, c).W, atol=1e-6)
-    np.testing.assert_allclose(fed3r_official(x, y, c, clients).W, ridge_head(x, y, c, bias=True).W, atol=1e-6)
+    np.testing.assert_allclose(
+        fed3r_official(x, y, c, clients).W, ridge_head(x, y, c, bias=True).W, atol=1e-6
+    )
     np.testing.assert_allclose(fedncm(x, y, c, clients).W, ncm_head(x, y, c).W, atol=1e-12)
     # FedCOF: gamma (N - C) I > 0 keeps G positive definite; gamma = 0 leaves it rank deficient.
     assert np.all(np.isfinite(fedcof(x, y, c, clients, gamma=1.0).W))
@@ -132,7 +136,9 @@ def test_duplicate_features():
         head = fn(x, y, 3, clients, **kw)
         assert np.all(np.isfinite(head.W))
     # Identical client means: the estimated covariance is exactly zero, so FedCOF = "no scatter" formula.
-    np.testing.assert_allclose(fedcof(x, y, 3, clients, gamma=1.0).W, _fedcof_no_scatter(x, y, 3, 1.0), atol=1e-9)
+    np.testing.assert_allclose(
+        fedcof(x, y, 3, clients, gamma=1.0).W, _fedcof_no_scatter(x, y, 3, 1.0), atol=1e-9
+    )
     np.testing.assert_allclose(fedncm(x, y, 3, clients).W, ncm_head(x, y, 3).W, atol=1e-12)
 
 
@@ -147,14 +153,23 @@ def test_class_absent_everywhere_gets_zero_row(fn, kw):
 def test_noisy_counts_can_drop_a_class_everywhere():
     x, y = data(n=30)
     res = run_method(
-        "fedcof", x, y, x, y, [np.arange(15), np.arange(15, 30)], 3, gamma=1.0,
+        "fedcof",
+        x,
+        y,
+        x,
+        y,
+        [np.arange(15), np.arange(15, 30)],
+        3,
+        gamma=1.0,
         noise={"kind": "uniform", "epsilon": 1.0},
     )
     assert res.extra["total_means"] == 6
     # A class of one sample per client with huge Gaussian noise is dropped by some client.
     x1, y1 = data(n=6)
     clients = [np.array([k, k + 3]) for k in range(3)]
-    out = run_method("fedcof", x1, y1, x1, y1, clients, 3, gamma=1.0, noise={"kind": "gaussian", "epsilon": 1e-4})
+    out = run_method(
+        "fedcof", x1, y1, x1, y1, clients, 3, gamma=1.0, noise={"kind": "gaussian", "epsilon": 1e-4}
+    )
     assert out.extra["total_means"] < 6
     assert np.all(np.isfinite(out.head.W))
 

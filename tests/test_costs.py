@@ -268,41 +268,48 @@ def test_realistic_dirichlet_partition_fedncm_vs_table1_bound() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 # Cells no convention reproduces; each is explained in NOTES.md.
-DOCUMENTED_DISCREPANCIES = {
-    "legate2023/Table 2/CIFAR-10/LP/compute (xF)",
-    "fedcof/Table 3/cifar100/Fed3R/comm MB (squeezenet1_1)",
-    "fedcof/Table 3/imagenet_r/Fed3R/comm MB (squeezenet1_1)",
-    "fedcof/Table 3/cub200/FedCOF oracle/comm MB (vit_b_16)",
-    "fedcof/Table 6/imagenet_r/Fed-LP/comm MB (squeezenet1_1)",
-    "fedcof/Table 6/cub200/Fed-LP/comm MB (squeezenet1_1)",
-    "fedcof/Table 6/inat120k/Fed-LP/comm MB (squeezenet1_1)",
-} | {
-    f"legate2023ws/Table 1/{row}/{method}/comm ({unit})"
-    for row, methods in pc.LEGATE_WS_T1_COMM.items()
-    for method, (_, unit) in methods.items()
-    if (row, method) not in (("Flowers-102", "Random"), ("Flowers-102", "FedNCM"), ("CIFAR-10", "Random"))
-} | {
-    # Workshop compute: no round count of NeurIPS Table 4 gives these (the note names the one needed).
-    f"legate2023ws/Table 1/{row}/{method}/compute (xF)"
-    for row, methods in pc.LEGATE_WS_T1_COMPUTE.items()
-    for method in methods
-    if method != "FedNCM" and (row, method) not in (("CIFAR-10", "Random"), ("CIFAR-10 x32", "FT"))
-} | {
-    # fedcof Table 7: both directions give 538.93k, printed 538k (cut, not rounded); Fed3R's init not counted.
-    "fedcof/Table 7/cifar100/FedAvg/comm MB (resnet18)",
-    "fedcof/Table 7/cifar100/FedAdam/comm MB (resnet18)",
-    "fedcof/Table 7/cifar100/Fed3R+FedAdam/comm MB (resnet18)",
-} | {
-    # fedcof Table 8: no single SqueezeNet parameter count gives both CIFAR-10 and CIFAR-100.
-    f"fedcof/Table 8/{ds}/{m}/comm MB (squeezenet1_1)"
-    for ds in ("cifar10", "cifar100")
-    for m in ("FedAvg", "FedAdam", "FedAvg (random init)", "FedAdam (random init)")
-} | {
-    # bernier2024 Table 4.1: FedMeZO is Eq. 6 with num_z = 1; SLoRA's LoRA size is not stated.
-    f"bernier2024/Table 4.1/{ds}/{m}/comm (GB)"
-    for ds in ("sst2", "sst5", "mnli")
-    for m in ("FedMeZO", "SLoRA")
-}
+DOCUMENTED_DISCREPANCIES = (
+    {
+        "legate2023/Table 2/CIFAR-10/LP/compute (xF)",
+        "fedcof/Table 3/cifar100/Fed3R/comm MB (squeezenet1_1)",
+        "fedcof/Table 3/imagenet_r/Fed3R/comm MB (squeezenet1_1)",
+        "fedcof/Table 3/cub200/FedCOF oracle/comm MB (vit_b_16)",
+        "fedcof/Table 6/imagenet_r/Fed-LP/comm MB (squeezenet1_1)",
+        "fedcof/Table 6/cub200/Fed-LP/comm MB (squeezenet1_1)",
+        "fedcof/Table 6/inat120k/Fed-LP/comm MB (squeezenet1_1)",
+    }
+    | {
+        f"legate2023ws/Table 1/{row}/{method}/comm ({unit})"
+        for row, methods in pc.LEGATE_WS_T1_COMM.items()
+        for method, (_, unit) in methods.items()
+        if (row, method) not in (("Flowers-102", "Random"), ("Flowers-102", "FedNCM"), ("CIFAR-10", "Random"))
+    }
+    | {
+        # Workshop compute: no round count of NeurIPS Table 4 gives these (the note names the one needed).
+        f"legate2023ws/Table 1/{row}/{method}/compute (xF)"
+        for row, methods in pc.LEGATE_WS_T1_COMPUTE.items()
+        for method in methods
+        if method != "FedNCM" and (row, method) not in (("CIFAR-10", "Random"), ("CIFAR-10 x32", "FT"))
+    }
+    | {
+        # fedcof Table 7: both directions give 538.93k, printed 538k (cut, not rounded); Fed3R's init not counted.
+        "fedcof/Table 7/cifar100/FedAvg/comm MB (resnet18)",
+        "fedcof/Table 7/cifar100/FedAdam/comm MB (resnet18)",
+        "fedcof/Table 7/cifar100/Fed3R+FedAdam/comm MB (resnet18)",
+    }
+    | {
+        # fedcof Table 8: no single SqueezeNet parameter count gives both CIFAR-10 and CIFAR-100.
+        f"fedcof/Table 8/{ds}/{m}/comm MB (squeezenet1_1)"
+        for ds in ("cifar10", "cifar100")
+        for m in ("FedAvg", "FedAdam", "FedAvg (random init)", "FedAdam (random init)")
+    }
+    | {
+        # bernier2024 Table 4.1: FedMeZO is Eq. 6 with num_z = 1; SLoRA's LoRA size is not stated.
+        f"bernier2024/Table 4.1/{ds}/{m}/comm (GB)"
+        for ds in ("sst2", "sst5", "mnli")
+        for m in ("FedMeZO", "SLoRA")
+    }
+)
 
 CELL_KEYS = [c.key for c in cells()]
 

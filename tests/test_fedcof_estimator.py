@@ -81,11 +81,16 @@ def test_subset_means_from_one_client_are_unbiased():
 
 def test_eq7_on_a_hand_computed_example():
     msg = ClassMeansMessage(
-        0, np.array([0, 0, 0, 1]), np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 3.0], [5.0, 5.0]]), np.array([1.0, 1, 2, 4])
+        0,
+        np.array([0, 0, 0, 1]),
+        np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 3.0], [5.0, 5.0]]),
+        np.array([1.0, 1, 2, 4]),
     )
     covs, k_c = class_covariance_estimates([msg], 2, 2)
     # class 0: mu = (0 + 2 + 2) / 4 = (1, 1.5); deviations (-1,-1.5), (1,-1.5), (0,1.5) with n = 1, 1, 2
-    expected = (np.outer([-1, -1.5], [-1, -1.5]) + np.outer([1, -1.5], [1, -1.5]) + 2 * np.outer([0, 1.5], [0, 1.5])) / 2
+    expected = (
+        np.outer([-1, -1.5], [-1, -1.5]) + np.outer([1, -1.5], [1, -1.5]) + 2 * np.outer([0, 1.5], [0, 1.5])
+    ) / 2
     np.testing.assert_allclose(covs[0], expected)
     np.testing.assert_array_equal(covs[1], 0)  # K_c = 1: the reference divides by K_c, giving 0
     assert k_c.tolist() == [3, 1]
@@ -130,7 +135,9 @@ def test_gram_adds_shrinkage_global_mean_and_ridge():
     st1 = fedcof_statistics(msgs, 20, D, gamma=0.7, ridge=0.01)
     n = 20 * 13
     np.testing.assert_allclose(st1.gram - st0.gram, (0.7 * (n - 20) + 0.01) * np.eye(D), atol=1e-9)
-    np.testing.assert_allclose(st0.gram - st0.scatter, n * np.outer(st0.global_mean, st0.global_mean), atol=1e-9)
+    np.testing.assert_allclose(
+        st0.gram - st0.scatter, n * np.outer(st0.global_mean, st0.global_mean), atol=1e-9
+    )
 
 
 def test_chunking_does_not_change_the_statistics():

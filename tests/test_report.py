@@ -24,7 +24,9 @@ def _write(tmp_path, target: str, cells: list[dict]) -> None:
 
 
 def test_section_counts_and_lists_only_cells_that_ran(tmp_path) -> None:
-    _write(tmp_path, "fedcof_table3", [_cell("SUBSTITUTE-PASS"), _cell("NOT RUN", ours_mean=None, delta=None)])
+    _write(
+        tmp_path, "fedcof_table3", [_cell("SUBSTITUTE-PASS"), _cell("NOT RUN", ours_mean=None, delta=None)]
+    )
     _write(tmp_path, "table8", [_cell("NOT RUN", ours_mean=None, delta=None)])
     reports = load_checks(tmp_path / "checks")
     text = results_section(reports, when="2026-11-23", machine="m", commit="abc", command="snakemake x")

@@ -50,13 +50,22 @@ def test_ci_tier_restricts_closed_form_cells(real_data_root, real_weights_dir) -
 def _fake_runs(jobs: list[str], values: dict[str, float]) -> None:
     for seed, job in enumerate(jobs):
         rows = [
-            make_row(method=m, metric="accuracy", value=v + 0.01 * seed, unit="percent", seed=seed, weights="substitute")
+            make_row(
+                method=m,
+                metric="accuracy",
+                value=v + 0.01 * seed,
+                unit="percent",
+                seed=seed,
+                weights="substitute",
+            )
             for m, v in values.items()
         ]
         write_tidy(rows, job)
 
 
-def test_assembly_judges_cells_from_run_files(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+def test_assembly_judges_cells_from_run_files(
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
+) -> None:
     """fedcof Table 2 (CIFAR-100 row): a value within 3 points SUBSTITUTE-PASSes, one 10 points off FAILs."""
     from benchmark.tables.assemble import build_table
 
@@ -64,8 +73,16 @@ def test_assembly_judges_cells_from_run_files(tmp_path, real_data_root, real_wei
     jobs = target_jobs("fedcof_table2", cfg)
     monkeypatch.chdir(tmp_path)
     cells = {c.id: c for c in load_table("fedcof", "2").cells}
-    total = next(c for c in cells.values() if c.protocol["dataset"] == "cifar100" and c.protocol["method"] == "ridge_total_scatter")
-    within = next(c for c in cells.values() if c.protocol["dataset"] == "cifar100" and c.protocol["method"] == "ridge_within_scatter")
+    total = next(
+        c
+        for c in cells.values()
+        if c.protocol["dataset"] == "cifar100" and c.protocol["method"] == "ridge_total_scatter"
+    )
+    within = next(
+        c
+        for c in cells.values()
+        if c.protocol["dataset"] == "cifar100" and c.protocol["method"] == "ridge_within_scatter"
+    )
     _fake_runs(jobs, {"centralised_ridge": total.mean + 1.0, "centralised_within_class": within.mean - 10.0})
     report = build_table("fedcof_table2", cfg, results=tmp_path / "results")
     by_id = {o.plan.cell.id: str(o.verdict.status) for o in report.outcomes}
@@ -83,7 +100,9 @@ def test_assembly_judges_cells_from_run_files(tmp_path, real_data_root, real_wei
     assert (tmp_path / "results/tables/fedcof_table2.tex").exists()
 
 
-def test_missing_run_file_is_an_error_not_a_pass(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+def test_missing_run_file_is_an_error_not_a_pass(
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
+) -> None:
     from benchmark.tables.assemble import build_table
 
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
@@ -110,7 +129,9 @@ def test_each_paper_runs_under_its_protocol(real_data_root, real_weights_dir) ->
         spec = load_spec(t)
         for job in target_jobs(t, cfg):
             p = parse_run_path(job)
-            family = "fedcof" if spec.paper == "fedcof" else "legate2023"  # the thesis/workshop copy legate2023
+            family = (
+                "fedcof" if spec.paper == "fedcof" else "legate2023"
+            )  # the thesis/workshop copy legate2023
             if p["runner"] == "closed_form":
                 assert p["protocol"] == family, job
             else:  # training protocols are named after the paper whose setting they reproduce
@@ -135,20 +156,28 @@ def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_d
             p = parse_run_path(job)
             presets.setdefault((p["dataset"], p["model"]), set()).add(p["preprocess"])
         for key, names in presets.items():
-            fields = [{k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)]
+            fields = [
+                {k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)
+            ]
             assert all(a != b for i, a in enumerate(fields) for b in fields[i + 1 :]), (tier, key, names)
         assert set(presets) >= {("cifar10", "squeezenet1_1"), ("cifar100", "squeezenet1_1")}
 
 
 def test_ci_tier_runs_squeezenet_cifar_and_every_cost_cell(real_data_root, real_weights_dir) -> None:
-    cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"})
+    cfg = load_config(
+        overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"}
+    )
     cost = mobilenet = 0
     for t in SPECS:
         for p in plan_target(t, cfg):
             if p.runner == "cost":
                 assert p.status == "planned"
                 cost += 1
-            if p.runner == "closed_form" and p.model == "mobilenet_v2" and p.dataset in ("cifar10", "cifar100"):
+            if (
+                p.runner == "closed_form"
+                and p.model == "mobilenet_v2"
+                and p.dataset in ("cifar10", "cifar100")
+            ):
                 assert p.status == "not_run" and "35 min" in p.reason and "tier=full" in p.reason
                 mobilenet += 1
             if p.status == "planned" and p.runner == "closed_form":
@@ -157,12 +186,16 @@ def test_ci_tier_runs_squeezenet_cifar_and_every_cost_cell(real_data_root, real_
     assert mobilenet == 4  # fedcof Table 3, CIFAR-100, MobileNetV2: full tier only
 
 
-def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
+) -> None:
     """Cost cells are arithmetic: PASS/FAIL (never SUBSTITUTE-), weights n/a, provenance set; NOT RUN only where
     the cost depends on a partition that cannot be rebuilt (the dataset's labels are absent)."""
     from benchmark.tables.assemble import build_table
 
-    cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"})
+    cfg = load_config(
+        overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"}
+    )
     monkeypatch.chdir(tmp_path)
     report = build_table("fedcof_table6", cfg | {"ci_closed_form": []}, results=tmp_path / "results")
     costs = [o for o in report.outcomes if o.plan.runner == "cost"]
@@ -184,12 +217,19 @@ def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(tmp_path, 
     assert (notrun["reason"].str.len() > 0).all() and notrun["versions"].notna().all()
     checks = json.loads((tmp_path / "results/checks/fedcof_table6.json").read_text())
     assert checks["tier"] == "ci" and all("key" in c for c in checks["cells"])
-    assert {c["classification"] for c in checks["cells"] if c["runner"] == "cost"} <= {"match", "match_alt", "consistent", "mismatch"}
+    assert {c["classification"] for c in checks["cells"] if c["runner"] == "cost"} <= {
+        "match",
+        "match_alt",
+        "consistent",
+        "mismatch",
+    }
 
 
 # ----------------------------------------------------------------------------------- training runs (lp_features)
 def _base(real_data_root, real_weights_dir, **kw) -> dict:
-    return load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), **kw})
+    return load_config(
+        overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), **kw}
+    )
 
 
 def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_dir) -> None:
@@ -203,7 +243,10 @@ def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_di
     assert t2["cifar10/lp/accuracy"].jobs == plans["cifar10/lp"].jobs
     # the fedcof protocol runs on the fedcof partitions, the same files as the closed-form cells of its table
     t6 = {p.cell.id: p for p in plan_target("fedcof_table6", _base(real_data_root, real_weights_dir))}
-    assert "/dirichlet_fedcof-alpha0.1-num_clients100/fedcof_cifar100_lp/fed_lp/" in t6["cifar100/fed_lp/accuracy"].jobs[0]
+    assert (
+        "/dirichlet_fedcof-alpha0.1-num_clients100/fedcof_cifar100_lp/fed_lp/"
+        in t6["cifar100/fed_lp/accuracy"].jobs[0]
+    )
 
 
 def test_training_cells_without_protocol_or_outside_ci_are_not_run(real_data_root, real_weights_dir) -> None:
@@ -229,7 +272,9 @@ def test_fl_run_path_round_trips_through_the_executor() -> None:
     assert m["seed"] == "2" and m["preprocess"] == "legate2023_cifar" and m["model"] == "squeezenet1_1"
 
 
-def test_training_cells_are_judged_and_their_curves_plotted(tmp_path, real_data_root, real_weights_dir, monkeypatch) -> None:
+def test_training_cells_are_judged_and_their_curves_plotted(
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
+) -> None:
     """legate2023 Table 5, CIFAR-10: LP within 3 points SUBSTITUTE-PASSes, an MLP 10 points off FAILs; every
     metric of the runs lands in the tidy CSV and the curves are plotted beside the table."""
     from benchmark.tables.assemble import build_table

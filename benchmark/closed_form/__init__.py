@@ -29,6 +29,7 @@ from benchmark.closed_form.registry import (
     participation_schedule,
     register_method,
     run_method,
+    run_methods,
 )
 from benchmark.closed_form.stats import CountNoise
 
@@ -52,5 +53,6 @@ __all__ = [
     "register_method",
     "ridge_head",
     "run_method",
+    "run_methods",
     "within_class_head",
 ]

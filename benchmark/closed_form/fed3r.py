@@ -25,10 +25,11 @@ from benchmark.closed_form.registry import FitOutput, register_method
 from benchmark.closed_form.stats import (
     AugmentedGramMessage,
     GramMessage,
+    MethodPlan,
     RoundCallback,
     augmented_gram_message,
     check_inputs,
-    federate,
+    federate_plan,
     gram_message,
 )
 from benchmark.errors import ConfigError
@@ -89,7 +90,34 @@ class Fed3ROfficialServer:
         return LinearHead((weights / norms).T, bias / norms)
 
 
-@register_method("fed3r_fedcof", summary="Fed3R as in the fedcof repo: no bias, rownorm((G + lam I)^-1 B)")
+def plan_fed3r_fedcof(
+    num_classes: int, dim: int, *, lam: float = 0.01, solver: str = "solve64"
+) -> MethodPlan:
+    """fedcof-repo Fed3R server and client message (``G_k``, class sums)."""
+    dtype = solver_dtype(solver)
+    server = Fed3RServer(num_classes, dim, lam=lam, solver=solver)
+    return MethodPlan(server, dtype, lambda k, x, y, m: gram_message(k, x, y, dtype, m), needs_gram=True)
+
+
+def plan_fed3r_official(
+    num_classes: int, dim: int, *, lam: float = 0.01, solver: str = "solve64"
+) -> MethodPlan:
+    """Official Fed3R server and client message (``A_k``, dense ``b_k``)."""
+    dtype = solver_dtype(solver)
+    server = Fed3ROfficialServer(num_classes, dim, lam=lam, solver=solver)
+    return MethodPlan(
+        server,
+        dtype,
+        lambda k, x, y, m: augmented_gram_message(k, x, y, num_classes, dtype, m),
+        needs_gram=True,
+    )
+
+
+@register_method(
+    "fed3r_fedcof",
+    summary="Fed3R as in the fedcof repo: no bias, rownorm((G + lam I)^-1 B)",
+    plan=plan_fed3r_fedcof,
+)
 def fit_fed3r_fedcof(
     features: np.ndarray,
     labels: np.ndarray,
@@ -103,16 +131,14 @@ def fit_fed3r_fedcof(
 ) -> FitOutput:
     """Fed3R, fedcof re-implementation (papers-code.md 2.4; fedcof Table 3 rows "Fed3R")."""
     features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    dtype = solver_dtype(solver)
-    server = Fed3RServer(num_classes, features.shape[1], lam=lam, solver=solver)
-    head, uplink = federate(
-        features, labels, clients, lambda k, x, y: gram_message(k, x, y, dtype), server, rounds, on_round
-    )
-    return FitOutput(head, uplink)
+    plan = plan_fed3r_fedcof(num_classes, features.shape[1], lam=lam, solver=solver)
+    return FitOutput(*federate_plan(features, labels, clients, plan, rounds, on_round))
 
 
 @register_method(
-    "fed3r_official", summary="official Fed3R: bias column, lam I_{d+1} ridge, column-normalised"
+    "fed3r_official",
+    summary="official Fed3R: bias column, lam I_{d+1} ridge, column-normalised",
+    plan=plan_fed3r_official,
 )
 def fit_fed3r_official(
     features: np.ndarray,
@@ -127,18 +153,8 @@ def fit_fed3r_official(
 ) -> FitOutput:
     """Fed3R as in Erosinho13/Fed3R ``src/fed3r.py`` (papers-code.md 3)."""
     features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    dtype = solver_dtype(solver)
-    server = Fed3ROfficialServer(num_classes, features.shape[1], lam=lam, solver=solver)
-    head, uplink = federate(
-        features,
-        labels,
-        clients,
-        lambda k, x, y: augmented_gram_message(k, x, y, num_classes, dtype),
-        server,
-        rounds,
-        on_round,
-    )
-    return FitOutput(head, uplink)
+    plan = plan_fed3r_official(num_classes, features.shape[1], lam=lam, solver=solver)
+    return FitOutput(*federate_plan(features, labels, clients, plan, rounds, on_round))
 
 
 def fed3r_fedcof(

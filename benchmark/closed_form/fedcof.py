@@ -48,13 +48,15 @@ from benchmark.closed_form.stats import (
     COVARIANCE_KINDS,
     ClassCovarianceMessage,
     ClassMeansMessage,
+    ClientMoments,
     CountNoise,
     CovarianceKind,
+    MethodPlan,
     RoundCallback,
     check_inputs,
     class_covariance_message,
     class_means_message,
-    federate,
+    federate_plan,
 )
 from benchmark.errors import ConfigError, UnknownNameError
 
@@ -419,12 +421,9 @@ def _as_noise(noise: CountNoise | dict[str, Any] | None) -> CountNoise | None:
     )
 
 
-@register_method("fedcof", summary="FedCOF (fedcof Alg. 1): covariances estimated from client means")
-def fit_fedcof(
-    features: np.ndarray,
-    labels: np.ndarray,
+def plan_fedcof(
     num_classes: int,
-    clients: Sequence[np.ndarray],
+    dim: int,
     *,
     gamma: float | None = None,
     model_name: str | None = None,
@@ -435,15 +434,8 @@ def fit_fedcof(
     noise: CountNoise | dict[str, Any] | None = None,
     seed: int = 0,
     solver: str = "solve64",
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """FedCOF (fedcof Alg. 1); ``gamma`` explicit or from ``model_name`` (:func:`default_gamma`).
-
-    ``seed`` drives the client-side randomness (subset split, count noise) and the path-B noisy copies.
-    ``extra`` reports ``means_per_class`` (K_c, cf. Fig. 8 middle) and ``total_means``.
-    """
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+) -> MethodPlan:
+    """FedCOF server and client message (fedcof Alg. 1) for :func:`fit_fedcof` and joint runs."""
     gamma = _resolve_gamma(gamma, model_name)
     if int(subsets) < 1:
         raise ConfigError(f"fedcof subsets must be >= 1, got {subsets}", "use 1 (one mean per class) or more")
@@ -451,7 +443,7 @@ def fit_fedcof(
     dtype = solver_dtype(solver)
     server = FedCOFServer(
         num_classes,
-        features.shape[1],
+        dim,
         gamma=gamma,
         ridge=ridge,
         covariance=covariance,
@@ -460,45 +452,87 @@ def fit_fedcof(
         seed=seed,
     )
 
-    def message(k: int, x: np.ndarray, y: np.ndarray) -> ClassMeansMessage:
-        return class_means_message(k, x, y, dtype, subsets=int(subsets), noise=noise_, seed=seed)
+    def message(k: int, x: np.ndarray, y: np.ndarray, m: ClientMoments | None) -> ClassMeansMessage:
+        return class_means_message(k, x, y, dtype, subsets=int(subsets), noise=noise_, seed=seed, moments=m)
 
-    head, uplink = federate(features, labels, clients, message, server, rounds, on_round)
-    k_c = np.bincount(
-        np.concatenate([m.classes for m in server.messages]) if server.messages else np.zeros(0, np.int64),
-        minlength=num_classes,
-    )
-    return FitOutput(head, uplink, {"gamma": gamma, "means_per_class": k_c, "total_means": int(k_c.sum())})
+    def extra() -> dict[str, Any]:
+        sent = [m.classes for m in server.messages]
+        k_c = np.bincount(np.concatenate(sent) if sent else np.zeros(0, np.int64), minlength=num_classes)
+        return {"gamma": gamma, "means_per_class": k_c, "total_means": int(k_c.sum())}
+
+    return MethodPlan(server, dtype, message, needs_moments=int(subsets) == 1, extra=extra)
 
 
-@register_method("fedcof_oracle", summary="FedCOF oracle (fedcof App. G): pooled exact class covariances")
-def fit_fedcof_oracle(
-    features: np.ndarray,
-    labels: np.ndarray,
+def plan_fedcof_oracle(
     num_classes: int,
-    clients: Sequence[np.ndarray],
+    dim: int,
     *,
     gamma: float | None = None,
     model_name: str | None = None,
     ridge: float = 0.0,
     covariance: CovarianceKind = "full",
     solver: str = "solve64",
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """FedCOF oracle (fedcof App. G, Eq. 25 + Eq. 11); ``covariance`` is what clients send (Fig. 8 right)."""
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+) -> MethodPlan:
+    """FedCOF-oracle server and client message (fedcof App. G) for :func:`fit_fedcof_oracle`."""
     gamma = _resolve_gamma(gamma, model_name)
     if covariance not in COVARIANCE_KINDS:
         raise ConfigError(f"covariance {covariance!r} unknown", f"use one of: {', '.join(COVARIANCE_KINDS)}")
     dtype = solver_dtype(solver)
-    server = FedCOFOracleServer(num_classes, features.shape[1], gamma=gamma, ridge=ridge, solver=solver)
+    server = FedCOFOracleServer(num_classes, dim, gamma=gamma, ridge=ridge, solver=solver)
 
-    def message(k: int, x: np.ndarray, y: np.ndarray) -> ClassCovarianceMessage:
+    def message(k: int, x: np.ndarray, y: np.ndarray, _: ClientMoments | None) -> ClassCovarianceMessage:
         return class_covariance_message(k, x, y, dtype, covariance)
 
-    head, uplink = federate(features, labels, clients, message, server, rounds, on_round)
-    return FitOutput(head, uplink, {"gamma": gamma})
+    return MethodPlan(server, dtype, message, needs_moments=False, extra=lambda: {"gamma": gamma})
+
+
+@register_method(
+    "fedcof", summary="FedCOF (fedcof Alg. 1): covariances estimated from client means", plan=plan_fedcof
+)
+def fit_fedcof(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+    **options: Any,
+) -> FitOutput:
+    """FedCOF (fedcof Alg. 1); options as :func:`plan_fedcof`: ``gamma`` explicit or from ``model_name``
+    (:func:`default_gamma`), ``ridge``, ``subsets``, ``covariance``, ``single_client``, ``noise``, ``seed``,
+    ``solver``.
+
+    ``seed`` drives the client-side randomness (subset split, count noise) and the path-B noisy copies.
+    ``extra`` reports ``means_per_class`` (K_c, cf. Fig. 8 middle) and ``total_means``.
+    """
+    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+    plan = plan_fedcof(num_classes, features.shape[1], **options)
+    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
+    return FitOutput(head, uplink, plan.extra())
+
+
+@register_method(
+    "fedcof_oracle",
+    summary="FedCOF oracle (fedcof App. G): pooled exact class covariances",
+    plan=plan_fedcof_oracle,
+)
+def fit_fedcof_oracle(
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    clients: Sequence[np.ndarray],
+    *,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+    **options: Any,
+) -> FitOutput:
+    """FedCOF oracle (fedcof App. G, Eq. 25 + Eq. 11); options as :func:`plan_fedcof_oracle`
+    (``covariance`` is what clients send, Fig. 8 right)."""
+    features, labels, clients = check_inputs(features, labels, num_classes, clients)
+    plan = plan_fedcof_oracle(num_classes, features.shape[1], **options)
+    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
+    return FitOutput(head, uplink, plan.extra())
 
 
 def fedcof(

@@ -24,10 +24,11 @@ from benchmark.closed_form.heads import LinearHead, row_normalise, solver_dtype
 from benchmark.closed_form.registry import FitOutput, register_method
 from benchmark.closed_form.stats import (
     ClassSumsMessage,
+    MethodPlan,
     RoundCallback,
     check_inputs,
     class_sums_message,
-    federate,
+    federate_plan,
 )
 from benchmark.errors import ConfigError
 
@@ -70,7 +71,23 @@ class FedNCMServer:
         return LinearHead(row_normalise(self.class_means()), self.bias.copy())
 
 
-@register_method("fedncm", summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means")
+def plan_fedncm(
+    num_classes: int, dim: int, *, bias: Bias = "zero", seed: int = 0, solver: str = "solve64"
+) -> MethodPlan:
+    """FedNCM server and client message (legate2023 Alg. 1) for :func:`fit_fedncm` and joint runs."""
+    dtype = solver_dtype(solver)
+    server = FedNCMServer(num_classes, dim, bias=bias, seed=seed, dtype=dtype)
+    return MethodPlan(
+        server,
+        dtype,
+        lambda k, x, y, m: class_sums_message(k, x, y, dtype, m),
+        extra=lambda: {"class_counts": server.counts.copy()},
+    )
+
+
+@register_method(
+    "fedncm", summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means", plan=plan_fedncm
+)
 def fit_fedncm(
     features: np.ndarray,
     labels: np.ndarray,
@@ -85,18 +102,9 @@ def fit_fedncm(
 ) -> FitOutput:
     """FedNCM (legate2023 Alg. 1). ``solver`` only sets the precision (``*32``: float32 as the reference)."""
     features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    dtype = solver_dtype(solver)
-    server = FedNCMServer(num_classes, features.shape[1], bias=bias, seed=seed, dtype=dtype)
-    head, uplink = federate(
-        features,
-        labels,
-        clients,
-        lambda k, x, y: class_sums_message(k, x, y, dtype),
-        server,
-        rounds,
-        on_round,
-    )
-    return FitOutput(head, uplink, {"class_counts": server.counts.copy()})
+    plan = plan_fedncm(num_classes, features.shape[1], bias=bias, seed=seed, solver=solver)
+    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
+    return FitOutput(head, uplink, plan.extra())
 
 
 def fedncm(

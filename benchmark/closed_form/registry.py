@@ -7,20 +7,22 @@
 ``rounds`` is a client schedule (see :func:`participation_schedule`); ``None`` means one round with every
 client. :func:`run_method` fits a method on cached train features and evaluates it on cached test features;
 with ``participation`` set it runs the multi-round protocol of fedcof Sec. 4.3 / Fig. 3-4 and records the
-accuracy after every round. :func:`paper_protocol_options` gives the reference-code options under which
+accuracy after every round. :func:`run_methods` runs several methods on one partition in a single pass over
+the clients (shared client moments). :func:`paper_protocol_options` gives the reference-code options under which
 the papers' tables were produced (pinv32 solver etc., papers-code.md section 6).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, evaluate
-from benchmark.closed_form.stats import RoundCallback
+from benchmark.closed_form.stats import MethodPlan, RoundCallback, check_inputs, federate_jointly
 from benchmark.errors import ConfigError, UnknownNameError
 
 
@@ -36,14 +38,20 @@ class FitOutput:
 FitFn = Callable[..., FitOutput]
 
 
+PlanFn = Callable[..., MethodPlan]
+
+
 @dataclass(frozen=True)
 class MethodInfo:
-    """A registry entry: ``fit`` plus a one-line summary and whether it is a federated protocol."""
+    """A registry entry: ``fit``, a one-line summary, whether it is a federated protocol, and (federated
+    methods) ``plan(num_classes, dim, **options)``, the server and client message :func:`run_methods` uses
+    to run several methods in one pass over the clients."""
 
     name: str
     fit: FitFn
     summary: str
     federated: bool
+    plan: PlanFn | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,13 +71,15 @@ class MethodResult:
 _REGISTRY: dict[str, MethodInfo] = {}
 
 
-def register_method(name: str, *, summary: str, federated: bool = True) -> Callable[[FitFn], FitFn]:
-    """Decorator registering ``fit`` under ``name`` (registering a name twice is an error)."""
+def register_method(
+    name: str, *, summary: str, federated: bool = True, plan: PlanFn | None = None
+) -> Callable[[FitFn], FitFn]:
+    """Decorator registering ``fit`` (and its ``plan``, if any) under ``name`` (twice is an error)."""
 
     def deco(fn: FitFn) -> FitFn:
         if name in _REGISTRY:
             raise ValueError(f"closed-form method {name!r} registered twice")
-        _REGISTRY[name] = MethodInfo(name, fn, summary, federated)
+        _REGISTRY[name] = MethodInfo(name, fn, summary, federated, plan)
         return fn
 
     return deco
@@ -206,6 +216,62 @@ def run_method(
     )
     extra.update(out.extra)
     return MethodResult(evaluate(out.head, features_test, labels_test), out.head, out.uplink_floats, extra)
+
+
+#: Options that make a run multi-round; such methods run on their own in :func:`run_methods`.
+_ROUND_OPTIONS = ("participation", "clients_per_round", "schedule_seed", "max_rounds")
+
+
+def run_methods(
+    methods: Mapping[str, Mapping[str, Any]],
+    features_train: np.ndarray,
+    labels_train: np.ndarray,
+    features_test: np.ndarray,
+    labels_test: np.ndarray,
+    clients: Sequence[np.ndarray],
+    num_classes: int,
+) -> dict[str, MethodResult]:
+    """Several methods (name -> options, as :func:`run_method`) on the same features and partition.
+
+    One-shot federated methods run together (:func:`~benchmark.closed_form.stats.federate_jointly`): each
+    client computes its class sums, counts and (if a Fed3R form is among them) its Gram once per precision
+    and answers every method from them, so e.g. FedNCM, both Fed3R forms and FedCOF cost one pass over the
+    data and one Gram per client instead of four passes and two Grams. Every method's server receives
+    exactly the messages it receives when run alone, so the heads are the same as :func:`run_method`'s.
+    Centralised methods and multi-round runs (``participation`` ...) go through :func:`run_method`.
+    Each result's ``extra["wall_s"]`` is the seconds spent on that method: its own messages, server, head
+    and evaluation, plus the shared client moments it used (so the values overlap; the joint wall time is
+    less than their sum).
+    """
+    results: dict[str, MethodResult] = {}
+    plans: dict[str, MethodPlan] = {}
+    for name, opts in methods.items():
+        info = get_method(name)
+        if info.plan is None or any(k in opts for k in _ROUND_OPTIONS):
+            t0 = time.perf_counter()
+            res = run_method(
+                name, features_train, labels_train, features_test, labels_test, clients, num_classes, **opts
+            )
+            res.extra["wall_s"] = time.perf_counter() - t0
+            results[name] = res
+    if len(results) < len(methods):
+        features_train, labels_train, checked = check_inputs(
+            features_train, labels_train, num_classes, clients
+        )
+        for name, opts in methods.items():
+            if name not in results:
+                plans[name] = get_method(name).plan(num_classes, features_train.shape[1], **opts)  # type: ignore[misc]
+        outcomes, shared = federate_jointly(features_train, labels_train, checked, plans)
+        for name, plan in plans.items():
+            t0 = time.perf_counter()
+            out = outcomes[name]
+            acc = evaluate(out.head, features_test, labels_test)
+            extra: dict[str, Any] = {"method": name, "options": dict(methods[name]), **plan.extra()}
+            moments_s = shared.get(plan.dtype.name, 0.0) if plan.needs_moments else 0.0
+            extra["wall_s"] = out.seconds + moments_s + time.perf_counter() - t0
+            extra["joint_with"] = sorted(plans)
+            results[name] = MethodResult(acc, out.head, out.uplink, extra)
+    return {name: results[name] for name in methods}
 
 
 def paper_protocol_options(

@@ -22,6 +22,7 @@ An empty client sends nothing (``uplink_floats() == 0``) and contributes nothing
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -131,6 +132,29 @@ def _class_sums(x: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return classes.astype(np.int64), sums, counts.astype(np.int64)
 
 
+@dataclass(frozen=True, eq=False)
+class ClientMoments:
+    """A client's first and second moments in one dtype: present classes, class sums, counts, and (when
+    asked for) the Gram ``F_k^T F_k``.
+
+    FedNCM's, FedCOF's (one mean per class) and both Fed3R forms' messages are functions of these, so when
+    several methods run on the same partition (:func:`federate_jointly`) each client computes them once
+    and answers every method from them; the messages are the same as when each method runs alone.
+    """
+
+    classes: np.ndarray  # (m,) int64, ascending
+    sums: np.ndarray  # (m, d)
+    counts: np.ndarray  # (m,) int64
+    gram: np.ndarray | None = None  # (d, d)
+
+
+def client_moments(x: np.ndarray, y: np.ndarray, dtype: np.dtype, *, gram: bool = False) -> ClientMoments:
+    """Class sums and counts of a client's rows in ``dtype``, and ``x^T x`` if ``gram``."""
+    x = np.ascontiguousarray(x, dtype=dtype)
+    classes, sums, counts = _class_sums(x, y)
+    return ClientMoments(classes, sums, counts, (x.T @ x) if gram else None)
+
+
 # ------------------------------------------------------------------------------------------------
 # messages
 
@@ -228,10 +252,15 @@ Message = ClassSumsMessage | ClassMeansMessage | GramMessage | AugmentedGramMess
 # client computations
 
 
-def class_sums_message(client: int, x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> ClassSumsMessage:
-    """FedNCM client (legate2023 Alg. 1 ``LocalClientStats``): class sums and counts in ``dtype``."""
-    classes, sums, counts = _class_sums(np.asarray(x, dtype=dtype), y)
-    return ClassSumsMessage(client, classes, sums, counts)
+def class_sums_message(
+    client: int, x: np.ndarray, y: np.ndarray, dtype: np.dtype, moments: ClientMoments | None = None
+) -> ClassSumsMessage:
+    """FedNCM client (legate2023 Alg. 1 ``LocalClientStats``): class sums and counts in ``dtype``.
+
+    ``moments``: this client's :class:`ClientMoments` in ``dtype`` when already computed.
+    """
+    m = moments if moments is not None else client_moments(x, y, dtype)
+    return ClassSumsMessage(client, m.classes, m.sums, m.counts)
 
 
 @dataclass(frozen=True)
@@ -312,15 +341,21 @@ def class_means_message(
     subsets: int = 1,
     noise: CountNoise | None = None,
     seed: int = 0,
+    moments: ClientMoments | None = None,
 ) -> ClassMeansMessage:
-    """FedCOF client (fedcof Alg. 1): class means and counts, optionally subset means and noisy counts."""
-    x = np.asarray(x, dtype=dtype)
+    """FedCOF client (fedcof Alg. 1): class means and counts, optionally subset means and noisy counts.
+
+    ``moments``: this client's :class:`ClientMoments` in ``dtype`` when already computed (used when
+    ``subsets == 1``; subset means need the rows).
+    """
     d = x.shape[1]
     if subsets <= 1:
-        classes, sums, counts = _class_sums(x, y)
-        means = sums / counts[:, None].astype(dtype) if len(classes) else sums
-        counts_f = counts.astype(np.float64)
+        m = moments if moments is not None else client_moments(x, y, dtype)
+        classes = m.classes
+        means = m.sums / m.counts[:, None].astype(dtype) if len(classes) else m.sums
+        counts_f = m.counts.astype(np.float64)
     else:
+        x = np.asarray(x, dtype=dtype)
         rng = client_rng(seed, client, 0)
         c_list: list[int] = []
         m_list: list[np.ndarray] = []
@@ -340,25 +375,53 @@ def class_means_message(
     return ClassMeansMessage(client, classes, means, counts_f)
 
 
-def gram_message(client: int, x: np.ndarray, y: np.ndarray, dtype: np.dtype) -> GramMessage:
-    """Fed3R client, fedcof re-implementation: ``G_k = F_k^T F_k`` and class sums ``B_k``."""
-    x = np.ascontiguousarray(x, dtype=dtype)
-    classes, sums, _ = _class_sums(x, y)
-    return GramMessage(client, x.T @ x, classes, sums)
+def gram_message(
+    client: int, x: np.ndarray, y: np.ndarray, dtype: np.dtype, moments: ClientMoments | None = None
+) -> GramMessage:
+    """Fed3R client, fedcof re-implementation: ``G_k = F_k^T F_k`` and class sums ``B_k``.
+
+    ``moments``: this client's :class:`ClientMoments` in ``dtype`` with its Gram, when already computed.
+    """
+    m = (
+        moments
+        if moments is not None and moments.gram is not None
+        else client_moments(x, y, dtype, gram=True)
+    )
+    assert m.gram is not None
+    return GramMessage(client, m.gram, m.classes, m.sums)
 
 
 def augmented_gram_message(
-    client: int, x: np.ndarray, y: np.ndarray, num_classes: int, dtype: np.dtype
+    client: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    num_classes: int,
+    dtype: np.dtype,
+    moments: ClientMoments | None = None,
 ) -> AugmentedGramMessage:
-    """Official Fed3R client (``fed3r_step``): ``A_k = X~^T X~``, ``b_k = X~^T onehot(y)``, X~ = [X, 1]."""
-    n, d = x.shape
-    xt = np.empty((n, d + 1), dtype=dtype)
-    xt[:, :d] = x
-    xt[:, d] = 1.0
-    classes, sums, _ = _class_sums(xt, y)
+    """Official Fed3R client (``fed3r_step``): ``A_k = X~^T X~``, ``b_k = X~^T onehot(y)``, X~ = [X, 1].
+
+    Built from the client's moments without materialising ``X~``: ``A_k = [[G_k, s_k], [s_k^T, n_k]]``
+    with ``s_k`` the sum of the rows and ``n_k`` their number; ``b_k`` stacks the class sums over the
+    class counts (zero columns for absent classes).
+    """
+    m = (
+        moments
+        if moments is not None and moments.gram is not None
+        else client_moments(x, y, dtype, gram=True)
+    )
+    assert m.gram is not None
+    d = m.gram.shape[0]
+    a = np.empty((d + 1, d + 1), dtype=dtype)
+    a[:d, :d] = m.gram
+    total = m.sums.sum(axis=0)
+    a[:d, d] = total
+    a[d, :d] = total
+    a[d, d] = m.counts.sum()
     b = np.zeros((d + 1, num_classes), dtype=dtype)
-    b[:, classes] = sums.T
-    return AugmentedGramMessage(client, xt.T @ xt, b)
+    b[:d, m.classes] = m.sums.T
+    b[d, m.classes] = m.counts
+    return AugmentedGramMessage(client, a, b)
 
 
 def class_covariance_message(
@@ -442,3 +505,93 @@ def federate(
     if head is None:
         raise ConfigError("no rounds to run", "pass at least one round")
     return head, uplink
+
+
+# ------------------------------------------------------------------------------------------------
+# several methods on one partition
+
+
+@dataclass(eq=False)
+class MethodPlan:
+    """One federated closed-form method ready to run on a partition.
+
+    ``server`` folds the messages in; clients compute in ``dtype``; ``message(k, x, y, moments)`` builds
+    client ``k``'s message from its rows ``(x, y)`` and its :class:`ClientMoments` in ``dtype`` (with the
+    Gram when ``needs_gram``; ``None`` when ``needs_moments`` is false); ``extra()`` reports what the fit
+    adds to :class:`~benchmark.closed_form.registry.FitOutput` once every client has sent.
+    """
+
+    server: Server
+    dtype: np.dtype
+    message: Callable[[int, np.ndarray, np.ndarray, ClientMoments | None], Message]
+    needs_moments: bool = True
+    needs_gram: bool = False
+    extra: Callable[[], dict[str, object]] = dict
+
+    def client_message(self, client: int, x: np.ndarray, y: np.ndarray) -> Message:
+        """The message of one client running this method alone (it computes its own moments)."""
+        moments = client_moments(x, y, self.dtype, gram=self.needs_gram) if self.needs_moments else None
+        return self.message(client, x, y, moments)
+
+
+def federate_plan(
+    features: np.ndarray,
+    labels: np.ndarray,
+    clients: Sequence[np.ndarray],
+    plan: MethodPlan,
+    rounds: Sequence[np.ndarray] | None = None,
+    on_round: RoundCallback | None = None,
+) -> tuple[LinearHead, np.ndarray]:
+    """:func:`federate` for one :class:`MethodPlan`."""
+    return federate(features, labels, clients, plan.client_message, plan.server, rounds, on_round)
+
+
+@dataclass(frozen=True, eq=False)
+class JointOutcome:
+    """What :func:`federate_jointly` returns per method: head, uplink floats per client, seconds spent."""
+
+    head: LinearHead
+    uplink: np.ndarray
+    seconds: float
+
+
+def federate_jointly(
+    features: np.ndarray,
+    labels: np.ndarray,
+    clients: Sequence[np.ndarray],
+    plans: dict[str, MethodPlan],
+) -> tuple[dict[str, JointOutcome], dict[str, float]]:
+    """Run several one-shot methods in one pass over the clients (all clients, one round).
+
+    Each client computes its :class:`ClientMoments` once per dtype that the plans use (with its Gram if
+    any plan of that dtype needs it) and answers every method from them; each method's server sees exactly
+    the messages it would see running alone. Returns, per method, its head, uplink floats per client and
+    the seconds spent on its own messages, server and head; and, per dtype name, the seconds spent on the
+    shared moments.
+    """
+    uplink = {name: np.zeros(len(clients), dtype=np.int64) for name in plans}
+    spent = dict.fromkeys(plans, 0.0)
+    dtypes = {p.dtype for p in plans.values() if p.needs_moments}
+    wants_gram = {dt: any(p.needs_gram for p in plans.values() if p.dtype == dt) for dt in dtypes}
+    shared = {dt.name: 0.0 for dt in dtypes}
+    for k, idx in enumerate(clients):
+        if len(idx) == 0:
+            continue
+        x, y = features[idx], labels[idx]
+        moments: dict[np.dtype, ClientMoments] = {}
+        for dt in dtypes:
+            t0 = time.perf_counter()
+            moments[dt] = client_moments(x, y, dt, gram=wants_gram[dt])
+            shared[dt.name] += time.perf_counter() - t0
+        for name, plan in plans.items():
+            t0 = time.perf_counter()
+            msg = plan.message(k, x, y, moments[plan.dtype] if plan.needs_moments else None)
+            uplink[name][k] = msg.uplink_floats()
+            plan.server.add(msg)
+            spent[name] += time.perf_counter() - t0
+    out: dict[str, JointOutcome] = {}
+    for name, plan in plans.items():
+        t0 = time.perf_counter()
+        head = plan.server.head()
+        out[name] = JointOutcome(head, uplink[name], spent[name] + time.perf_counter() - t0)
+    return out, shared

@@ -154,7 +154,9 @@ def read_verified_text(path: Path) -> str:
 
 def bad_file(path: Path, why: str) -> CacheCorruptError:
     """The one-line error for a verified file whose content is not what its loader expects."""
-    return CacheCorruptError(f"{path}: {why}", "the file does not have the expected content; re-create the data")
+    return CacheCorruptError(
+        f"{path}: {why}", "the file does not have the expected content; re-create the data"
+    )
 
 
 def _check_num_classes(dataset: str, found: int, expected: int, where: Path) -> None:

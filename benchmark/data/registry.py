@@ -67,9 +67,7 @@ class DatasetSplit:
 
         idx = np.asarray(indices, dtype=np.int64)
         pick = lambda seq: (
-            None
-            if seq is None
-            else (seq[idx] if isinstance(seq, np.ndarray) else tuple(seq[i] for i in idx))
+            None if seq is None else (seq[idx] if isinstance(seq, np.ndarray) else tuple(seq[i] for i in idx))
         )
         digest = sha256_bytes(self.checksum.encode() + tag.encode() + idx.tobytes())
         return DatasetSplit(

@@ -155,7 +155,9 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
     if config.get("table_subset", "all") != "all":
         tier += f" ({config['table_subset']} subset: not comparable with the paper)"
     _write_outputs(spec, report, results, tier=tier)
-    plot_training_curves(report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}")
+    plot_training_curves(
+        report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}"
+    )
     return report
 
 

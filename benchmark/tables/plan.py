@@ -31,7 +31,9 @@ class CellPlan:
     weights: str | None = None
     jobs: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    protocol: str | None = None  # closed-form or training protocol (closed_form/protocols.py, fl/protocols.py)
+    protocol: str | None = (
+        None  # closed-form or training protocol (closed_form/protocols.py, fl/protocols.py)
+    )
 
     @property
     def substitute(self) -> bool:
@@ -146,7 +148,9 @@ def _plan_lp_features(
         return plan
     fl = get_protocol(name)
     if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
-        plan.reason = f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
+        plan.reason = (
+            f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
+        )
         return plan
     fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
     pair = f"{name}/{plan.method}"
@@ -165,7 +169,16 @@ def _plan_lp_features(
     precision = config.get("precision", "fp32")
     plan.jobs = [
         fl_run_path(
-            plan.dataset, plan.model, plan.weights, fl.preprocess, precision, subset, tag, name, plan.method, s
+            plan.dataset,
+            plan.model,
+            plan.weights,
+            fl.preprocess,
+            precision,
+            subset,
+            tag,
+            name,
+            plan.method,
+            s,
         )  # type: ignore[arg-type]
         for s in seeds
     ]

@@ -2,7 +2,10 @@
 
 * ``cifar_shaped``: 100 clients (Dirichlet alpha = 0.1 over classes), 100 classes, d = 1280 (MobileNetV2
   width), 50,000 synthetic train and 10,000 test features. Target (issue 3): the four methods FedNCM,
-  Fed3R (fedcof form), Fed3R (official) and FedCOF under 2 s together (``test_bench_all_four``).
+  Fed3R (fedcof form), Fed3R (official) and FedCOF under 2 s together. ``test_bench_all_four_joint`` runs
+  them as the pipeline does (``run_methods``: one pass over the clients, each client's class sums and Gram
+  computed once and shared by the four protocols); ``test_bench_all_four`` runs them one after the other,
+  each from scratch (four passes, two Grams per client), for comparison.
 * ``inat_shaped``: the FedCOF server alone on synthetic client statistics shaped like iNat-120K
   (9,275 clients, 1,203 classes, d = 1280, about 120k (client, class) means). Target: under 60 s and
   4 GB (the peak traced allocation is recorded in ``extra_info`` and asserted).
@@ -20,7 +23,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from benchmark.closed_form import run_method
+from benchmark.closed_form import paper_protocol_options, run_method, run_methods
 from benchmark.closed_form.fedcof import FedCOFServer
 from benchmark.closed_form.stats import ClassMeansMessage
 
@@ -70,16 +73,44 @@ def test_bench_method(benchmark, machine_info, cifar_shaped, name, opts, solver)
     assert 0.0 <= res.accuracy <= 100.0
 
 
-@pytest.mark.parametrize("solver", ["solve64", "pinv32"])
+def _four(solver: str) -> dict[str, dict]:
+    """The four methods' options: one solver for all, or ``"paper"``: the fedcof tables' reference options
+    (float32 ``pinv`` servers, official Fed3R's float32 ``solve``; MobileNetV2's gamma = 0.1)."""
+    if solver == "paper":
+        return {name: paper_protocol_options(name, model_name="mobilenet_v2") for name, _ in FOUR}
+    return {name: {**opts, "solver": solver} for name, opts in FOUR}
+
+
+SOLVER_SETS = ["solve64", "pinv32", "paper"]
+
+
+@pytest.mark.parametrize("solver", SOLVER_SETS)
 def test_bench_all_four(benchmark, machine_info, cifar_shaped, solver):
-    """FedNCM + Fed3R (fedcof) + Fed3R (official) + FedCOF, one after the other: the issue-3 target."""
+    """FedNCM + Fed3R (fedcof) + Fed3R (official) + FedCOF, one after the other, each from scratch."""
     benchmark.group = f"closed_form 100 clients x 100 classes x d={D}"
+    methods = _four(solver)
 
     def all_four():
-        return [run_method(name, *cifar_shaped, **opts, solver=solver).accuracy for name, opts in FOUR]
+        return [run_method(name, *cifar_shaped, **opts).accuracy for name, opts in methods.items()]
 
     accs = benchmark.pedantic(all_four, rounds=3, iterations=1)
     benchmark.extra_info.update({name: acc for (name, _), acc in zip(FOUR, accs, strict=True)})
+
+
+@pytest.mark.parametrize("solver", SOLVER_SETS)
+def test_bench_all_four_joint(benchmark, machine_info, cifar_shaped, solver):
+    """The four methods through ``run_methods`` (shared client moments, as ``closed_form_step``): the target."""
+    benchmark.group = f"closed_form 100 clients x 100 classes x d={D}"
+    methods = _four(solver)
+
+    def all_four():
+        return run_methods(methods, *cifar_shaped)
+
+    res = benchmark.pedantic(all_four, rounds=3, iterations=1)
+    benchmark.extra_info.update({name: r.accuracy for name, r in res.items()})
+    solo = {name: run_method(name, *cifar_shaped, **opts) for name, opts in methods.items()}
+    for name, r in res.items():  # same heads as running each method alone
+        np.testing.assert_array_equal(r.head.W, solo[name].head.W)
 
 
 @pytest.fixture(scope="module")
