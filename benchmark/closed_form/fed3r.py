@@ -21,15 +21,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import FitOutput, register_method
+from benchmark.closed_form.registry import register_plan
 from benchmark.closed_form.stats import (
     AugmentedGramMessage,
     GramMessage,
     MethodPlan,
-    RoundCallback,
     augmented_gram_message,
-    check_inputs,
-    federate_plan,
     gram_message,
 )
 from benchmark.errors import ConfigError
@@ -93,7 +90,8 @@ class Fed3ROfficialServer:
 def plan_fed3r_fedcof(
     num_classes: int, dim: int, *, lam: float = 0.01, solver: str = "solve64"
 ) -> MethodPlan:
-    """fedcof-repo Fed3R server and client message (``G_k``, class sums)."""
+    """fedcof-repo Fed3R server and client message (``G_k``, class sums; papers-code.md 2.4, the "Fed3R"
+    rows of fedcof Table 3)."""
     dtype = solver_dtype(solver)
     server = Fed3RServer(num_classes, dim, lam=lam, solver=solver)
     return MethodPlan(server, dtype, lambda k, x, y, m: gram_message(k, x, y, dtype, m), needs_gram=True)
@@ -102,7 +100,8 @@ def plan_fed3r_fedcof(
 def plan_fed3r_official(
     num_classes: int, dim: int, *, lam: float = 0.01, solver: str = "solve64"
 ) -> MethodPlan:
-    """Official Fed3R server and client message (``A_k``, dense ``b_k``)."""
+    """Official Fed3R server and client message (``A_k``, dense ``b_k``; Erosinho13/Fed3R ``src/fed3r.py``,
+    papers-code.md 3)."""
     dtype = solver_dtype(solver)
     server = Fed3ROfficialServer(num_classes, dim, lam=lam, solver=solver)
     return MethodPlan(
@@ -113,48 +112,16 @@ def plan_fed3r_official(
     )
 
 
-@register_method(
+fit_fed3r_fedcof = register_plan(
     "fed3r_fedcof",
     summary="Fed3R as in the fedcof repo: no bias, rownorm((G + lam I)^-1 B)",
     plan=plan_fed3r_fedcof,
 )
-def fit_fed3r_fedcof(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    lam: float = 0.01,
-    solver: str = "solve64",
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """Fed3R, fedcof re-implementation (papers-code.md 2.4; fedcof Table 3 rows "Fed3R")."""
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    plan = plan_fed3r_fedcof(num_classes, features.shape[1], lam=lam, solver=solver)
-    return FitOutput(*federate_plan(features, labels, clients, plan, rounds, on_round))
-
-
-@register_method(
+fit_fed3r_official = register_plan(
     "fed3r_official",
     summary="official Fed3R: bias column, lam I_{d+1} ridge, column-normalised",
     plan=plan_fed3r_official,
 )
-def fit_fed3r_official(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    lam: float = 0.01,
-    solver: str = "solve64",
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """Fed3R as in Erosinho13/Fed3R ``src/fed3r.py`` (papers-code.md 3)."""
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    plan = plan_fed3r_official(num_classes, features.shape[1], lam=lam, solver=solver)
-    return FitOutput(*federate_plan(features, labels, clients, plan, rounds, on_round))
 
 
 def fed3r_fedcof(

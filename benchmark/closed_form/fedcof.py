@@ -43,7 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import FitOutput, register_method
+from benchmark.closed_form.registry import register_plan
 from benchmark.closed_form.stats import (
     COVARIANCE_KINDS,
     ClassCovarianceMessage,
@@ -52,11 +52,8 @@ from benchmark.closed_form.stats import (
     CountNoise,
     CovarianceKind,
     MethodPlan,
-    RoundCallback,
-    check_inputs,
     class_covariance_message,
     class_means_message,
-    federate_plan,
 )
 from benchmark.errors import ConfigError, UnknownNameError
 
@@ -435,7 +432,12 @@ def plan_fedcof(
     seed: int = 0,
     solver: str = "solve64",
 ) -> MethodPlan:
-    """FedCOF server and client message (fedcof Alg. 1) for :func:`fit_fedcof` and joint runs."""
+    """FedCOF server and client message (fedcof Alg. 1) for :func:`fit_fedcof` and joint runs.
+
+    ``gamma`` explicit or from ``model_name`` (:func:`default_gamma`); ``seed`` drives the client-side
+    randomness (subset split, count noise) and the path-B noisy copies. ``extra()`` reports
+    ``means_per_class`` (K_c, cf. Fig. 8 middle) and ``total_means``.
+    """
     gamma = _resolve_gamma(gamma, model_name)
     if int(subsets) < 1:
         raise ConfigError(f"fedcof subsets must be >= 1, got {subsets}", "use 1 (one mean per class) or more")
@@ -473,7 +475,8 @@ def plan_fedcof_oracle(
     covariance: CovarianceKind = "full",
     solver: str = "solve64",
 ) -> MethodPlan:
-    """FedCOF-oracle server and client message (fedcof App. G) for :func:`fit_fedcof_oracle`."""
+    """FedCOF-oracle server and client message (fedcof App. G, Eq. 25 + Eq. 11) for :func:`fit_fedcof_oracle`;
+    ``covariance`` is what clients send (Fig. 8 right)."""
     gamma = _resolve_gamma(gamma, model_name)
     if covariance not in COVARIANCE_KINDS:
         raise ConfigError(f"covariance {covariance!r} unknown", f"use one of: {', '.join(COVARIANCE_KINDS)}")
@@ -486,53 +489,14 @@ def plan_fedcof_oracle(
     return MethodPlan(server, dtype, message, needs_moments=False, extra=lambda: {"gamma": gamma})
 
 
-@register_method(
+fit_fedcof = register_plan(
     "fedcof", summary="FedCOF (fedcof Alg. 1): covariances estimated from client means", plan=plan_fedcof
 )
-def fit_fedcof(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-    **options: Any,
-) -> FitOutput:
-    """FedCOF (fedcof Alg. 1); options as :func:`plan_fedcof`: ``gamma`` explicit or from ``model_name``
-    (:func:`default_gamma`), ``ridge``, ``subsets``, ``covariance``, ``single_client``, ``noise``, ``seed``,
-    ``solver``.
-
-    ``seed`` drives the client-side randomness (subset split, count noise) and the path-B noisy copies.
-    ``extra`` reports ``means_per_class`` (K_c, cf. Fig. 8 middle) and ``total_means``.
-    """
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    plan = plan_fedcof(num_classes, features.shape[1], **options)
-    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
-    return FitOutput(head, uplink, plan.extra())
-
-
-@register_method(
+fit_fedcof_oracle = register_plan(
     "fedcof_oracle",
     summary="FedCOF oracle (fedcof App. G): pooled exact class covariances",
     plan=plan_fedcof_oracle,
 )
-def fit_fedcof_oracle(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-    **options: Any,
-) -> FitOutput:
-    """FedCOF oracle (fedcof App. G, Eq. 25 + Eq. 11); options as :func:`plan_fedcof_oracle`
-    (``covariance`` is what clients send, Fig. 8 right)."""
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    plan = plan_fedcof_oracle(num_classes, features.shape[1], **options)
-    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
-    return FitOutput(head, uplink, plan.extra())
 
 
 def fedcof(

@@ -21,14 +21,11 @@ from typing import Literal
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, row_normalise, solver_dtype
-from benchmark.closed_form.registry import FitOutput, register_method
+from benchmark.closed_form.registry import register_plan
 from benchmark.closed_form.stats import (
     ClassSumsMessage,
     MethodPlan,
-    RoundCallback,
-    check_inputs,
     class_sums_message,
-    federate_plan,
 )
 from benchmark.errors import ConfigError
 
@@ -85,26 +82,9 @@ def plan_fedncm(
     )
 
 
-@register_method(
+fit_fedncm = register_plan(
     "fedncm", summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means", plan=plan_fedncm
 )
-def fit_fedncm(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    bias: Bias = "zero",
-    seed: int = 0,
-    solver: str = "solve64",
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """FedNCM (legate2023 Alg. 1). ``solver`` only sets the precision (``*32``: float32 as the reference)."""
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    plan = plan_fedncm(num_classes, features.shape[1], bias=bias, seed=seed, solver=solver)
-    head, uplink = federate_plan(features, labels, clients, plan, rounds, on_round)
-    return FitOutput(head, uplink, plan.extra())
 
 
 def fedncm(

@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, evaluate
-from benchmark.closed_form.stats import MethodPlan, RoundCallback, check_inputs, federate_jointly
+from benchmark.closed_form.stats import (
+    MethodPlan,
+    RoundCallback,
+    check_inputs,
+    federate_jointly,
+    federate_plan,
+)
 from benchmark.errors import ConfigError, UnknownNameError
 
 
@@ -83,6 +89,35 @@ def register_method(
         return fn
 
     return deco
+
+
+def register_plan(name: str, *, summary: str, plan: PlanFn) -> FitFn:
+    """Register a federated method given by its ``plan`` and return its fit.
+
+    The fit validates the inputs (:func:`~benchmark.closed_form.stats.check_inputs`), builds
+    ``plan(num_classes, dim, **options)``, runs the clients' rounds
+    (:func:`~benchmark.closed_form.stats.federate_plan`) and returns the head, the uplink floats per client
+    and ``plan.extra()``; an option the plan does not take is a ``TypeError``.
+    """
+
+    def fit(
+        features: np.ndarray,
+        labels: np.ndarray,
+        num_classes: int,
+        clients: Sequence[np.ndarray],
+        *,
+        rounds: Sequence[np.ndarray] | None = None,
+        on_round: RoundCallback | None = None,
+        **options: Any,
+    ) -> FitOutput:
+        features, labels, clients = check_inputs(features, labels, num_classes, clients)
+        method = plan(num_classes, features.shape[1], **options)
+        head, uplink = federate_plan(features, labels, clients, method, rounds, on_round)
+        return FitOutput(head, uplink, method.extra())
+
+    fit.__name__ = fit.__qualname__ = f"fit_{name}"
+    fit.__doc__ = f"{summary}. Options: those of :func:`{plan.__module__}.{plan.__name__}`."
+    return register_method(name, summary=summary, plan=plan)(fit)
 
 
 def _ensure_loaded() -> None:
