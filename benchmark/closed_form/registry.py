@@ -279,23 +279,24 @@ def run_methods(
     less than their sum).
     """
     results: dict[str, MethodResult] = {}
-    plans: dict[str, MethodPlan] = {}
+    joint: dict[str, PlanFn] = {}
     for name, opts in methods.items():
-        info = get_method(name)
-        if info.plan is None or any(k in opts for k in _ROUND_OPTIONS):
-            t0 = time.perf_counter()
-            res = run_method(
-                name, features_train, labels_train, features_test, labels_test, clients, num_classes, **opts
-            )
-            res.extra["wall_s"] = time.perf_counter() - t0
-            results[name] = res
-    if len(results) < len(methods):
+        plan_fn = get_method(name).plan
+        if plan_fn is not None and not any(k in opts for k in _ROUND_OPTIONS):
+            joint[name] = plan_fn
+            continue
+        t0 = time.perf_counter()
+        res = run_method(
+            name, features_train, labels_train, features_test, labels_test, clients, num_classes, **opts
+        )
+        res.extra["wall_s"] = time.perf_counter() - t0
+        results[name] = res
+    if joint:
         features_train, labels_train, checked = check_inputs(
             features_train, labels_train, num_classes, clients
         )
-        for name, opts in methods.items():
-            if name not in results:
-                plans[name] = get_method(name).plan(num_classes, features_train.shape[1], **opts)  # type: ignore[misc]
+        dim = features_train.shape[1]
+        plans = {name: fn(num_classes, dim, **methods[name]) for name, fn in joint.items()}
         outcomes, shared = federate_jointly(features_train, labels_train, checked, plans)
         for name, plan in plans.items():
             t0 = time.perf_counter()
