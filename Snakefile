@@ -80,6 +80,7 @@ for _t in FREEFORM:
 
 
 rule extract:
+    input: lambda w: wf.fetch_inputs(config, w.dataset, w.backbone, w.weights)  # planned downloads first
     output: "results/features/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.json"
     log: "results/logs/extract/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.log"
     conda: CONDA_ENV
@@ -94,6 +95,7 @@ rule extract:
 
 
 rule partition:
+    input: lambda w: wf.fetch_inputs(config, w.dataset)
     output: "results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json"
     log: "results/logs/partition/{dataset}/{subset}/{ptag}/seed{seed}.log"
     conda: CONDA_ENV
@@ -185,3 +187,25 @@ rule paper_table:
         tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
     conda: CONDA_ENV
     shell: "{PY} table {wildcards.target} {SETS} 2> {log}"
+
+
+# Downloads planned when a cell's dataset (or torchvision checkpoint) is absent and the network is reachable
+# (benchmark/tables/availability.py): `flb data fetch` verifies the official checksums before anything is
+# extracted and writes the verified identity here; offline, such cells are NOT RUN with that command.
+rule fetch_data:
+    output: "results/data/{dataset}.json"
+    log: "results/logs/data/{dataset}.log"
+    wildcard_constraints:
+        dataset=r"[a-z0-9_]+",
+    params:
+        root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
+        where=str(wf.data_root_of(config)),  # a new data root fetches again (params rerun trigger)
+    shell: "{PY} data fetch {wildcards.dataset} {params.root} --marker {output} 2> {log}"
+
+
+rule fetch_weights:
+    output: "results/data/weights/{model}.json"
+    log: "results/logs/data/weights/{model}.log"
+    params:
+        where=lambda w: str(wf.hub_dir()),
+    shell: "{PY} data fetch --weights {wildcards.model} --marker {output} 2> {log}"

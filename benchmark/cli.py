@@ -113,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--command", default="snakemake --cores all all_tables", help="the run the checks came from"
     )
 
+    p = sub.add_parser("data", help="datasets and checkpoints: list their status, fetch (download + verify)")
+    data = p.add_subparsers(dest="data_cmd", required=True)
+    q = data.add_parser("list", help="each dataset: present and verified, downloadable, or where to get it")
+    q.add_argument("--data-root", default=None)
+    q = data.add_parser(
+        "fetch", help="download and verify a dataset (or --weights MODEL: a torchvision checkpoint)"
+    )
+    q.add_argument("name", nargs="?", help="dataset name (see `flb data list`)")
+    q.add_argument("--weights", default=None, metavar="MODEL", help="fetch MODEL's torchvision checkpoint")
+    q.add_argument("--data-root", default=None)
+    q.add_argument("--marker", default=None, help="JSON to write with the verified identity (workflow)")
+
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
@@ -231,10 +243,38 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(report.update_readme(args.readme, args.checks, command=args.command))
         else:
             print(report.results_section_now(args.checks, command=args.command))
+    elif args.cmd == "data":
+        return _data_command(args)
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))
         print(f"collected {n} rows into {args.out}")
+    return 0
+
+
+def _data_command(args: argparse.Namespace) -> int:
+    """``flb data list`` / ``flb data fetch NAME`` / ``flb data fetch --weights MODEL``."""
+    from benchmark.data import download
+    from benchmark.errors import ConfigError
+
+    if args.data_cmd == "list":
+        from benchmark.data.registry import list_datasets
+
+        for name in list_datasets():
+            st = download.dataset_status(name, args.data_root)
+            print(f"{name:16s} {st.state:12s} {st.detail}")
+        return 0
+    if (args.name is None) == (args.weights is None):
+        raise ConfigError("flb data fetch needs a dataset NAME or --weights MODEL (one of them)",
+                          "e.g. `flb data fetch cifar10` or `flb data fetch --weights resnet18`")  # fmt: skip
+    if args.weights:
+        rec = download.fetch_weights(args.weights, marker=args.marker)
+        print(f"{args.weights}: {rec['file']} sha256 {rec['sha256'][:12]}... verified at {rec['path']}")
+        return 0
+    rec = download.fetch_dataset(args.name, args.data_root, marker=args.marker)
+    how = "downloaded and verified" if rec["downloaded"] else "present and verified (nothing downloaded)"
+    splits = ", ".join(f"{s} {v['samples']}" for s, v in rec["splits"].items())
+    print(f"{args.name}: {how} in {rec['data_root']} ({splits})")
     return 0
 
 

@@ -225,3 +225,51 @@ def figure_plot_args(config: Mapping[str, Any], name: str) -> str:
 
     series = [f"{label}={','.join(files)}" for label, files in figure_series(config, name).items()]
     return " ".join(shlex.quote(a) for a in ["--title", FIGURES[name]["title"], *series])
+
+
+def data_marker(dataset: str) -> str:
+    """Output of the ``fetch_data`` rule: the verified identity of a downloaded dataset (``flb data fetch``)."""
+    return f"results/data/{dataset}.json"
+
+
+def weights_marker(model: str) -> str:
+    """Output of the ``fetch_weights`` rule: the verified torchvision checkpoint of ``model``."""
+    return f"results/data/weights/{model}.json"
+
+
+def fetch_inputs(
+    config: Mapping[str, Any], dataset: str, backbone: str | None = None, weights: str | None = None
+) -> list[str]:
+    """The fetch markers an extraction or partition job waits for (inputs of the ``extract`` and
+    ``partition`` rules).
+
+    A marker is an input when its fetch is planned (the data or checkpoint is absent, has a public
+    download and the network is reachable: :mod:`benchmark.tables.availability`), and stays one once it
+    exists, so that the set of inputs does not change after the download (which would make Snakemake
+    re-run the extraction). Data that was here from the start needs no marker.
+    """
+    from benchmark.tables.availability import dataset_fetch_planned, weights_fetch_planned
+
+    out = []
+    marker = data_marker(dataset)
+    if Path(marker).exists() or dataset_fetch_planned(dataset, config.get("data_root")):
+        out.append(marker)
+    if backbone and weights == "torchvision":
+        marker = weights_marker(backbone)
+        if Path(marker).exists() or weights_fetch_planned(backbone):
+            out.append(marker)
+    return out
+
+
+def data_root_of(config: Mapping[str, Any]) -> Path:
+    """The absolute data root a config points at (config ``data_root``, else ``$FLB_DATA_ROOT``)."""
+    from benchmark.paths import data_root
+
+    return data_root(config.get("data_root")).absolute()
+
+
+def hub_dir() -> Path:
+    """torch's hub folder, where torchvision checkpoints are kept (``$TORCH_HOME/hub``)."""
+    import torch
+
+    return Path(torch.hub.get_dir())

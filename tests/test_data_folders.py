@@ -1,7 +1,7 @@
 """Image-folder loaders on tiny fixture folders written in each dataset's real on-disk layout.
 
-Nothing here touches the network: download paths run with torchvision's downloaders monkeypatched to
-write the fixture, as the real download would.
+Nothing here touches the network: download paths run with the verified downloader
+(``benchmark.data.download``) fed by an injected opener, or replaced by one that writes the fixture.
 """
 
 from __future__ import annotations
@@ -263,18 +263,18 @@ def test_flowers_missing_is_one_clear_error_and_no_download_offline(tmp_path, mo
     assert "\n" not in msg and calls == []
 
 
-def test_flowers_download_runs_torchvision_downloader(tmp_path, monkeypatch) -> None:
-    import torchvision.datasets as tvd
+def test_flowers_download_runs_the_verified_downloader(tmp_path, monkeypatch) -> None:
+    from benchmark.data import download
 
     calls = []
 
-    def fake(root, download=False, split="train"):
-        calls.append((root, download, split))
+    def fake(name, root, **kw):
+        calls.append((name, Path(root)))
         make_flowers(Path(root))
 
-    monkeypatch.setattr(tvd, "Flowers102", fake)
+    monkeypatch.setattr(download, "fetch_files", fake)
     d = load_dataset("flowers102", "test", tmp_path, download=True)
-    assert len(d) == 5 and calls == [(str(tmp_path.absolute()), True, "train")]
+    assert len(d) == 5 and calls == [("flowers102", tmp_path.absolute())]
 
 
 # -------------------------------------------------------------------------------------- CUB-200-2011
@@ -303,22 +303,29 @@ def test_cub_missing_annotation_and_missing_image(tmp_path) -> None:
 
 
 def test_cub_download_extracts_official_tgz_and_records_manifest(tmp_path, monkeypatch) -> None:
-    import torchvision.datasets.utils as tvu
+    import dataclasses
+    import tarfile
 
+    from benchmark.data import download
+
+    make_cub(tmp_path / "src", manifest=False)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(tmp_path / "src" / "CUB_200_2011", arcname="CUB_200_2011")
+    tgz = buf.getvalue()
+    src = download.SOURCES["cub200"]
+    remote = dataclasses.replace(src.remotes[0], checksum=hashlib.md5(tgz).hexdigest())
+    monkeypatch.setitem(download.SOURCES, "cub200", dataclasses.replace(src, remotes=(remote,)))
     calls = []
-
-    def fake(url, download_root, md5=None, remove_finished=False, **kw):
-        calls.append((url, md5))
-        make_cub(Path(download_root), manifest=False)
-
-    monkeypatch.setattr(tvu, "download_and_extract_archive", fake)
-    d = load_dataset("cub200", "train", tmp_path, download=True)
-    assert len(d) == 3 and calls == [(folders.CUB_URL, folders.CUB_TGZ_MD5)]
-    recorded = (tmp_path / "CUB_200_2011" / "MANIFEST.sha256").read_text()
+    monkeypatch.setattr(download, "URLOPEN", lambda req: calls.append(req.full_url) or io.BytesIO(tgz))
+    monkeypatch.delenv("FLB_OFFLINE", raising=False)
+    d = load_dataset("cub200", "train", tmp_path / "root", download=True)
+    assert len(d) == 3 and calls == [folders.CUB_URL]
+    recorded = (tmp_path / "root" / "CUB_200_2011" / "MANIFEST.sha256").read_text()
     assert all(f in recorded for f in folders.CUB_FILES)
-    (tmp_path / "CUB_200_2011" / "classes.txt").write_text("1 tampered\n")
+    (tmp_path / "root" / "CUB_200_2011" / "classes.txt").write_text("1 tampered\n")
     with pytest.raises(ChecksumError, match=r"classes\.txt"):
-        load_dataset("cub200", "train", tmp_path)
+        load_dataset("cub200", "train", tmp_path / "root")
 
 
 # ------------------------------------------------------------------------------------- Stanford Cars

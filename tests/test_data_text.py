@@ -187,32 +187,58 @@ def test_ag_news_official_csv_format(tmp_path) -> None:
     assert d.labels.tolist() == [2, 0]
 
 
-def test_ag_news_download_through_huggingface(tmp_path, monkeypatch) -> None:
-    import datasets
+def _inject_download(monkeypatch, name: str, payloads: dict[str, bytes]) -> list[str]:
+    """Serve ``payloads`` (url -> bytes) to the verified downloader, with their md5 as the official one."""
+    import dataclasses
+    import io
 
-    calls = []
-    rows = [{"text": "Stocks, up", "label": 2}, {"text": 'Goal "late"', "label": 1}]
-    monkeypatch.setattr(datasets, "load_dataset", lambda name, split: calls.append((name, split)) or rows)
+    from benchmark.data import download
+
+    src = download.SOURCES[name]
+    remotes = tuple(
+        dataclasses.replace(r, checksum=hashlib.new(r.algorithm, payloads[r.url]).hexdigest())
+        for r in src.remotes
+    )
+    monkeypatch.setitem(download.SOURCES, name, dataclasses.replace(src, remotes=remotes))
+    calls: list[str] = []
+    monkeypatch.setattr(
+        download, "URLOPEN", lambda req: calls.append(req.full_url) or io.BytesIO(payloads[req.full_url])
+    )
+    monkeypatch.delenv("FLB_OFFLINE", raising=False)
+    return calls
+
+
+def test_ag_news_download_official_csvs(tmp_path, monkeypatch) -> None:
+    from benchmark.data import download
+
+    bodies = {"train.csv": b'"3","Stocks","up"\n"2","Goal","late"\n', "test.csv": b'"1","World","news"\n'}
+    urls = {r.url: bodies[r.filename] for r in download.SOURCES["ag_news"].remotes}
+    calls = _inject_download(monkeypatch, "ag_news", urls)
+    for f, body in bodies.items():  # the official md5 the loader checks, for these stand-in files
+        monkeypatch.setitem(text.AG_MD5, f, hashlib.md5(body).hexdigest())
     d = load_dataset("ag_news", "train", tmp_path, download=True)
-    assert calls == [("ag_news", "train")] and d.texts == ("Stocks, up", 'Goal "late"')
-    assert d.labels.tolist() == [2, 1] and d.meta["source"] == "huggingface ag_news"
-    assert "hf_train.csv" in (tmp_path / "text" / "ag_news_csv" / "MANIFEST.sha256").read_text()
+    assert sorted(calls) == sorted(urls) and d.texts == ("Stocks up", "Goal late")
+    assert d.labels.tolist() == [2, 1] and d.meta["source"] == "official csv"
     again = load_dataset("ag_news", "train", tmp_path, download=False)  # the written file, verified
-    assert again.texts == d.texts and again.checksum == d.checksum and len(calls) == 1
+    assert again.texts == d.texts and again.checksum == d.checksum and len(calls) == 2
+
+
+def test_ag_news_huggingface_export_still_reads(tmp_path) -> None:
+    _write(tmp_path, "text/ag_news_csv/hf_train.csv", 'label,text\n2,"Stocks, up"\n')
+    d = load_dataset("ag_news", "train", tmp_path, download=False)
+    assert d.texts == ("Stocks, up",) and d.meta["source"] == "huggingface ag_news"
 
 
 def test_sst2_download_extracts_glue_zip_and_records_manifest(tmp_path, monkeypatch) -> None:
-    import torchvision.datasets.utils as tvu
+    import io
+    import zipfile
 
-    calls = []
-
-    def fake(url, download_root, md5=None, remove_finished=False, **kw):
-        calls.append((url, md5))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
         for s in ("train", "dev"):
-            _write(Path(download_root), f"SST-2/{s}.tsv", "sentence\tlabel\nok\t1\n", manifest=False)
-        _write(Path(download_root), "SST-2/test.tsv", "index\tsentence\n0\tok\n", manifest=False)
-
-    monkeypatch.setattr(tvu, "download_and_extract_archive", fake)
+            zf.writestr(f"SST-2/{s}.tsv", "sentence\tlabel\nok\t1\n")
+        zf.writestr("SST-2/test.tsv", "index\tsentence\n0\tok\n")
+    calls = _inject_download(monkeypatch, "sst2", {text.SST2_URL: buf.getvalue()})
     d = load_dataset("sst2", "dev", tmp_path, download=True)
-    assert len(d) == 1 and calls == [(text.SST2_URL, text.SST2_ZIP_MD5)]
+    assert len(d) == 1 and calls == [text.SST2_URL]
     assert "test.tsv" in (tmp_path / "text" / "SST-2" / "MANIFEST.sha256").read_text()

@@ -2,7 +2,8 @@
 
 Files are verified (manifest or official md5, :mod:`benchmark.data.fetch`) before any pickle is read.
 The CIFAR-10 copy in ``shared/data`` has no ``filenames`` key and so does not match the official md5:
-it is accepted through the manifest beside the data.
+it is accepted through the manifest beside the data. Downloads (``download=True``, or ``flb data fetch``) go
+through :mod:`benchmark.data.download`: the official tarball, md5-checked before it is extracted.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.fetch import ensure_present, verify_dataset_files
+from benchmark.data.fetch import ensure_present, public_downloader, verify_dataset_files
 from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError
 
@@ -33,7 +34,10 @@ CIFAR100_MD5 = {
     "test": "f0ef6b0ae62326f3e7ffdfab6717acfc",
     "meta": "7973b15100ade9c7d40fb424638fde48",
 }
-_HOW = "download from https://www.cs.toronto.edu/~kriz/cifar.html and extract, or run shared/data/prepare.py --out DATA_ROOT"
+_HOW = (
+    "run `flb data fetch cifar10` / `flb data fetch cifar100` (needs network), or download from "
+    "https://www.cs.toronto.edu/~kriz/cifar.html and extract, or run shared/data/prepare.py --out DATA_ROOT"
+)
 
 
 def _unpickle(path: Path) -> dict:
@@ -46,15 +50,6 @@ def _unpickle(path: Path) -> dict:
 
 def _to_nhwc(data: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
-
-
-def _download(dataset_cls_name: str) -> callable:
-    def run(root: Path) -> None:
-        import torchvision.datasets as tvd
-
-        getattr(tvd, dataset_cls_name)(str(root), train=True, download=True)
-
-    return run
 
 
 @register_dataset(
@@ -73,7 +68,7 @@ def load_cifar10(root: Path, split: str, download: bool | None = None) -> Datase
         [*files, "batches.meta"],
         dataset="cifar10",
         download=download,
-        downloader=_download("CIFAR10"),
+        downloader=public_downloader("cifar10"),
         how_to_get=_HOW,
     )
     checksum = verify_dataset_files(root, CIFAR10_FOLDER, [*files, "batches.meta"], CIFAR10_MD5)
@@ -99,7 +94,7 @@ def load_cifar100(root: Path, split: str, download: bool | None = None) -> Datas
         [split, "meta"],
         dataset="cifar100",
         download=download,
-        downloader=_download("CIFAR100"),
+        downloader=public_downloader("cifar100"),
         how_to_get=_HOW,
     )
     checksum = verify_dataset_files(root, CIFAR100_FOLDER, [split, "meta"], CIFAR100_MD5)

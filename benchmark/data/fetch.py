@@ -23,9 +23,14 @@ from benchmark.io import file_digest, read_manifest, sha256_bytes
 
 
 def network_reachable(host: str = "download.pytorch.org", port: int = 443, timeout: float = 3.0) -> bool:
-    """True if a TCP connection to ``host`` opens; ``FLB_OFFLINE=1`` forces False."""
+    """True if a TCP connection to ``host`` opens; ``FLB_OFFLINE=1`` forces False, ``FLB_ONLINE=1`` True.
+
+    ``FLB_ONLINE=1`` is for networks where the TCP probe fails but downloads work (an HTTP proxy).
+    """
     if os.environ.get("FLB_OFFLINE", "") not in ("", "0"):
         return False
+    if os.environ.get("FLB_ONLINE", "") not in ("", "0"):
+        return True
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -80,6 +85,17 @@ def verify_dataset_files(
                 f"add a line '<sha256>  {rel}' to {root / 'MANIFEST.sha256'}",
             )
     return sha256_bytes("\n".join(digests).encode())
+
+
+def public_downloader(name: str) -> Callable[[Path], None]:
+    """The verified downloader of dataset ``name`` (:func:`benchmark.data.download.fetch_files`)."""
+
+    def run(root: Path) -> None:
+        from benchmark.data.download import fetch_files
+
+        fetch_files(name, root)
+
+    return run
 
 
 def ensure_present(

@@ -30,9 +30,10 @@ so it changes when any file read, its size, its label, the order or the split ru
 that a manifest lists are additionally verified by content (sha256) and their digest enters the line;
 list every image in ``MANIFEST.sha256`` to make the identity content-exact.
 
-Downloads (only when the files are absent and ``download`` allows it): torchvision's downloaders for
-Flowers102 and EuroSAT; the official archives for CUB-200-2011 and ImageNet-R (md5-checked by
-torchvision), after which the extracted annotation files are recorded in ``<folder>/MANIFEST.sha256``.
+Downloads (only when the files are absent and ``download`` allows it, or ``flb data fetch NAME``) go
+through :mod:`benchmark.data.download`: the files torchvision downloads for Flowers102 and EuroSAT, the
+official archives of CUB-200-2011 and ImageNet-R, each checked against its official md5 *before* it is
+extracted; CUB's extracted annotation files are then recorded in ``<folder>/MANIFEST.sha256``.
 Stanford Cars (upstream URL dead) and iNaturalist-User-120k (images from the iNat 2017 competition) have
 no automatic download: the error says what to fetch from where.
 """
@@ -42,13 +43,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmark.data.fetch import ensure_present, manifest_entries, verify_dataset_files
+from benchmark.data.fetch import ensure_present, manifest_entries, public_downloader, verify_dataset_files
 from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError
 from benchmark.io import atomic_write_text, file_digest, read_manifest, sha256_bytes
@@ -87,12 +88,12 @@ INAT_IMAGES = "train_val_images"
 INAT_NUM_CLASSES = 1203
 
 _HOW_FLOWERS = (
-    "download with torchvision (needs network) or fetch 102flowers.tgz, imagelabels.mat and setid.mat from "
+    "run `flb data fetch flowers102` (needs network) or fetch 102flowers.tgz, imagelabels.mat and setid.mat from "
     "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/ into flowers-102/ (images extracted to flowers-102/jpg/)"
 )
 _HOW_CUB = (
-    f"download {CUB_URL} (md5 {CUB_TGZ_MD5}) and extract it in the data root, then list the four .txt files "
-    f"in {CUB_FOLDER}/MANIFEST.sha256 (the automatic download does both)"
+    f"run `flb data fetch cub200` (needs network), or download {CUB_URL} (md5 {CUB_TGZ_MD5}) and extract it "
+    f"in the data root, then list the four .txt files in {CUB_FOLDER}/MANIFEST.sha256"
 )
 _HOW_CARS = (
     "Stanford Cars cannot be downloaded automatically: its original URL (ai.stanford.edu/~jkrause/cars) is "
@@ -101,11 +102,11 @@ _HOW_CARS = (
     "dataset) into stanford_cars/ in torchvision's layout and list devkit/*.mat in MANIFEST.sha256"
 )
 _HOW_EUROSAT = (
-    "download with torchvision.datasets.EuroSAT (needs network) or extract EuroSAT.zip (RGB, md5 "
+    "run `flb data fetch eurosat` (needs network) or extract EuroSAT.zip (RGB, md5 "
     "c8fa014336c82ac7804f0398fcb19387) so that eurosat/2750/<Class>/*.jpg exist"
 )
 _HOW_IMAGENET_R = (
-    f"download {IMAGENET_R_URL} (md5 {IMAGENET_R_MD5}) and extract it in the data root so that "
+    f"run `flb data fetch imagenet_r` (needs network), or download {IMAGENET_R_URL} (md5 {IMAGENET_R_MD5}) and extract it in the data root so that "
     "imagenet-r/<wnid>/*.jpg exist (200 class folders)"
 )
 _HOW_INAT = (
@@ -165,32 +166,6 @@ def _check_num_classes(dataset: str, found: int, expected: int, where: Path) -> 
             f"{dataset}: found {found} classes in {where}, expected {expected}",
             "the copy is incomplete or not this dataset; re-download or re-extract it",
         )
-
-
-def _tv_download(cls_name: str, **kwargs: Any) -> Callable[[Path], None]:
-    """A downloader that runs ``torchvision.datasets.<cls_name>(root, download=True, **kwargs)``."""
-
-    def run(root: Path) -> None:
-        import torchvision.datasets as tvd
-
-        getattr(tvd, cls_name)(str(root), download=True, **kwargs)
-
-    return run
-
-
-def _archive_download(url: str, md5: str, folder: str, record: Sequence[str]) -> Callable[[Path], None]:
-    """A downloader for an official archive (md5-checked by torchvision), then :func:`record_manifest`."""
-
-    def run(root: Path) -> None:
-        import torchvision.datasets.utils as tvu
-
-        root.mkdir(parents=True, exist_ok=True)
-        tvu.download_and_extract_archive(url, download_root=str(root), md5=md5, remove_finished=True)
-        present = [f for f in record if (root / folder / f).is_file()]
-        if present:
-            record_manifest(root, folder, present)
-
-    return run
 
 
 def folder_identity(
@@ -278,7 +253,7 @@ def load_flowers102(root: Path, split: str, download: bool | None = None) -> Dat
     ann = ["imagelabels.mat", "setid.mat"]
     ensure_present(
         root, FLOWERS_FOLDER, [*ann, "jpg"], dataset="flowers102", download=download,
-        downloader=_tv_download("Flowers102", split="train"), how_to_get=_HOW_FLOWERS,
+        downloader=public_downloader("flowers102"), how_to_get=_HOW_FLOWERS,
     )  # fmt: skip
     digest = verify_dataset_files(root, FLOWERS_FOLDER, ann, FLOWERS_MD5)
     base = root / FLOWERS_FOLDER
@@ -335,7 +310,7 @@ def load_cub200(root: Path, split: str, download: bool | None = None) -> Dataset
     root = root.absolute()
     ensure_present(
         root, CUB_FOLDER, [*CUB_FILES, "images"], dataset="cub200", download=download,
-        downloader=_archive_download(CUB_URL, CUB_TGZ_MD5, CUB_FOLDER, CUB_FILES), how_to_get=_HOW_CUB,
+        downloader=public_downloader("cub200"), how_to_get=_HOW_CUB,
     )  # fmt: skip
     digest = verify_dataset_files(root, CUB_FOLDER, list(CUB_FILES))
     base = root / CUB_FOLDER
@@ -414,7 +389,7 @@ def load_stanford_cars(root: Path, split: str, download: bool | None = None) -> 
 def _eurosat_all(root: Path, download: bool | None) -> tuple[list[Path], np.ndarray, str]:
     ensure_present(
         root, EUROSAT_FOLDER, ["2750"], dataset="eurosat", download=download,
-        downloader=_tv_download("EuroSAT"), how_to_get=_HOW_EUROSAT,
+        downloader=public_downloader("eurosat"), how_to_get=_HOW_EUROSAT,
     )  # fmt: skip
     directory = root / EUROSAT_FOLDER / "2750"
     classes, paths, labels = _image_folder(directory, "eurosat")
@@ -564,7 +539,7 @@ def load_imagenet_r(
     root = root.absolute()
     ensure_present(
         root, "", [IMAGENET_R_FOLDER], dataset="imagenet_r", download=download,
-        downloader=_archive_download(IMAGENET_R_URL, IMAGENET_R_MD5, IMAGENET_R_FOLDER, ()),
+        downloader=public_downloader("imagenet_r"),
         how_to_get=_HOW_IMAGENET_R,
     )  # fmt: skip
     base = root / IMAGENET_R_FOLDER

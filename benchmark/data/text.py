@@ -5,7 +5,7 @@ whose paths start with ``text/``, verifies the files as they are):
 
 =============  ================================================================================
 ``ag_news``    ``text/ag_news_csv/{train,test}.csv`` (official CSVs: class 1-4, title, description);
-               or ``text/ag_news_csv/hf_{train,test}.csv`` written by the Hugging Face download
+               or ``text/ag_news_csv/hf_{train,test}.csv`` exported from Hugging Face ``ag_news``
 ``sst2``       ``text/SST-2/{train,dev,test}.tsv`` (GLUE) or ``text/sst2_glue_reformatted/...`` (the
                same content with the columns swapped, ``label<TAB>sentence``, and a labelled test)
 ``sst5``       ``text/sst_trees/{train,dev,test}.txt`` or ``text/trees/...`` (PTB trees, as in
@@ -17,10 +17,11 @@ where one is published: AG News' CSVs, the values torchtext checks). A split's `
 ``sha256("flb-text-v1 <dataset> <split> <parse rule> <file digest>")``, so it pins the exact bytes read and
 the parsing convention.
 
-Downloads run only when the files are absent and ``download`` allows it: AG News through Hugging Face
-``datasets`` (``ag_news``), SST-2 from GLUE's ``SST-2.zip`` (md5-checked), SST-5 from the Stanford
-Sentiment Treebank's ``trainDevTestTrees_PTB.zip``; the downloaded files are then recorded in the
-folder's ``MANIFEST.sha256``.
+Downloads run only when the files are absent and ``download`` allows it (or ``flb data fetch NAME``),
+through :mod:`benchmark.data.download`, each file checked before it is used: AG News' official CSVs
+(torchtext's URLs and md5), SST-2 from GLUE's ``SST-2.zip`` (torchtext's md5), SST-5 from the Stanford
+Sentiment Treebank's ``trainDevTestTrees_PTB.zip`` (a pinned sha256); the extracted SST files are then
+recorded in the folder's ``MANIFEST.sha256``.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmark.data.fetch import ensure_present, network_reachable, verify_dataset_files
-from benchmark.data.folders import bad_file, read_verified_text, record_manifest
+from benchmark.data.fetch import ensure_present, network_reachable, public_downloader, verify_dataset_files
+from benchmark.data.folders import bad_file, read_verified_text
 from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import DataMissingError
-from benchmark.io import atomic_path, sha256_bytes
+from benchmark.io import sha256_bytes
 
 IDENTITY_VERSION = "flb-text-v1"
 
@@ -53,20 +54,22 @@ SST2_ZIP_MD5 = "9f81648d4199384278b86e315dac217c"  # torchtext.datasets.SST2
 SST2_CLASSES = ("negative", "positive")
 SST5_FOLDERS = ("text/sst_trees", "text/trees")
 SST5_URL = "https://nlp.stanford.edu/sentiment/trainDevTestTrees_PTB.zip"
+# No official checksum is published; this sha256 (789,539 bytes) is the one Flux.jl's Data.Sentiment pins.
+SST5_ZIP_SHA256 = "5c613a4f673fc74097d523a2c83f38e0cc462984d847b82c7aaf36b01cbbbfcc"
 SST5_CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
 
 _HOW_AG = (
-    "put the official AG News CSVs (ag_news_csv.tgz of Zhang et al. 2015; torchtext md5 train "
-    f"{AG_MD5['train.csv']}, test {AG_MD5['test.csv']}) in text/ag_news_csv/, or run once with network "
-    "access to fetch Hugging Face 'ag_news'"
+    "run `flb data fetch ag_news` (needs network), or put the official AG News CSVs (ag_news_csv.tgz of "
+    f"Zhang et al. 2015; torchtext md5 train {AG_MD5['train.csv']}, test {AG_MD5['test.csv']}) in "
+    "text/ag_news_csv/"
 )
 _HOW_SST2 = (
-    f"extract GLUE's SST-2.zip ({SST2_URL}) into text/ (giving text/SST-2/*.tsv) and list the .tsv files in "
-    "MANIFEST.sha256, or run once with network access"
+    f"run `flb data fetch sst2` (needs network), or extract GLUE's SST-2.zip ({SST2_URL}) into text/ "
+    "(giving text/SST-2/*.tsv) and list the .tsv files in MANIFEST.sha256"
 )
 _HOW_SST5 = (
-    f"extract {SST5_URL} into text/ (giving text/trees/*.txt; text/sst_trees/ also works) and list the "
-    ".txt files in MANIFEST.sha256, or run once with network access"
+    f"run `flb data fetch sst5` (needs network), or extract {SST5_URL} into text/ (giving text/trees/*.txt; "
+    "text/sst_trees/ also works) and list the .txt files in MANIFEST.sha256"
 )
 
 
@@ -123,24 +126,6 @@ def _text_split(
     )
 
 
-def _archive(
-    url: str, md5: str | None, dest: str, folders: Sequence[str], files: Sequence[str]
-) -> Callable[[Path], None]:
-    """Downloader: extract ``url`` into ``root/dest`` (md5-checked where known), record the files read."""
-
-    def run(root: Path) -> None:
-        import torchvision.datasets.utils as tvu
-
-        (root / dest).mkdir(parents=True, exist_ok=True)
-        tvu.download_and_extract_archive(url, download_root=str(root / dest), md5=md5, remove_finished=True)
-        for folder in folders:
-            present = [f for f in files if (root / folder / f).is_file()]
-            if present:
-                record_manifest(root, folder, present)
-
-    return run
-
-
 # ------------------------------------------------------------------------------------------- AG News
 
 
@@ -162,7 +147,7 @@ def parse_ag_news_official(text: str, path: Path) -> tuple[list[str], list[int]]
 
 
 def parse_ag_news_hf(text: str, path: Path) -> tuple[list[str], list[int]]:
-    """The ``label,text`` CSV (labels 0-3) that :func:`_ag_news_hf_download` writes."""
+    """The ``label,text`` CSV (labels 0-3) of a Hugging Face ``ag_news`` export (earlier downloads wrote it)."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames != ["label", "text"]:
         raise bad_file(path, f"expected header 'label,text', found {reader.fieldnames}")
@@ -173,24 +158,6 @@ def parse_ag_news_hf(text: str, path: Path) -> tuple[list[str], list[int]]:
         labels.append(int(row["label"]))
         texts.append(row["text"])
     return texts, labels
-
-
-def _ag_news_hf_download(split: str) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        import datasets
-
-        ds = datasets.load_dataset("ag_news", split=split)
-        name = f"hf_{split}.csv"
-        dest = root / AG_FOLDER / name
-        with atomic_path(dest) as tmp:
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
-                writer = csv.writer(f)
-                writer.writerow(["label", "text"])
-                for row in ds:
-                    writer.writerow([int(row["label"]), row["text"]])
-        record_manifest(root, AG_FOLDER, [name])
-
-    return run
 
 
 @register_dataset(
@@ -204,8 +171,10 @@ def load_ag_news(root: Path, split: str, download: bool | None = None) -> Datase
     """AG News ``train`` (120,000) or ``test`` (7,600), 4 classes; texts as Hugging Face ``ag_news``.
 
     The official CSV ``text/ag_news_csv/<split>.csv`` is used when present (checked against the official
-    md5 or a manifest); else a previous Hugging Face download ``hf_<split>.csv``; else, when allowed,
-    ``datasets.load_dataset("ag_news", split=...)`` (what legate2023's code calls) writes that file.
+    md5 or a manifest); else a Hugging Face export ``hf_<split>.csv`` (``label,text``, listed in a
+    manifest); else, when allowed, the official CSVs are downloaded (:mod:`benchmark.data.download`,
+    torchtext's URLs and md5). legate2023's code calls ``datasets.load_dataset("ag_news")``, whose texts are
+    the same ``title + " " + description``.
     """
     official, hf = f"{split}.csv", f"hf_{split}.csv"
     if (root / AG_FOLDER / official).is_file():
@@ -213,14 +182,11 @@ def load_ag_news(root: Path, split: str, download: bool | None = None) -> Datase
     elif (root / AG_FOLDER / hf).is_file():
         name, parse, source = hf, parse_ag_news_hf, "huggingface ag_news"
     else:
-        if _may_download(download):
-            _ag_news_hf_download(split)(root)
-        if not (root / AG_FOLDER / hf).is_file():
-            ensure_present(
-                root, AG_FOLDER, [official], dataset="ag_news", download=False, downloader=None,
-                how_to_get=_HOW_AG,
-            )  # fmt: skip
-        name, parse, source = hf, parse_ag_news_hf, "huggingface ag_news"
+        ensure_present(
+            root, AG_FOLDER, [official], dataset="ag_news", download=download,
+            downloader=public_downloader("ag_news"), how_to_get=_HOW_AG,
+        )  # fmt: skip
+        name, parse, source = official, parse_ag_news_official, "official csv"
     digest = verify_dataset_files(root, AG_FOLDER, [name], AG_MD5)
     path = root / AG_FOLDER / name
     texts, labels = parse(read_verified_text(path), path)
@@ -291,7 +257,7 @@ def load_sst2(root: Path, split: str, download: bool | None = None) -> DatasetSp
     name = f"{split}.tsv"
     folder = _locate(
         root, SST2_FOLDERS, name, dataset="sst2", download=download,
-        downloader=_archive(SST2_URL, SST2_ZIP_MD5, "text", SST2_FOLDERS[:1], ["train.tsv", "dev.tsv", "test.tsv"]),
+        downloader=public_downloader("sst2"),
         how_to_get=_HOW_SST2,
     )  # fmt: skip
     digest = verify_dataset_files(root, folder, [name])
@@ -363,7 +329,7 @@ def load_sst5(root: Path, split: str, download: bool | None = None) -> DatasetSp
     name = f"{split}.txt"
     folder = _locate(
         root, SST5_FOLDERS, name, dataset="sst5", download=download,
-        downloader=_archive(SST5_URL, None, "text", SST5_FOLDERS[1:], ["train.txt", "dev.txt", "test.txt"]),
+        downloader=public_downloader("sst5"),
         how_to_get=_HOW_SST5,
     )  # fmt: skip
     digest = verify_dataset_files(root, folder, [name])

@@ -1,7 +1,10 @@
 """What this machine can run: which datasets are on disk and which weights a model would use.
 
 Checked when the workflow is planned, so a cell that cannot run becomes a ``not_run`` row with the reason
-instead of a failing job. Nothing here downloads anything.
+instead of a failing job. Nothing here downloads anything: a dataset that is absent but has a public
+download (:mod:`benchmark.data.download`) is planned with a ``fetch_data`` job when the network is
+reachable (:func:`dataset_fetch_planned`), and NOT RUN with the command that gets it otherwise
+(:func:`dataset_blocker`); torchvision checkpoints likewise (:func:`weights_fetch_planned`).
 """
 
 from __future__ import annotations
@@ -35,13 +38,62 @@ def dataset_missing(name: str, root: str | None = None) -> str | None:
 
 
 @functools.cache
+def online() -> bool:
+    """Whether downloads can run now (``network_reachable``: ``FLB_OFFLINE``/``FLB_ONLINE``, else a probe),
+    asked once per planning process."""
+    from benchmark.data.fetch import network_reachable
+
+    return network_reachable()
+
+
+@functools.cache
+def dataset_fetch_planned(name: str, root: str | None = None) -> bool:
+    """True when ``name`` is absent here, has a public download and the network is reachable: the
+    workflow then fetches (and verifies) it in a ``fetch_data`` job before the jobs that read it."""
+    from benchmark.data.download import SOURCES
+
+    return name in SOURCES and dataset_missing(name, root) is not None and online()
+
+
+def dataset_blocker(name: str, root: str | None = None) -> str | None:
+    """None when the cell's dataset is here or will be fetched; else the NOT RUN reason, which names
+    the command that gets the data (``flb data fetch NAME``) or where to get it when there is no download."""
+    from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
+
+    missing = dataset_missing(name, root)
+    if missing is None or dataset_fetch_planned(name, root):
+        return None
+    if name in SOURCES:
+        return (
+            f"{missing}; the network is not reachable (or FLB_OFFLINE=1), so it was not fetched: run "
+            f"`{fetch_command(name, root)}` where there is network, or set FLB_DATA_ROOT "
+            "(--config data_root=...) to a folder holding it"
+        )
+    if name in NO_DOWNLOAD:
+        return f"{missing}; no public download: {NO_DOWNLOAD[name]}"
+    return missing
+
+
+def weights_fetch_planned(model: str) -> bool:
+    """True when ``model``'s torchvision checkpoint is not in the torch hub cache but the network is
+    reachable: the workflow fetches it (``flb data fetch --weights MODEL``) before extracting with it."""
+    from benchmark.models.backbones import backbone_spec
+    from benchmark.models.weights import hub_checkpoint_path
+
+    try:
+        spec = backbone_spec(model)
+    except UnknownNameError:
+        return False
+    return not hub_checkpoint_path(spec.torchvision_url).is_file() and online()
+
+
+@functools.cache
 def choose_weights(model: str, root: str | None = None, wdir: str | None = None) -> tuple[str | None, str]:
     """The weights a paper cell with ``model`` runs with here: ``(source or None, explanation)``.
 
     The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
     reachable; otherwise the substitute file when one exists; otherwise None.
     """
-    from benchmark.data.fetch import network_reachable
     from benchmark.models.backbones import backbone_spec
     from benchmark.models.weights import hub_checkpoint_path
 
@@ -50,16 +102,23 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     except UnknownNameError as err:
         return None, f"no backbone {model!r} in the registry ({err.what})"
     ckpt = hub_checkpoint_path(spec.torchvision_url)
-    if ckpt.is_file() or network_reachable():
+    if ckpt.is_file():
         return "torchvision", f"torchvision checkpoint {ckpt.name}"
+    if online():
+        return (
+            "torchvision",
+            f"torchvision checkpoint {ckpt.name} (fetched by `flb data fetch --weights {model}`)",
+        )
     if spec.substitute is not None and (weights_dir(wdir, root) / spec.substitute.filename).is_file():
         return (
             "substitute",
-            f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent)",
+            f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent; "
+            f"`flb data fetch --weights {model}` gets it where there is network)",
         )
     return (
         None,
-        f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache and no substitute exists",
+        f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
+        f"no substitute exists; run `flb data fetch --weights {model}` where there is network",
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.expected import ReportedCell, load_table
-from benchmark.tables.availability import choose_weights, dataset_missing
+from benchmark.tables.availability import choose_weights, dataset_blocker
 from benchmark.tables.spec import TableSpec, load_spec
 from benchmark.workflow import closed_form_path, fl_run_path, partition_tag
 
@@ -81,7 +81,7 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         plan.reason = f"method {proto.get('method')!r} is not implemented by the {rule.runner} runner"
         return plan
     root, wdir = config.get("data_root"), config.get("weights_dir")
-    missing = dataset_missing(dataset, root)
+    missing = dataset_blocker(dataset, root)  # None also when a fetch_data job will get it
     if missing:
         plan.reason = missing
         return plan
