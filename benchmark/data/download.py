@@ -92,10 +92,10 @@ _EUROSAT = DataSource(folders.EUROSAT_FOLDER, (Remote(
     "https://huggingface.co/datasets/torchgeo/eurosat/resolve/c877bcd43f099cd0196738f714544e355477f3fd/EuroSAT.zip",
     "c8fa014336c82ac7804f0398fcb19387", "md5", folders.EUROSAT_FOLDER, True, f"{_TV}.EuroSAT.download"),))  # fmt: skip
 _CUB = DataSource(folders.CUB_FOLDER, (Remote(
-    folders.CUB_URL, folders.CUB_TGZ_MD5, "md5", "", True, "CaltechDATA record 65de6-vp158 (torchvision-era md5)"),),
+    folders.CUB_URL, folders.CUB_TGZ_MD5, "md5", "", True, "tgz_md5 of legate2023's Cub2011 loader"),),
     record=folders.CUB_FILES)  # fmt: skip
 _IMAGENET_R = DataSource(folders.IMAGENET_R_FOLDER, (Remote(
-    folders.IMAGENET_R_URL, folders.IMAGENET_R_MD5, "md5", "", True, "hendrycks/imagenet-r README"),))  # fmt: skip
+    folders.IMAGENET_R_URL, folders.IMAGENET_R_MD5, "md5", "", True, "the md5 ImageNet-R loaders check (e.g. pytorch-ood)"),))  # fmt: skip
 _AG_URL = "https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
 _AG_NEWS = DataSource(text.AG_FOLDER, tuple(
     Remote(_AG_URL + name, md5, "md5", text.AG_FOLDER, False, "torchtext.datasets.AG_NEWS MD5")
