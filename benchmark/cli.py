@@ -91,9 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--no-progress", action="store_true")
 
-    p = sub.add_parser("verdict", help="exit 1 when a cell of a built table target FAILs (results/checks)")
+    p = sub.add_parser(
+        "verdict",
+        help="one-screen summary of a built table target; exit 1 only on a FAIL not in the known findings",
+    )
     p.add_argument("target")
     p.add_argument("--results", default="results", help="results folder (default: results)")
+    p.add_argument("--findings", default=None, help="known findings (default: expected/known_findings.yaml)")
 
     p = sub.add_parser(
         "ci-gate", help="verdict summary of checks files; exit 1 on an unlisted FAIL or a stale finding"
@@ -194,9 +198,11 @@ def run(argv: Sequence[str] | None = None) -> int:
 
         cfg = load_config(args.config, parse_kv(args.set))
         jobs = run_target(args.target, cfg)
+        from benchmark.tables.gate import verdict_exit
+
         report = build_table(args.target, cfg)
         print(f"{len(jobs)} jobs\n{report.summary()}")
-        return 1 if report.failed else 0
+        return verdict_exit(args.target)
     elif args.cmd == "table":
         # Exit 0 whatever the verdicts: Snakemake deletes the outputs of a failing job. The target rule
         # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
@@ -208,7 +214,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "verdict":
         from benchmark.tables.gate import verdict_exit
 
-        return verdict_exit(args.target, args.results)
+        return verdict_exit(args.target, args.results, args.findings)
     elif args.cmd == "ci-gate":
         from benchmark.tables.gate import ci_gate
 

@@ -9,6 +9,10 @@ Verdicts (:class:`Status`):
 * cost and count cells (bytes, FLOPs, F units, MB, GB, rounds, counts): pass iff our value, rounded to the
   printed precision of the paper's string, equals the printed number (``PASS``/``FAIL``, or the
   ``SUBSTITUTE-`` form when the run used substitute weights).
+* ``PASS*`` / ``SUBSTITUTE-PASS*`` -- the value matches only under a named departure from the paper's stated
+  setup (``benchmark/costs/conventions.py``: participation ignored, Table 4 rounds swapped, compute counted in
+  dataset passes, a head bias charged, ...); the reason names the departure(s). Counted apart from ``PASS``
+  everywhere: the paper's stated setup alone does not give the printed number.
 * ``NOT RUN`` -- a cell whose protocol cannot run here; it always carries the reason and is never a pass.
 
 Definitions used throughout (also written in ``expected/README.md``):
@@ -31,10 +35,11 @@ from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 from enum import StrEnum
 
 from benchmark.errors import ConfigError
-from benchmark.expected import ReportedCell, parse_printed_number
+from benchmark.expected import ReportedCell, parse_printed_number, truncated_thousands_agree
 
 __all__ = [
     "ACCURACY_FLOOR",
+    "DEPARTURE_PASSES",
     "SIGMA_FACTOR",
     "SUBSTITUTE_TOLERANCE",
     "Status",
@@ -54,13 +59,19 @@ _SLACK = 1e-9
 
 
 class Status(StrEnum):
-    """The five verdicts; the value is how a report prints them."""
+    """The seven verdicts; the value is how a report prints them."""
 
     PASS = "PASS"
     FAIL = "FAIL"
     SUBSTITUTE_PASS = "SUBSTITUTE-PASS"
     SUBSTITUTE_FAIL = "SUBSTITUTE-FAIL"
     NOT_RUN = "NOT RUN"
+    PASS_DEPARTURE = "PASS*"
+    SUBSTITUTE_PASS_DEPARTURE = "SUBSTITUTE-PASS*"
+
+
+#: Verdicts that match the printed value only under a named departure from the stated setup.
+DEPARTURE_PASSES = (Status.PASS_DEPARTURE, Status.SUBSTITUTE_PASS_DEPARTURE)
 
 
 @dataclass(frozen=True)
@@ -88,8 +99,14 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        """True for PASS and SUBSTITUTE-PASS only (never for NOT RUN)."""
-        return self.status in (Status.PASS, Status.SUBSTITUTE_PASS)
+        """True when our value matches the printed one: PASS, SUBSTITUTE-PASS and their ``*`` forms (which
+        match only under a named departure, see :attr:`departed`); never for NOT RUN."""
+        return self.status in (Status.PASS, Status.SUBSTITUTE_PASS, *DEPARTURE_PASSES)
+
+    @property
+    def departed(self) -> bool:
+        """True for PASS* / SUBSTITUTE-PASS*: a match only under a named departure."""
+        return self.status in DEPARTURE_PASSES
 
 
 def ours_stats(values: Sequence[float]) -> tuple[float, float, int]:
@@ -146,6 +163,7 @@ def judge(
     *,
     substitute: bool,
     not_run_reason: str | None,
+    departures: Sequence[str] = (),
 ) -> Verdict:
     """Verdict for one reported cell (tolerance policy of ``expected/README.md``).
 
@@ -154,6 +172,11 @@ def judge(
     :class:`ConfigError`: a cell is either run or explicitly not run. ``substitute`` marks a run with
     substitute weights (the flat 3-point rule for accuracy; the SUBSTITUTE- label for every cell).
     An illegible paper value cannot be judged and gives NOT RUN with that reason.
+
+    ``departures``: the named departures from the paper's stated setup under which ``ours_values`` were
+    computed (``benchmark/costs/conventions.py``). A match under any is ``PASS*`` (or ``SUBSTITUTE-PASS*``)
+    with the names in ``reason``; a printed ``k`` value that our value gives only when cut, not rounded,
+    adds ``printed_truncated`` (:func:`benchmark.expected.truncated_thousands_agree`).
     """
     if not_run_reason is not None:
         if not isinstance(not_run_reason, str) or not not_run_reason.strip():
@@ -180,8 +203,13 @@ def judge(
         p = parse_printed_number(cell.printed)
         ok = _rounded(mean, cell.printed, cell.truncated, cell.column_decimals) == p.mantissa
         unit = 1.0 if cell.truncated else 0.5
+        deps = list(departures)
+        if not ok and not cell.truncated and truncated_thousands_agree(mean, cell.printed):
+            ok, unit = True, 1.0
+            deps.append("printed_truncated")
+            ours_printed = f"{cell.printed} (cut from {mean:,.0f})"
         tol = unit * float(Decimal(1).scaleb(p.exponent - p.decimals))
-        status = _status(ok, substitute)
+        status = _status(ok, substitute, deps)
         return Verdict(
             cell=cell.key,
             status=status,
@@ -194,6 +222,7 @@ def judge(
             delta=delta,
             tolerance=tol,
             ours_printed=ours_printed,
+            reason=_departure_reason(deps) if status in DEPARTURE_PASSES else None,
         )
     paper_std = cell.std if (cell.std is not None and cell.std_over == "seeds") else 0.0
     if substitute:
@@ -203,9 +232,10 @@ def judge(
         tol = max(SIGMA_FACTOR * math.sqrt(paper_std**2 + std**2), ACCURACY_FLOOR)
         rule = "accuracy"
     ok = abs(delta) <= tol + _SLACK
+    status = _status(ok, substitute, departures)
     return Verdict(
         cell=cell.key,
-        status=_status(ok, substitute),
+        status=status,
         rule=rule,
         paper_mean=cell.mean,
         paper_std_used=paper_std,
@@ -214,13 +244,25 @@ def judge(
         n_ours=n,
         delta=delta,
         tolerance=tol,
+        reason=_departure_reason(departures) if status in DEPARTURE_PASSES else None,
     )
 
 
-def _status(ok: bool, substitute: bool) -> Status:
+def _status(ok: bool, substitute: bool, departures: Sequence[str] = ()) -> Status:
+    if ok and departures:
+        return Status.SUBSTITUTE_PASS_DEPARTURE if substitute else Status.PASS_DEPARTURE
     if substitute:
         return Status.SUBSTITUTE_PASS if ok else Status.SUBSTITUTE_FAIL
     return Status.PASS if ok else Status.FAIL
+
+
+def _departure_reason(departures: Sequence[str]) -> str:
+    """``matches only under <name> (<description>), ...`` for a ``PASS*`` cell."""
+    from benchmark.costs.conventions import DEPARTURES
+
+    names = list(dict.fromkeys(departures))
+    parts = [f"{n} ({DEPARTURES[n].description})" if n in DEPARTURES else n for n in names]
+    return "matches only under a departure from the stated setup: " + "; ".join(parts)
 
 
 def _not_run(cell: ReportedCell, reason: str, ours: tuple[float, float, int] | None = None) -> Verdict:

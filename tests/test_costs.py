@@ -292,12 +292,6 @@ DOCUMENTED_DISCREPANCIES = (
         if method != "FedNCM" and (row, method) not in (("CIFAR-10", "Random"), ("CIFAR-10 x32", "FT"))
     }
     | {
-        # fedcof Table 7: both directions give 538.93k, printed 538k (cut, not rounded); Fed3R's init not counted.
-        "fedcof/Table 7/cifar100/FedAvg/comm MB (resnet18)",
-        "fedcof/Table 7/cifar100/FedAdam/comm MB (resnet18)",
-        "fedcof/Table 7/cifar100/Fed3R+FedAdam/comm MB (resnet18)",
-    }
-    | {
         # fedcof Table 8: no single SqueezeNet parameter count gives both CIFAR-10 and CIFAR-100.
         f"fedcof/Table 8/{ds}/{m}/comm MB (squeezenet1_1)"
         for ds in ("cifar10", "cifar100")

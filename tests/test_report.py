@@ -25,12 +25,17 @@ def _write(tmp_path, target: str, cells: list[dict]) -> None:
 
 def test_section_counts_and_lists_only_cells_that_ran(tmp_path) -> None:
     _write(
-        tmp_path, "fedcof_table3", [_cell("SUBSTITUTE-PASS"), _cell("NOT RUN", ours_mean=None, delta=None)]
-    )
+        tmp_path, "fedcof_table3",
+        [_cell("SUBSTITUTE-PASS"), _cell("PASS*"), _cell("NOT RUN", ours_mean=None, delta=None)],
+    )  # fmt: skip
     _write(tmp_path, "table8", [_cell("NOT RUN", ours_mean=None, delta=None)])
     reports = load_checks(tmp_path / "checks")
     text = results_section(reports, when="2026-11-23", machine="m", commit="abc", command="snakemake x")
-    assert "Totals: PASS 0, SUBSTITUTE-PASS 1, FAIL 0, SUBSTITUTE-FAIL 0, NOT RUN 2." in text
+    assert (
+        "Totals: PASS 0, PASS* 1, SUBSTITUTE-PASS 1, SUBSTITUTE-PASS* 0, FAIL 0, SUBSTITUTE-FAIL 0, NOT RUN 2."
+        in text
+    )
+    assert "| target        |   PASS |   PASS* |" in text  # PASS* has its own column
     assert "### fedcof_table3" in text and "### table8" not in text
     assert "40.50 ± 0.71" in text and "-1.5" in text
     assert "| table8 " in text  # counted in the summary even though nothing ran

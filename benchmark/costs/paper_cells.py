@@ -45,6 +45,7 @@ from benchmark.costs.comm import (
 from benchmark.costs.compute import fedncm_compute, legate2023_compute, samples_per_round
 from benchmark.costs.model_facts import dataset_facts, feature_extractor_params
 from benchmark.errors import ConfigError
+from benchmark.expected import truncated_thousands_agree
 
 MATCH = "match"
 MATCH_ALT = "match_alt"
@@ -138,14 +139,21 @@ def _search(
     """
     stated = evaluate(frozenset())
     assert stated is not None
-    for size in range(len(options) + 1):
-        for combo in itertools.combinations(options, size):
-            value = evaluate(frozenset(combo))
-            if value is not None and printed.agrees(value):
-                if not combo:
-                    return value, (), MATCH
-                verdict = CONSISTENT if any(c in fitted for c in combo) else MATCH_ALT
-                return value, combo, verdict
+    # Rounding first (how every number is read); then, for a printed ``k`` value only, the cut reading as the
+    # named departure ``printed_truncated`` (the one rule: benchmark.expected.truncated_thousands_agree).
+    for cut in (False, True):
+        if cut and not printed.text.endswith("k"):
+            break
+        for size in range(len(options) + 1):
+            for combo in itertools.combinations(options, size):
+                value = evaluate(frozenset(combo))
+                if value is None:
+                    continue
+                if truncated_thousands_agree(value, printed.text) if cut else printed.agrees(value):
+                    if not combo and not cut:
+                        return value, (), MATCH
+                    verdict = CONSISTENT if any(c in fitted for c in combo) else MATCH_ALT
+                    return value, combo + ((cv.PRINTED_TRUNCATED.name,) if cut else ()), verdict
     return stated, (), MISMATCH
 
 
@@ -169,7 +177,7 @@ def reproduce(
         value, deps, verdict = _search(printed, evaluate, options, fitted=fitted)
         if verdict == CONSISTENT:
             plain = tuple(d for d in deps if d not in fitted)
-            ours = evaluate(frozenset(plain))
+            ours = evaluate(frozenset(plain) - {cv.PRINTED_TRUNCATED.name})
             assert ours is not None
             return value, deps, verdict, ours, plain
     stated = evaluate(frozenset())
@@ -603,12 +611,14 @@ class _Spec:
         v = self.value(pairs)
         if self.printed.agrees(v):
             return True, False
-        if self.may_truncate and self.printed.agrees(v, truncated=True):
+        if truncated_thousands_agree(v, self.printed.text):
             return True, True
         return False, False
 
     def pair_range(self) -> tuple[int, int]:
-        lo, hi = self.printed.interval(truncated=self.may_truncate)
+        lo, hi = self.printed.interval()
+        if self.may_truncate:  # rounded or cut (benchmark.expected.truncated_thousands_agree)
+            hi = self.printed.interval(truncated=True)[1]
         v0, v1 = self.value(0), self.value(1) - self.value(0)
         return math.floor((lo - v0) / v1), math.ceil((hi - v0) / v1)
 
@@ -914,7 +924,7 @@ def fedcof_training_mb(backbone: str, dataset: str, rounds: int, deps: frozenset
 
 def _training_note(printed: Printed, backbone: str, dataset: str, rounds: int, value: float) -> str:
     both = fedcof_training_mb(backbone, dataset, rounds, frozenset({cv.BOTH_DIRECTIONS.name}))
-    if printed.text.endswith("k") and printed.agrees(both, truncated=True):
+    if truncated_thousands_agree(both, printed.text) and not printed.agrees(both):
         return f"both directions give {both / 1e3:.3f}k: the printed 'k' value is cut, not rounded"
     if printed.text.endswith("k"):
         return ""

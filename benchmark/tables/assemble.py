@@ -51,7 +51,7 @@ class TableReport:
         return dict(sorted(out.items()))
 
     @property
-    def failed(self) -> bool:
+    def failed(self) -> bool:  # any FAIL, explained or not (`flb verdict` separates them)
         return any(str(o.verdict.status) in ("FAIL", "SUBSTITUTE-FAIL") for o in self.outcomes)
 
     def summary(self) -> str:
@@ -88,6 +88,7 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
         values: list[float] = []
         note = ""
         extra: dict[str, Any] = {}
+        departures: tuple[str, ...] = ()
         reason = plan.reason if plan.status == "not_run" else None
         if plan.status == "planned" and plan.runner == "cost":
             from benchmark.tables.cost_runner import cost_result
@@ -101,10 +102,11 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
             note = res.note
             extra = {
                 "classification": res.classification, "model_facts": res.model_facts,
-                "facts_from_torchvision": res.facts_from_torchvision,
+                "facts_from_torchvision": res.facts_from_torchvision, "departures": list(res.departures),
             }  # fmt: skip
             if res.status == "ok":
                 values = list(res.values)
+                departures = res.departures
                 for v, seed, phash in zip(values, res.seeds, res.partition_hashes, strict=True):
                     tidy_rows.append(
                         make_row(
@@ -148,7 +150,9 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
                     **_provenance(),
                 )
             )
-        verdict = judge(cell, values or None, substitute=plan.substitute, not_run_reason=reason)
+        verdict = judge(
+            cell, values or None, substitute=plan.substitute, not_run_reason=reason, departures=departures
+        )
         report.outcomes.append(CellOutcome(plan, values, verdict, note, extra))
     write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
     tier = str(config.get("tier", "full"))

@@ -1,8 +1,9 @@
 """Exit statuses of paper-table targets, and the CI gate over all of them.
 
 * ``flb verdict <target>`` (run by the Snakemake target rule ``<target>``, after the assembly job wrote every
-  output): prints the target's verdict counts and its failing cells, exits 1 when any cell that ran is
-  ``FAIL`` or ``SUBSTITUTE-FAIL``.
+  output): prints the one-screen summary of :mod:`benchmark.tables.summary` and exits 1 only when a cell
+  ``FAIL``s (or ``SUBSTITUTE-FAIL``s) that ``expected/known_findings.yaml`` does not list, with the same
+  per-cell rule as the gate (:func:`failure_problem`); a documented FAIL is not a crash.
 * ``flb ci-gate results/checks/*.json``: prints every target's verdict counts, then compares the failing
   cells with ``expected/known_findings.yaml`` and exits 1 when
 
@@ -36,6 +37,7 @@ import yaml
 from benchmark.errors import ConfigError
 
 FAILING = ("FAIL", "SUBSTITUTE-FAIL")
+DEPARTURE_PASSING = ("PASS*", "SUBSTITUTE-PASS*")  # a match only under a named departure (benchmark.verdict)
 TIERS = ("ci", "full")
 #: Why a cell may fail and still be accepted.
 FINDING_KINDS = {
@@ -118,6 +120,11 @@ def read_checks(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _tier(data: Mapping[str, Any]) -> str:
+    """The checks file's tier (``ci`` / ``full``), without a subset note such as ``ci (stratified100 ...)``."""
+    return str(data.get("tier", "full")).split(" ", 1)[0]
+
+
 def _counts(data: Mapping[str, Any]) -> str:
     counts: dict[str, int] = {}
     for c in data["cells"]:
@@ -131,18 +138,52 @@ def _cell_key(data: Mapping[str, Any], c: Mapping[str, Any]) -> str:
     raise ConfigError(f"checks of {data['target']} lack cell keys", "rebuild the table target")
 
 
-def verdict_exit(target: str, results: str | Path = "results") -> int:
-    """Print ``target``'s verdicts; 1 when a cell that ran FAILs, else 0."""
+def failure_problem(key: str, verdict: str, tier: str, listed: Mapping[str, Finding]) -> str | None:
+    """Why a failing cell is not explained by the findings (None: it is); the one rule of the gate and of
+    ``flb verdict``."""
+    f = listed.get(key)
+    if f is None or tier not in f.tiers:
+        return f"unlisted {verdict}: {key} (tier {tier}); fix it or add it to the findings file"
+    if f.verdict != verdict:
+        return f"{key}: listed as {f.verdict}, now {verdict} (tier {tier}); update the entry"
+    return None
+
+
+def split_failures(
+    data: Mapping[str, Any], findings: Sequence[Finding]
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """``data``'s failing cells: (explained by ``findings``, unexplained)."""
+    listed = {f.cell: f for f in findings}
+    explained, unexplained = [], []
+    for c in data["cells"]:
+        if c["verdict"] in FAILING:
+            bad = failure_problem(_cell_key(data, c), str(c["verdict"]), _tier(data), listed)
+            (unexplained if bad else explained).append(c)
+    return explained, unexplained
+
+
+def verdict_exit(
+    target: str, results: str | Path = "results", findings_path: str | Path | None = None
+) -> int:
+    """Print ``target``'s one-screen summary; 1 when a cell FAILs that the findings file does not explain,
+    else 0 (documented FAILs included)."""
+    from benchmark.tables.summary import summary_lines
+
     data = read_checks(Path(results) / "checks" / f"{target}.json")
-    failing = [c for c in data["cells"] if c["verdict"] in FAILING]
-    print(f"{target} (tier {data.get('tier', '?')}): {len(data['cells'])} cells ({_counts(data)})")
-    for c in failing:
-        ours = c.get("ours_printed") or (f"{c['ours_mean']:.4g}" if c.get("ours_mean") is not None else "")
-        print(f"  {c['verdict']}: {_cell_key(data, c)}  ours {ours} vs paper {c['printed']}")
-    if failing:
-        print(f"{target}: {len(failing)} failing cell(s); see results/tables/{target}.md")
+    findings = load_findings(findings_path)
+    _, unexplained = split_failures(data, findings)
+    stale = [p for p in gate_problems([data], findings, partial=True) if p.startswith("stale finding")]
+    for line in summary_lines(data, unexplained, stale):
+        print(line)
+    if unexplained:
+        print(f"{target}: exit 1: {len(unexplained)} FAIL(s) not explained in expected/known_findings.yaml")
         return 1
+    print(f"{target}: exit 0: every FAIL is a documented finding" if _any_fail(data) else f"{target}: exit 0")
     return 0
+
+
+def _any_fail(data: Mapping[str, Any]) -> bool:
+    return any(c["verdict"] in FAILING for c in data["cells"])
 
 
 def _target_of(key: str) -> str | None:
@@ -163,19 +204,17 @@ def gate_problems(
     seen: dict[str, tuple[str, str]] = {}  # cell key -> (verdict, tier)
     targets: dict[str, str] = {}
     for data in checks:
-        targets[str(data["target"])] = str(data.get("tier", "full"))
+        targets[str(data["target"])] = _tier(data)
         for c in data["cells"]:
-            seen[_cell_key(data, c)] = (str(c["verdict"]), str(data.get("tier", "full")))
+            seen[_cell_key(data, c)] = (str(c["verdict"]), _tier(data))
     listed = {f.cell: f for f in findings}
     problems: list[str] = []
     for key, (verdict, tier) in sorted(seen.items()):
         if verdict not in FAILING:
             continue
-        f = listed.get(key)
-        if f is None or tier not in f.tiers:
-            problems.append(f"unlisted {verdict}: {key} (tier {tier}); fix it or add it to the findings file")
-        elif f.verdict != verdict:
-            problems.append(f"{key}: listed as {f.verdict}, now {verdict} (tier {tier}); update the entry")
+        bad = failure_problem(key, verdict, tier, listed)
+        if bad:
+            problems.append(bad)
     for f in findings:
         if f.cell not in seen:
             if partial:
@@ -201,9 +240,10 @@ def ci_gate(
     """Print every target's verdicts, then the gate's problems; 1 when there is any, else 0."""
     checks = [read_checks(p) for p in sorted(map(str, check_paths))]
     findings = load_findings(findings_path)
-    failing = 0
+    failing = departed = 0
     for data in checks:
         failing += sum(c["verdict"] in FAILING for c in data["cells"])
+        departed += sum(c["verdict"] in DEPARTURE_PASSING for c in data["cells"])
         print(
             f"{data['target']:<24} tier {data.get('tier', '?'):<4} {len(data['cells']):>4} cells: {_counts(data)}"
         )
@@ -212,7 +252,7 @@ def ci_gate(
         print(f"ci-gate: {p}")
     status = "FAILED" if problems else "OK"
     print(
-        f"ci-gate: {status}: {len(checks)} targets, {failing} failing cells, {len(findings)} known findings, "
-        f"{len(problems)} problem(s)"
+        f"ci-gate: {status}: {len(checks)} targets, {failing} failing cells, {departed} PASS* cells (match only "
+        f"under a named departure), {len(findings)} known findings, {len(problems)} problem(s)"
     )
     return 1 if problems else 0

@@ -59,11 +59,61 @@ def plan_target(target: str, config: Mapping[str, Any]) -> list[CellPlan]:
     return [plan_cell(spec, cell, config) for cell in expected_cells(spec)]
 
 
+def runner_protocol(spec: TableSpec, cell: ReportedCell) -> dict[str, Any] | None:
+    """The clients / images per class / participation the spec's runner would use for ``cell`` (``None``:
+    no runner, or the cost runner, whose arithmetic takes the cell's own stated inputs). A value ``None``
+    means the runner does not fix it (closed-form methods send once per client: no participation)."""
+    rule = spec.rule_for(_match_view(cell))
+    if rule is None or rule.runner == "cost":
+        return None
+    dataset = _alias(spec, "dataset", cell.protocol.get("dataset"))
+    if rule.runner == "closed_form":
+        natural = dataset in rule.params.get("natural_users", [])
+        clients = None if natural else rule.params.get("partition", {}).get("num_clients")
+        return {"clients": clients, "per_class": None, "participation": None}
+    size = cell.protocol.get("image_size")
+    name = rule.params.get("protocols", {}).get(f"{dataset}@{size}" if size is not None else str(dataset))
+    if name is None:
+        return None
+    from benchmark.fl.protocols import get_protocol
+
+    fl = get_protocol(name)
+    return {"clients": fl.num_clients, "per_class": None, "participation": fl.participation}
+
+
+def protocol_disagreements(spec: TableSpec, cell: ReportedCell) -> list[str]:
+    """Where the runner's protocol differs from the one ``cell`` states (clients, images per class taken
+    from the train split (``subset.per_class``; runners use the whole split), participation); empty when
+    they agree or the cell states none of them."""
+    ours = runner_protocol(spec, cell)
+    if ours is None:
+        return []
+    stated = cell.protocol
+    out = []
+    if stated.get("clients") is not None and ours["clients"] is not None:
+        if int(stated["clients"]) != int(ours["clients"]):
+            out.append(f"{stated['clients']} clients stated, the runner uses {ours['clients']}")
+    per_class = (stated.get("subset") or {}).get("per_class")
+    if per_class is not None and ours["per_class"] != per_class:
+        out.append(f"{per_class} images per class stated, the runner uses the whole train split")
+    if stated.get("participation") is not None and ours["participation"] is not None:
+        if abs(float(stated["participation"]) - float(ours["participation"])) > 1e-9:
+            out.append(
+                f"participation {stated['participation']} stated, the runner uses {ours['participation']}"
+            )
+    return out
+
+
 def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) -> CellPlan:
     view = _match_view(cell)
     rule = spec.rule_for(view)
     if rule is None:
         return CellPlan(cell, None, "not_run", spec.not_run_reason)
+    differ = protocol_disagreements(spec, cell)
+    if differ:
+        return CellPlan(
+            cell, rule.runner, "not_run", f"the runner cannot take the cell's protocol: {'; '.join(differ)}"
+        )
     if cell.illegible or cell.mean is None:
         return CellPlan(
             cell, rule.runner, "not_run", "the printed value is illegible or absent (see expected/)"

@@ -1,0 +1,130 @@
+"""The one-screen summary that ends every table run (``flb verdict <target>``, the Snakemake target rule).
+
+It says what the run showed and what it could not: cells run / ``PASS`` / ``PASS*`` (a match only under a
+named departure) / ``FAIL`` split into explained (listed in ``expected/known_findings.yaml``) and unexplained,
+and the ``NOT RUN`` cells grouped by reason. Reasons are free text written where a cell is planned
+(:mod:`benchmark.tables.plan`, :mod:`benchmark.tables.cost_runner`); :func:`reason_group` folds them into a
+few groups (no data for X, no weights for X, needs full-backbone training, input not stated, ...) and says
+which command, if any, would fill a group. The summary ends with the command for the largest group that a
+command can fill.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Verdict strings (benchmark.verdict.Status values) in the order the summary prints them.
+_PASSES = ("PASS", "SUBSTITUTE-PASS")
+_DEPARTURE_PASSES = ("PASS*", "SUBSTITUTE-PASS*")
+_FAILS = ("FAIL", "SUBSTITUTE-FAIL")
+NOT_RUN = "NOT RUN"
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """A group of NOT RUN reasons and the command that would fill it (``None``: no command here can)."""
+
+    name: str
+    command: str | None
+    why_not: str = ""
+
+
+def reason_group(reason: str | None, target: str) -> ReasonGroup:
+    """The group of a NOT RUN ``reason`` of ``target``'s cell, with the command that would fill it."""
+    text = " ".join((reason or "").split())
+    run = f"snakemake --cores all {target}"
+    if "input not stated: " in text:
+        what = re.split(r" \(|;", text.split("input not stated: ", 1)[1], maxsplit=1)[0].strip(" .")
+        return ReasonGroup(f"input not stated ({what})", None, "the paper has to state it; no run can")
+    if m := re.search(r"dataset files absent: ([\w.-]+)", text):
+        name = m.group(1).rstrip(":")
+        return ReasonGroup(
+            f"no data for {name}",
+            f"put {name} under $FLB_DATA_ROOT (layout: README.md, Data), then {run} "
+            "--config data_root=$FLB_DATA_ROOT",
+        )
+    if m := re.search(r"\b([\w-]+) is not available on this machine", text):
+        return ReasonGroup(f"no data for {m.group(1)}", None, "no loader or files for it in this suite")
+    if m := re.search(r"no weights for ([\w.-]+)", text):
+        return ReasonGroup(
+            f"no weights for {m.group(1)}",
+            f"put torchvision's {m.group(1)} checkpoint in the torch hub cache (or allow the download), "
+            f"then {run}",
+        )
+    if "federated training of the full backbone" in text:
+        return ReasonGroup("needs full-backbone training", f"{run} --config tier=full   # on a GPU machine")
+    if "outside the CI tier" in text:
+        return ReasonGroup("outside the CI tier", f"{run} --config tier=full")
+    if "not implemented" in text:
+        return ReasonGroup("not implemented in this suite", None, "needs code, not a run")
+    if "protocol table" in text or "descriptive dataset table" in text:
+        return ReasonGroup("not a result table", None, "nothing to reproduce")
+    if "illegible" in text:
+        return ReasonGroup("paper value illegible", None, "see expected/")
+    head = re.split(r"[;:(]", text, maxsplit=1)[0].strip() or "no reason given"
+    return ReasonGroup(head if len(head) <= 70 else head[:67] + "...", None, "see the table's notes")
+
+
+def _count(cells: Sequence[Mapping[str, Any]], verdicts: Sequence[str]) -> int:
+    return sum(c["verdict"] in verdicts for c in cells)
+
+
+def _ours(c: Mapping[str, Any]) -> str:
+    if c.get("ours_printed"):
+        return str(c["ours_printed"])
+    return f"{c['ours_mean']:.4g}" if c.get("ours_mean") is not None else "?"
+
+
+def summary_lines(
+    data: Mapping[str, Any],
+    unexplained: Sequence[Mapping[str, Any]],
+    stale: Sequence[str] = (),
+    *,
+    max_listed: int = 10,
+) -> list[str]:
+    """The summary of one checks file (``results/checks/<target>.json``).
+
+    ``unexplained``: its failing cells that ``expected/known_findings.yaml`` does not explain (from
+    :func:`benchmark.tables.gate.split_failures`); ``stale``: findings of this target that no longer occur.
+    """
+    target, cells = str(data["target"]), list(data["cells"])
+    not_run = [c for c in cells if c["verdict"] == NOT_RUN]
+    n_fail = _count(cells, _FAILS)
+    sub = _count(cells, ("SUBSTITUTE-PASS", "SUBSTITUTE-PASS*", "SUBSTITUTE-FAIL"))
+    lines = [
+        f"== {target} (tier {data.get('tier', '?')}): {len(cells)} cells, {len(cells) - len(not_run)} run ==",
+        f"  PASS {_count(cells, _PASSES)} | PASS* {_count(cells, _DEPARTURE_PASSES)} (match only under a named "
+        f"departure) | FAIL {n_fail} ({n_fail - len(unexplained)} explained in expected/known_findings.yaml, "
+        f"{len(unexplained)} unexplained) | NOT RUN {len(not_run)}"
+        + (f"   [{sub} of them with substitute weights]" if sub else ""),
+    ]
+    groups: Counter[ReasonGroup] = Counter(reason_group(c.get("reason"), target) for c in not_run)
+    if groups:
+        lines.append("  NOT RUN by reason:")
+        ranked = groups.most_common()
+        for g, n in ranked[:max_listed]:
+            lines.append(f"    {n:>5}  {g.name}")
+        if len(ranked) > max_listed:
+            lines.append(
+                f"    {sum(n for _, n in ranked[max_listed:]):>5}  ({len(ranked) - max_listed} more groups)"
+            )
+        largest, n = ranked[0]
+        fillable = [(g, k) for g, k in ranked if g.command]
+        if largest.command is None:
+            lines.append(f"  largest group ({largest.name}, {n}): no command fills it ({largest.why_not})")
+        if fillable:
+            g, k = fillable[0]
+            lines.append(f"  to fill {'it' if g == largest else f'{g.name} ({k})'}: {g.command}")
+    for c in unexplained[:max_listed]:
+        lines.append(
+            f"  unexplained {c['verdict']}: {c['key']}  ours {_ours(c)} vs paper {c.get('printed', '?')}"
+        )
+    if len(unexplained) > max_listed:
+        lines.append(f"  ... and {len(unexplained) - max_listed} more: results/tables/{target}.md")
+    for s in stale:
+        lines.append(f"  note: {s}")
+    return lines
