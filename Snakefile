@@ -39,11 +39,12 @@ SETS = " ".join(
 TABLES = list_specs()
 FL_PROTOCOLS = list_protocols()
 FREEFORM = wf.closed_form_targets(config)
+DATA = wf.data_root_identity(config)  # the resolved data root the data-reading jobs use
 
 wildcard_constraints:
     seed=r"\d+",
     split="train|test",
-    subset=r"all|stratified\d+",
+    subset=r"all|stratified[1-9]\d*",
     protocol="|".join(PROTOCOLS),
 
 
@@ -89,6 +90,7 @@ rule extract:
     resources: gpu=1
     params:
         device=f"--device {config['device']}" if config.get("device") else "",
+        data=DATA,  # another data root (config or FLB_DATA_ROOT) re-runs the job (params trigger)
     shell:
         "{PY} extract --dataset {wildcards.dataset} --split {wildcards.split} --backbone {wildcards.backbone}"
         " --weights {wildcards.weights} --preprocess {wildcards.preprocess} --precision {wildcards.precision}"
@@ -104,6 +106,7 @@ rule partition:
     params:
         args=lambda w: wf.partition_cli_args(w.ptag),
         root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
+        data=DATA,  # another data root re-runs the job (params trigger)
     shell:
         "{PY} partition --dataset {wildcards.dataset} --subset {wildcards.subset} --seed {wildcards.seed}"
         " {params.args} {params.root} --out {output} 2> {log}"
@@ -187,6 +190,7 @@ rule paper_table:
         target="|".join(TABLES),
     params:
         tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
+        data=DATA,  # so does another data root (cost cells replay partitions from its labels)
     conda: CONDA_ENV
     shell: "{PY} table {wildcards.target} {SETS} 2> {log}"
 
@@ -201,7 +205,7 @@ rule fetch_data:
         dataset=r"[a-z0-9_]+",
     params:
         root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
-        where=str(wf.data_root_of(config)),  # a new data root fetches again (params rerun trigger)
+        data=DATA,  # a new data root fetches again (params rerun trigger)
     shell: "{PY} data fetch {wildcards.dataset} {params.root} --marker {output} 2> {log}"
 
 
@@ -211,3 +215,12 @@ rule fetch_weights:
     params:
         where=lambda w: str(wf.hub_dir()),
     shell: "{PY} data fetch --weights {wildcards.model} --marker {output} 2> {log}"
+
+
+# Last rule: a requested name that no other rule produces (no folder, no suffix) ends here, with the list of
+# targets; Snakemake's own "No rule to produce X" does not list them.
+rule unknown_target:
+    output: "{name}"
+    wildcard_constraints:
+        name=r"[^/.]+",
+    input: lambda w: wf.unknown_target(w.name, [r.name for r in workflow.rules if not r.has_wildcards()])

@@ -14,11 +14,12 @@ from typing import Any
 from benchmark.closed_form.protocols import ALL_METHODS, merge_options, protocol_methods, protocol_options
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset, stratified_indices
-from benchmark.errors import CacheCorruptError, ConfigError
+from benchmark.errors import ConfigError
 from benchmark.features.cache import FeatureCache, FeatureSet
 from benchmark.features.extract import extract_features
+from benchmark.features.pointer import load_features, load_train_test, partition_data_of, pointer_dict
 from benchmark.features.preprocess import get_preprocess
-from benchmark.io import atomic_write_json, sha256_file
+from benchmark.io import atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
 from benchmark.workflow import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
@@ -66,46 +67,29 @@ def extract_step(
         cache=cache,
         weights_dir=weights_dir,
     )
-    tensors, meta_path = cache.paths_from_digest(fs.key_digest)
-    pointer = {
-        "dataset": dataset,
-        "split": split,
-        "subset": subset,
-        "backbone": backbone,
-        "num_samples": int(fs.features.shape[0]),
-        "feature_dim": int(fs.features.shape[1]),
-        "num_classes": data.num_classes,
-        "key_digest": fs.key_digest,
-        "tensors": str(tensors.resolve()),
-        "metadata": str(meta_path.resolve()),
-        "file_sha256": fs.meta["file_sha256"],
-        "data_checksum": data.checksum,
-        "weights": fs.meta["key"]["weights"],
-        "preprocess": fs.meta["key"]["preprocess"],
-        "precision": precision,
-        "cache_hit": fs.cache_hit,
-        "extract_wall_s": fs.meta.get("wall_s"),
-        "images_per_s": fs.meta.get("images_per_s"),
-    }
+    pointer = pointer_dict(
+        fs,
+        cache,
+        {
+            "dataset": dataset,
+            "split": split,
+            "subset": subset,
+            "backbone": backbone,
+            "num_classes": data.num_classes,
+            "data_checksum": data.checksum,
+            "precision": precision,
+            "cache_hit": fs.cache_hit,
+            "extract_wall_s": fs.meta.get("wall_s"),
+            "images_per_s": fs.meta.get("images_per_s"),
+        },
+    )
     atomic_write_json(out, pointer)
     return pointer
 
 
-def load_pointer(path: str | Path) -> tuple[dict[str, Any], FeatureSet]:
-    """Read a pointer JSON and the features it names, verifying the tensor file's sha256."""
-    from safetensors.numpy import load_file
-
-    pointer = json.loads(Path(path).read_text())
-    tensors = Path(pointer["tensors"])
-    if not tensors.exists() or sha256_file(tensors) != pointer["file_sha256"]:
-        raise CacheCorruptError(
-            f"features {tensors} named by {path} are missing or changed",
-            f"delete {path} and re-run extraction",
-        )
-    arrays = load_file(str(tensors))
-    return pointer, FeatureSet(
-        arrays["features"], arrays["labels"], {"key_digest": pointer["key_digest"]}, True
-    )
+def load_pointer(path: str | Path, split: str | None = None) -> tuple[dict[str, Any], FeatureSet]:
+    """Read a pointer JSON and the features it names (:func:`benchmark.features.pointer.load_features`)."""
+    return load_features(path, split)
 
 
 def split_labels(
@@ -133,7 +117,7 @@ def partition_step(
     data_root: str | None = None,
 ) -> dict[str, Any]:
     """Partition the train split of ``dataset`` over clients and write the partition JSON."""
-    from benchmark.data.partition import make_partition
+    from benchmark.data.partition import PartitionData, make_partition
 
     data = split_labels(dataset, "train", subset, subset_seed, data_root)
     kwargs = dict(params)
@@ -142,6 +126,8 @@ def partition_step(
             raise ConfigError(f"dataset {dataset!r} has no natural users", "use another partition scheme")
         kwargs["user_ids"] = data.groups
     part = make_partition(scheme, data.labels, seed, **kwargs)
+    record = PartitionData(dataset, subset, "train", len(data.labels), data.checksum)
+    part = part.with_data(record)
     part.to_json(out)
     return {"sha256": part.sha256, "clients": part.num_clients}
 
@@ -170,11 +156,10 @@ def closed_form_step(
     client moments it used.
     """
     from benchmark.closed_form import run_methods
-    from benchmark.data.partition import Partition
+    from benchmark.data.partition import load_partition_for
 
-    ptr_tr, tr = load_pointer(train)
-    _, te = load_pointer(test)
-    part = Partition.from_json(partition, num_samples=len(tr.labels))
+    ptr_tr, tr, _, te = load_train_test(train, test)
+    part = load_partition_for(partition, partition_data_of(ptr_tr), train)
     plan = merge_options(protocol_options(protocol, ptr_tr["backbone"], seed=part.seed), options)
     chosen = list(methods) if methods else list(protocol_methods(protocol))
     unknown = [m for m in chosen if m not in plan]

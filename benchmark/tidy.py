@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, DataMissingError
 from benchmark.io import atomic_path
 
 TIDY_COLUMNS: tuple[str, ...] = (
@@ -71,8 +71,16 @@ LATER_COLUMNS: tuple[str, ...] = ("protocol", "note")
 
 
 def read_tidy(path: str | Path) -> pd.DataFrame:
-    """Read a tidy CSV, checking its columns."""
-    df = pd.read_csv(path)
+    """Read a tidy CSV, checking that it exists, parses and has the tidy columns (one clear error each)."""
+    if not Path(path).is_file():
+        raise DataMissingError(
+            f"tidy results file {path} does not exist",
+            "run the job that writes it first (snakemake builds a target's run files), or check the path",
+        )
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not a readable CSV ({exc})", "delete it and regenerate it") from None
     for col in LATER_COLUMNS:
         if col not in df.columns:
             df[col] = None

@@ -4,7 +4,8 @@ File layout written by the workflow (all under ``results/``):
 
 * ``features/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<split>.json`` - pointer to
   cached features;
-* ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays and their hash;
+* ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays, their hash and the
+  data they index (dataset, subset, sample count, data checksum; checked by every consumer);
 * ``runs/closed_form/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<protocol>/
   seed<k>.csv`` - tidy rows of one closed-form job (every method of the protocol);
 * ``runs/fl/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<fl protocol>/
@@ -53,6 +54,24 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     cfg.update(overrides or {})
     validate_config(cfg)
     return cfg
+
+
+def data_root_identity(config: Mapping[str, Any]) -> str:
+    """The resolved dataset root the data-reading jobs use (config ``data_root``, else ``$FLB_DATA_ROOT``, else
+    ``./data``). The rules that read data carry it as a ``params``, so that pointing the workflow at other
+    data re-runs them (Snakemake's params rerun trigger) instead of keeping outputs of the old data."""
+    from benchmark.paths import data_root
+
+    return str(data_root(config.get("data_root")).resolve())
+
+
+def unknown_target(name: str, targets: Sequence[str]) -> None:
+    """Refuse a requested name that no rule produces, listing the ``targets`` (the Snakefile's catch-all rule
+    calls it; Snakemake's own "No rule to produce X" does not say which targets exist)."""
+    raise ConfigError(
+        f"unknown snakemake target {name!r}",
+        f"use one of: {', '.join(sorted(targets))} (or an output path under results/)",
+    )
 
 
 def target(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -259,13 +278,6 @@ def fetch_inputs(
         if Path(marker).exists() or weights_fetch_planned(backbone):
             out.append(marker)
     return out
-
-
-def data_root_of(config: Mapping[str, Any]) -> Path:
-    """The absolute data root a config points at (config ``data_root``, else ``$FLB_DATA_ROOT``)."""
-    from benchmark.paths import data_root
-
-    return data_root(config.get("data_root")).absolute()
 
 
 def hub_dir() -> Path:

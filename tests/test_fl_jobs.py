@@ -13,7 +13,7 @@ import torch
 
 from benchmark.cli import main as cli_main
 from benchmark.closed_form import paper_protocol_options, run_method
-from benchmark.data.partition import make_partition
+from benchmark.data.partition import PartitionData, make_partition
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.jobs import CURVE_COLUMNS, fl_run_step, load_inputs, read_curve, run_fl_job
 from benchmark.fl.plots import mean_curve, plot_curves
@@ -63,9 +63,12 @@ def write_cache(
 
 
 def write_partition(
-    folder: Path, labels: np.ndarray, *, clients: int = 100, alpha: float = 0.1, scheme: str = "dirichlet"
-) -> Path:
+    folder: Path, labels: np.ndarray, *, clients: int = 100, alpha: float = 0.1, scheme: str = "dirichlet",
+    dataset: str = "cifar10",
+) -> Path:  # fmt: skip
+    """A partition of the train split ``write_cache`` wrote, recording that split as ``flb partition`` does."""
     part = make_partition(scheme, labels, 0, num_clients=clients, alpha=alpha)
+    part = part.with_data(PartitionData(dataset, "all", "train", len(labels), "synthetic"))
     path = folder / f"part-{clients}-{alpha}.json"
     part.to_json(path)
     return path
@@ -82,7 +85,8 @@ def cifar10_like(tmp_path_factory) -> tuple[Path, Path, Path]:
 def cifar100_like(tmp_path_factory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("c100")
     tr, te, y = write_cache(folder, dataset="cifar100", classes=100, n=3000, preprocess="fedcof_cifar")
-    return tr, te, write_partition(folder, y, scheme="dirichlet_fedcof")  # the fedcof protocol's sharder
+    # the fedcof protocol's sharder
+    return tr, te, write_partition(folder, y, scheme="dirichlet_fedcof", dataset="cifar100")
 
 
 # ------------------------------------------------------------------------------------------------ protocols

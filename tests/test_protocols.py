@@ -11,7 +11,7 @@ import pytest
 
 from benchmark.cli import main
 from benchmark.closed_form.protocols import PROTOCOLS, protocol_methods, protocol_options
-from benchmark.data.partition import make_partition
+from benchmark.data.partition import PartitionData, make_partition
 from benchmark.errors import UnknownNameError
 from benchmark.io import sha256_file
 from benchmark.pipeline import closed_form_step
@@ -59,6 +59,7 @@ def synthetic_run(tmp_path):
     yt = np.repeat(np.arange(4), 20)
     xt = np.abs(means[yt] + rng.normal(size=(80, 16)))
     part = make_partition("dirichlet", y, 1, num_clients=6, alpha=0.5)
+    part = part.with_data(PartitionData("synthetic", "all", "train", len(y), "c0"))
     part.to_json(tmp_path / "part.json")
     return _pointer(tmp_path, "train", x, y), _pointer(tmp_path, "test", xt, yt), tmp_path / "part.json"
 

@@ -103,11 +103,12 @@ def test_assembly_judges_cells_from_run_files(
 def test_missing_run_file_is_an_error_not_a_pass(
     tmp_path, real_data_root, real_weights_dir, monkeypatch
 ) -> None:
+    from benchmark.errors import DataMissingError
     from benchmark.tables.assemble import build_table
 
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(DataMissingError, match="does not exist"):
         build_table("fedcof_table2", cfg, results=tmp_path / "results")
     assert os.listdir(tmp_path) in ([], ["results"]) and not Path("results/tables/fedcof_table2.md").exists()
 

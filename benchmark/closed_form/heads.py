@@ -79,10 +79,22 @@ class LinearHead:
         return x @ self.W.T + self.b
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """Top-1 class per row (``argmax``; ties go to the lowest class index, as ``torch.max``)."""
+        """Top-1 class per row (``argmax``; ties go to the lowest class index, as ``torch.max``).
+
+        Non-finite logits are refused (:class:`ConfigError`): ``argmax`` of NaN is class 0, which would be
+        scored as a plausible accuracy.
+        """
         out = np.empty(len(features), dtype=np.int64)
         for start in range(0, len(features), _EVAL_CHUNK):
-            out[start : start + _EVAL_CHUNK] = self.logits(features[start : start + _EVAL_CHUNK]).argmax(1)
+            logits = self.logits(features[start : start + _EVAL_CHUNK])
+            if not np.all(np.isfinite(logits)):
+                what = "the features" if not np.all(np.isfinite(features)) else "the head's weights"
+                raise ConfigError(
+                    f"the head's logits hold NaN/inf (from {what}); refusing to score them",
+                    "re-extract non-finite features; a non-finite head means its fit failed (check the "
+                    "solver and its shrinkage)",
+                )
+            out[start : start + _EVAL_CHUNK] = logits.argmax(1)
         return out
 
 
@@ -95,6 +107,12 @@ def evaluate(head: LinearHead, features: np.ndarray, labels: np.ndarray) -> floa
         raise ConfigError(
             f"evaluate: features {features.shape} do not match labels ({len(labels)},) / head dim {head.dim}",
             "pass test features of the head's dimension, one label per row",
+        )
+    if not np.all(np.isfinite(features)):
+        raise ConfigError(
+            f"evaluate: the test features hold {int((~np.isfinite(features)).sum())} NaN/inf value(s); "
+            "refusing to score them (argmax of NaN is class 0)",
+            "re-extract the test features (flb extract refuses non-finite features)",
         )
     return float(100.0 * np.mean(head.predict(features) == labels))
 

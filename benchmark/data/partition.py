@@ -37,7 +37,7 @@ import json
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,37 @@ def _as_index_array(client: object, k: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class PartitionData:
+    """Which rows a partition indexes: the split it was drawn on, as ``flb partition`` records it.
+
+    ``data_checksum`` is the split's checksum (after the subset), the one the feature pointer of that split
+    records, so :func:`load_partition_for` can tell a partition of another dataset, subset or data root from
+    the right one (a ``stratified10`` partition on ``stratified100`` features would train on 100 of 1,000 rows).
+    """
+
+    dataset: str
+    subset: str
+    split: str
+    num_samples: int
+    data_checksum: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.dataset} {self.split} split, subset {self.subset}, {self.num_samples} samples, "
+            f"data checksum {self.data_checksum[:12]}"
+        )
+
+    @classmethod
+    def from_dict(cls, obj: object, source: str) -> PartitionData:
+        fields = {"dataset": str, "subset": str, "split": str, "num_samples": int, "data_checksum": str}
+        if not isinstance(obj, Mapping) or any(not isinstance(obj.get(k), t) for k, t in fields.items()):
+            raise CacheCorruptError(
+                f"{source}: field 'data' must hold {', '.join(fields)}", f"delete {source} and rebuild it"
+            )
+        return cls(**{k: obj[k] for k in fields})
+
+
 @dataclass(frozen=True, eq=False)
 class Partition:
     """Per-client sample indices, the scheme and parameters that made them, and their sha256.
@@ -112,7 +143,9 @@ class Partition:
     ``sha256`` is :func:`partition_sha256` of ``clients``; leave it empty to have it computed, or pass a
     stored value to have it checked. ``params`` are the scheme's parameters, ``extras`` any outputs
     besides the indices (e.g. the shard label assignment); both are JSON-normalised. ``seed`` is the
-    partition seed (``None`` for schemes that use no randomness).
+    partition seed (``None`` for schemes that use no randomness). ``data`` records the split the indices
+    refer to (:class:`PartitionData`; ``flb partition`` always sets it, consumers check it with
+    :func:`load_partition_for`); it is not part of ``sha256``.
     """
 
     clients: tuple[np.ndarray, ...]
@@ -121,6 +154,7 @@ class Partition:
     seed: int | None
     sha256: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
+    data: PartitionData | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheme, str) or not self.scheme:
@@ -154,12 +188,13 @@ class Partition:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Partition):
             return NotImplemented
-        return (self.sha256, self.scheme, self.params, self.seed, self.extras) == (
+        return (self.sha256, self.scheme, self.params, self.seed, self.extras, self.data) == (
             other.sha256,
             other.scheme,
             other.params,
             other.seed,
             other.extras,
+            other.data,
         )
 
     def __hash__(self) -> int:
@@ -214,6 +249,10 @@ class Partition:
         counts = np.bincount(owner * c_total + y[flat], minlength=self.num_clients * c_total)
         return counts.reshape(self.num_clients, c_total).astype(np.int64)
 
+    def with_data(self, data: PartitionData) -> Partition:
+        """The same partition recording the split it was drawn on (what ``flb partition`` writes)."""
+        return replace(self, data=data)
+
     # -- caching -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (format tag, version, metadata, sha256 and the index lists)."""
@@ -227,6 +266,7 @@ class Partition:
             "extras": dict(self.extras),
             "num_clients": self.num_clients,
             "clients": [c.tolist() for c in self.clients],
+            "data": None if self.data is None else asdict(self.data),
         }
 
     def to_json(self, path: str | Path) -> None:
@@ -260,6 +300,7 @@ class Partition:
             arrays.append(np.asarray(c, dtype=np.int64))
         if not isinstance(obj["params"], Mapping) or not isinstance(obj["extras"], Mapping):
             raise CacheCorruptError(f"{source}: 'params' and 'extras' must be JSON objects", fix)
+        data = None if obj.get("data") is None else PartitionData.from_dict(obj["data"], source)
         try:
             return cls(
                 clients=tuple(arrays),
@@ -268,6 +309,7 @@ class Partition:
                 seed=obj["seed"],
                 sha256=str(obj["sha256"]),
                 extras=obj["extras"],
+                data=data,
             )
         except ConfigError as err:
             raise CacheCorruptError(f"{source}: {err.what}", fix) from None
@@ -309,6 +351,56 @@ class Partition:
                 "the cached partition is not the pinned one; delete it and rebuild with the pinned seed",
             )
         return part
+
+
+def rebuild_command(part: Partition | None, data: PartitionData, path: str | Path) -> str:
+    """The ``flb partition`` command that rebuilds ``path`` for ``data`` (scheme and seed of ``part``)."""
+    scheme = "<scheme>" if part is None else part.scheme
+    seed = "<seed>" if part is None or part.seed is None else part.seed
+    params = "" if part is None else "".join(f" --param {k}={v}" for k, v in sorted(part.params.items()))
+    return (
+        f"flb partition --dataset {data.dataset} --subset {data.subset} --scheme {scheme}{params} "
+        f"--seed {seed} --out {path}"
+    )
+
+
+def load_partition_for(path: str | Path, expected: PartitionData, features: str | Path) -> Partition:
+    """Load the partition at ``path`` and check it was drawn on the rows of ``features`` (the train pointer).
+
+    The one check every consumer of a partition file calls (``flb closed-form``, ``flb fl-run``): the
+    partition's :class:`PartitionData` must equal ``expected`` (dataset, subset, split, sample count and
+    data checksum). A partition without the record (written before it existed), or of other data, is one
+    :class:`CacheCorruptError` naming both files and the command that rebuilds the partition.
+    """
+    part = Partition.from_json(path)
+    again = (
+        f"delete {path} and rebuild it for these features (snakemake rebuilds it, or "
+        f"`{rebuild_command(part, expected, path)}`)"
+    )
+    if part.data is None:
+        raise CacheCorruptError(
+            f"partition {path} does not record which data it was drawn on (written by an older version), so "
+            f"it cannot be checked against features {features}",
+            again,
+        )
+    if part.data != expected:
+        got, want = asdict(part.data), asdict(expected)
+        diff = ", ".join(
+            f"{k} {str(got[k])[:16]!r} vs {str(want[k])[:16]!r}" for k in want if got[k] != want[k]
+        )
+        raise CacheCorruptError(
+            f"partition {path} was drawn on {part.data.describe()}, but features {features} are "
+            f"{expected.describe()} ({diff})",
+            again,
+        )
+    flat = np.concatenate(part.clients)
+    if flat.size and int(flat.max()) >= expected.num_samples:
+        raise CacheCorruptError(
+            f"partition {path}: index {int(flat.max())} out of range for the {expected.num_samples} rows it "
+            "records",
+            again,
+        )
+    return part
 
 
 # --------------------------------------------------------------------------------------------------

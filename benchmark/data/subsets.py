@@ -30,6 +30,9 @@ def parse_subset(spec: str) -> tuple[str, int]:
     """``"all"`` or ``"stratified<N>"`` -> (kind, N)."""
     if spec == "all":
         return "all", 0
-    if spec.startswith("stratified") and spec[len("stratified") :].isdigit():
-        return "stratified", int(spec[len("stratified") :])
-    raise ConfigError(f"unknown subset {spec!r}", "use 'all' or 'stratified<N>' (N samples per class)")
+    n = spec[len("stratified") :]
+    if spec.startswith("stratified") and n.isdigit() and n[0] != "0":
+        return "stratified", int(n)
+    raise ConfigError(
+        f"unknown subset {spec!r}", "use 'all' or 'stratified<N>' (N >= 1 samples per class, no leading zero)"
+    )

@@ -140,6 +140,13 @@ def extract_features(
         bar.close()
     if out is None:
         raise ConfigError(f"dataset {data.name}/{data.split} is empty", "check the data root")
+    bad = ~np.isfinite(out)
+    if bad.any():  # never cached: a NaN feature is scored as class 0 downstream, a plausible wrong number
+        raise ConfigError(
+            f"{backbone} ({ident.source} weights {ident.name}) gave {int(bad.sum())} NaN/inf feature value(s) "
+            f"in {int(bad.any(axis=1).sum())} of {len(out)} images of {data.name}/{data.split}; nothing was cached",
+            "check the weights file and the images; with --precision bf16, retry with fp32",
+        )
     wall = time.perf_counter() - t0
     extra = {
         "wall_s": wall,

@@ -99,33 +99,17 @@ class FLJobResult:
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def _check_pointer(ptr: Mapping[str, Any], split: str, path: str | Path) -> None:
-    for key in ("dataset", "split", "backbone", "tensors", "num_classes", "feature_dim"):
-        if key not in ptr:
-            raise ConfigError(f"{path}: feature pointer lacks field {key!r}", "re-run flb extract")
-    if ptr["split"] != split:
-        raise ConfigError(
-            f"{path}: field 'split' is {ptr['split']!r}, expected {split!r}", f"pass the {split} pointer"
-        )
-
-
 def load_inputs(train: str | Path, test: str | Path, partition: str | Path, protocol: Protocol) -> FLInputs:
-    """Read and cross-check the pointers, the partition and the protocol (one clear error per mismatch)."""
-    from benchmark.data.partition import Partition
-    from benchmark.pipeline import load_pointer
+    """Read and cross-check the pointers, the partition and the protocol (one clear error per mismatch).
 
-    ptr_tr, tr = load_pointer(train)
-    ptr_te, te = load_pointer(test)
-    _check_pointer(ptr_tr, "train", train)
-    _check_pointer(ptr_te, "test", test)
-    for key in ("dataset", "backbone", "feature_dim", "num_classes"):
-        if ptr_tr[key] != ptr_te[key]:
-            raise ConfigError(
-                f"train and test pointers differ in field {key!r}: {ptr_tr[key]!r} vs {ptr_te[key]!r}",
-                "pass the two splits of one extraction",
-            )
-    if ptr_tr.get("weights", {}).get("sha256") != ptr_te.get("weights", {}).get("sha256"):
-        raise ConfigError("train and test features come from different weights (field 'weights')", "")
+    The pointers go through :func:`benchmark.features.pointer.load_train_test` (split, fields, sha256, finite
+    values, one extraction), the partition through :func:`benchmark.data.partition.load_partition_for`
+    (drawn on these train rows).
+    """
+    from benchmark.data.partition import load_partition_for
+    from benchmark.features.pointer import load_train_test, partition_data_of
+
+    ptr_tr, tr, ptr_te, te = load_train_test(train, test)
     expect = {"dataset": protocol.dataset, "backbone": protocol.backbone}
     for key, want in expect.items():
         if ptr_tr[key] != want:
@@ -140,8 +124,7 @@ def load_inputs(train: str | Path, test: str | Path, partition: str | Path, prot
             f"{protocol.preprocess!r}",
             f"extract with --preprocess {protocol.preprocess} or override with --set preprocess={pre}",
         )
-    n_train = len(tr.labels)
-    part = Partition.from_json(partition, num_samples=n_train)
+    part = load_partition_for(partition, partition_data_of(ptr_tr), train)
     if part.num_clients != protocol.num_clients:
         raise ConfigError(
             f"{partition}: {part.num_clients} clients but protocol {protocol.name!r} has num_clients="

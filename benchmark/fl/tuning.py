@@ -76,7 +76,7 @@ def lr_grid_search(
 ) -> dict[str, Any]:
     """Run the grid (module docstring) and return the JSON-ready record."""
     from benchmark.data.partition import make_partition
-    from benchmark.pipeline import load_pointer
+    from benchmark.features.pointer import load_features
 
     proto = get_protocol(protocol)
     proto.method(method)
@@ -84,11 +84,7 @@ def lr_grid_search(
         proto = proto.with_overrides(method, overrides)
     if not grid:
         raise ConfigError("the lr grid is empty", "pass at least one learning rate")
-    ptr, fs = load_pointer(train)
-    if ptr.get("split") != "train":
-        raise ConfigError(
-            f"{train}: field 'split' is {ptr.get('split')!r}, expected 'train'", "tune on train only"
-        )
+    ptr, fs = load_features(train, "train")  # the test split is never an input of the grid
     for key, want in (("dataset", proto.dataset), ("backbone", proto.backbone)):
         if ptr.get(key) != want:
             raise ConfigError(f"{train}: field {key!r} is {ptr.get(key)!r}, protocol expects {want!r}", "")
