@@ -207,6 +207,15 @@ def test_same_seed_same_curve_other_seed_differs(cifar10_like, tmp_path) -> None
     assert not curves[0]["train_loss"].equals(curves[2]["train_loss"])
 
 
+def near_ties(head, x: np.ndarray, rel: float = 1e-4) -> int:
+    """Samples whose top-2 logit margin is at most ``rel`` of their largest |logit|. A float32 dot product over
+    d features moves by at most ~d * 2^-24 relative in another summation order (1e-6 for d = 16 here), so only
+    these samples can be classified differently by two libraries evaluating the same head."""
+    z = head.logits(x).astype(np.float64)
+    top2 = np.sort(z, axis=1)[:, -2:]
+    return int(np.sum(top2[:, 1] - top2[:, 0] <= rel * np.abs(z).max(axis=1)))
+
+
 def test_two_stage_job_starts_from_exactly_the_closed_form_head(cifar100_like) -> None:
     tr, te, part = cifar100_like
     proto = get_protocol("fedcof_cifar100_lp")
@@ -230,8 +239,11 @@ def test_two_stage_job_starts_from_exactly_the_closed_form_head(cifar100_like) -
         assert job.init["all_clients_seen"]
         # the LP stage starts where the initialisation ended: same head, same accuracy, costs carried on
         assert lp_rows["round"].iloc[0] == init_rows["round"].iloc[-1]
-        assert lp_rows["accuracy"].iloc[0] == pytest.approx(ref.accuracy, abs=1e-9)
-        assert init_rows["accuracy"].iloc[-1] == pytest.approx(ref.accuracy, abs=1e-9)
+        # the LP stage evaluates the same float32 head with torch, ref with numpy (another BLAS, another
+        # summation order): only a test sample whose top-2 margin is within float32 rounding may differ
+        flips = 100.0 * near_ties(ref.head, xt) / len(yt)
+        assert lp_rows["accuracy"].iloc[0] == pytest.approx(ref.accuracy, abs=flips + 1e-9)
+        assert init_rows["accuracy"].iloc[-1] == pytest.approx(ref.accuracy, abs=1e-9)  # same code path
         assert (
             lp_rows["uplink_bytes"].iloc[0]
             == init_rows["uplink_bytes"].iloc[-1]

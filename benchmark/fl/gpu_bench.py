@@ -43,6 +43,8 @@ import torchvision
 from torch import nn
 from torch.nn import functional as F
 
+from benchmark.provenance import cpu_description
+
 
 class PooledHead(nn.Module):
     """SqueezeNet 1.1 ``features`` -> global average pool -> Linear(512, C) (legate2023 code's model)."""
@@ -231,6 +233,7 @@ def machine(device: torch.device) -> dict[str, Any]:
     info: dict[str, Any] = {
         "hostname": platform.node(),
         "machine": platform.machine(),
+        "cpu": cpu_description(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from benchmark.provenance import cpu_model
+from benchmark.provenance import cpu_isa, cpu_model
 
 
 @pytest.fixture
@@ -17,6 +17,7 @@ def machine_info(benchmark) -> dict:
     info = {
         "machine": platform.machine(),
         "processor": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
