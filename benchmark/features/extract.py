@@ -9,7 +9,6 @@ the cache key (never the default for paper tables).
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Iterator
 from typing import Literal
@@ -23,7 +22,7 @@ from benchmark.errors import ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureKey, FeatureSet
 from benchmark.features.preprocess import Preprocess
 from benchmark.models.backbones import create_backbone
-from benchmark.provenance import peak_rss_mb
+from benchmark.provenance import cpu_description, peak_rss_mb
 
 Precision = Literal["fp32", "bf16"]
 PRECISIONS = ("fp32", "bf16")
@@ -154,7 +153,7 @@ def extract_features(
         "device": str(dev),
         "device_name": torch.cuda.get_device_name(dev)
         if dev.type == "cuda"
-        else platform.processor() or platform.machine(),
+        else cpu_description(),
         "torch": torch.__version__,
         "batch_size": batch_size,
         "peak_rss_mb": round(peak_rss_mb(), 1),
