@@ -57,6 +57,29 @@ class FeatureSet:
         return str(self.meta.get("key_digest", ""))
 
 
+def read_verified_entry(
+    tensors: Path, want_sha256: str, want_shape: tuple[int, ...], recorder: str, fix: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels of the cache file ``tensors``, after checking its sha256 and shape against what
+    ``recorder`` (its metadata, or a pointer) records; any failure is a :class:`CacheCorruptError` with ``fix``."""
+    from safetensors.numpy import load_file
+
+    if sha256_file(tensors) != want_sha256:
+        raise CacheCorruptError(f"cache file {tensors} does not match the sha256 {recorder} records", fix)
+    try:
+        arrays = load_file(str(tensors))
+        feats, labels = arrays["features"], arrays["labels"]
+    except Exception as exc:
+        raise CacheCorruptError(f"cache file {tensors} cannot be read ({exc})", fix) from exc
+    if feats.ndim != 2 or tuple(feats.shape) != tuple(want_shape) or labels.shape != (want_shape[0],):
+        raise CacheCorruptError(
+            f"cache file {tensors} has features {feats.shape} and labels {labels.shape}, but {recorder} "
+            f"records {tuple(want_shape)}",
+            fix,
+        )
+    return feats, labels
+
+
 class FeatureCache:
     """A folder of ``<digest>.safetensors`` + ``<digest>.json`` entries."""
 
@@ -71,8 +94,6 @@ class FeatureCache:
 
     def get(self, key: FeatureKey) -> FeatureSet | None:
         """The cached entry for ``key``, or None; raises :class:`CacheCorruptError` on a damaged entry."""
-        from safetensors.numpy import load_file
-
         tensors, meta_path = self.paths(key)
         if not meta_path.exists():
             return None
@@ -82,19 +103,9 @@ class FeatureCache:
             want_sha, want_shape = meta["file_sha256"], tuple(meta["shape"])
         except (OSError, ValueError, KeyError) as exc:
             raise CacheCorruptError(f"feature cache metadata {meta_path} is unreadable ({exc})", fix) from exc
-        if not tensors.exists() or sha256_file(tensors) != want_sha:
-            raise CacheCorruptError(
-                f"feature cache file {tensors} is missing or does not match its metadata", fix
-            )
-        try:
-            arrays = load_file(str(tensors))
-            feats, labels = arrays["features"], arrays["labels"]
-        except Exception as exc:
-            raise CacheCorruptError(f"feature cache file {tensors} cannot be read ({exc})", fix) from exc
-        if feats.shape != want_shape or len(labels) != want_shape[0]:
-            raise CacheCorruptError(
-                f"feature cache file {tensors} has shape {feats.shape}, metadata {want_shape}", fix
-            )
+        if not tensors.exists():
+            raise CacheCorruptError(f"feature cache file {tensors} is missing (its metadata exists)", fix)
+        feats, labels = read_verified_entry(tensors, want_sha, want_shape, f"its metadata {meta_path.name}", fix)
         return FeatureSet(feats, labels, meta, cache_hit=True)
 
     def put(

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
-from benchmark.features.cache import FeatureCache, FeatureSet
-from benchmark.io import sha256_file
+from benchmark.features.cache import FeatureCache, FeatureSet, read_verified_entry
 from benchmark.paths import cache_dir as default_cache_dir
 
 #: Fields every pointer has (``flb extract`` has always written them).
@@ -106,8 +105,6 @@ def load_features(
     Verifies the tensor file's sha256 before reading it, its shape against the pointer, and that every
     feature is finite. Every failure is one :class:`~benchmark.errors.BenchmarkError` naming ``path``.
     """
-    from safetensors.numpy import load_file
-
     path = Path(path)
     ptr = read_pointer(path)
     if split is not None and ptr["split"] != split:
@@ -126,22 +123,8 @@ def load_features(
         )
     entry = cache_entry_files(found)
     fix = f"delete {path}, {entry[0]} and {entry[1]}, then {REEXTRACT}"
-    if sha256_file(found) != ptr["file_sha256"]:
-        raise CacheCorruptError(
-            f"cache file {found} named by {path} does not match the sha256 the pointer records", fix
-        )
-    try:
-        arrays = load_file(str(found))
-        feats, labels = arrays["features"], arrays["labels"]
-    except Exception as exc:
-        raise CacheCorruptError(f"cache file {found} named by {path} cannot be read ({exc})", fix) from exc
     want = (int(ptr["num_samples"]), int(ptr["feature_dim"]))
-    if feats.ndim != 2 or feats.shape != want or labels.shape != (want[0],):
-        raise CacheCorruptError(
-            f"cache file {found} has features {feats.shape} and labels {labels.shape}, but {path} records "
-            f"{want}",
-            fix,
-        )
+    feats, labels = read_verified_entry(found, ptr["file_sha256"], want, f"the pointer {path}", fix)
     check_finite(feats, f"{ptr['split']} features of {path} ({found})", fix)
     return ptr, FeatureSet(feats, labels, {"key_digest": ptr["key_digest"]}, True)
 
