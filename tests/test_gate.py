@@ -177,7 +177,9 @@ def test_verdict_exits_1_on_an_unexplained_fail(tmp_path, capsys) -> None:
     ("the cost depends on the partition (dataset files absent: inat_user_120k: expected x); ...",
      "no data for inat_user_120k", True),
     ("no weights for vit_b_16: torchvision's vit_b_16-c867db91.pth is not in the torch hub cache", "no weights for vit_b_16", True),
-    ("needs federated training of the full backbone (FT, FedAvg rounds on a GPU); not run", "needs full-backbone training", True),
+    ("dataset files absent: eurosat: x; the network is not reachable (or FLB_OFFLINE=1), so it was not fetched: "
+     "run `flb data fetch eurosat --data-root /d` where there is network", "no data for eurosat", True),
+    ("needs federated training of the full backbone (FT, FedAvg rounds on a GPU); not run", "needs full-backbone training", False),
     ("input not stated: the LoRA size of Eq. 7 (the thesis gives only rank 16). note", "input not stated (the LoRA size of Eq. 7)", False),
     ("FedBABU body-only federated training (MobileNet-CIFAR, 32 px) is not implemented in this suite yet", "not implemented in this suite", False),
 ])  # fmt: skip
@@ -188,6 +190,7 @@ def test_not_run_reasons_are_grouped(reason, group, fillable) -> None:
     assert g.name.startswith(group) and (g.command is not None) == fillable
     if fillable:
         assert "snakemake --cores all table2" in g.command
+        assert ("flb data fetch eurosat --data-root /d" in g.command) == ("flb data fetch" in reason)
 
 
 def _snakemake(target: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:

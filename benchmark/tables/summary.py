@@ -42,6 +42,8 @@ def reason_group(reason: str | None, target: str) -> ReasonGroup:
         return ReasonGroup(f"input not stated ({what})", None, "the paper has to state it; no run can")
     if m := re.search(r"dataset files absent: ([\w.-]+)", text):
         name = m.group(1).rstrip(":")
+        if fetch := re.search(r"`(flb data fetch [^`]+)`", text):
+            return ReasonGroup(f"no data for {name}", f"{fetch.group(1)} && {run}   # where there is network")
         return ReasonGroup(
             f"no data for {name}",
             f"put {name} under $FLB_DATA_ROOT (layout: README.md, Data), then {run} "
@@ -56,7 +58,11 @@ def reason_group(reason: str | None, target: str) -> ReasonGroup:
             f"then {run}",
         )
     if "federated training of the full backbone" in text:
-        return ReasonGroup("needs full-backbone training", f"{run} --config tier=full   # on a GPU machine")
+        return ReasonGroup(
+            "needs full-backbone training",
+            None,
+            "no runner plans full-model training yet, on any machine; the fl_train runner is only declared",
+        )
     if "outside the CI tier" in text:
         return ReasonGroup("outside the CI tier", f"{run} --config tier=full")
     if "not implemented" in text:
