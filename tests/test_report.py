@@ -1,4 +1,5 @@
-"""The README Results section is generated from check reports: counts, ran cells, markers, bad input."""
+"""The README Results totals and the per-target pages are generated from check reports: counts, ran cells,
+reasons of the cells not run, links, markers, stale pages, bad input."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ import json
 import pytest
 
 from benchmark.errors import ConfigError
-from benchmark.report import END, START, load_checks, replace_section, results_section, update_readme
+from benchmark.report import (
+    END,
+    PAGE_MARK,
+    START,
+    Stamp,
+    load_checks,
+    replace_section,
+    results_section,
+    target_page,
+    update_readme,
+    write_pages,
+)
 
 
 def _cell(verdict: str, **kw) -> dict:
@@ -23,7 +35,7 @@ def _write(tmp_path, target: str, cells: list[dict]) -> None:
     (d / f"{target}.json").write_text(json.dumps({"target": target, "cells": cells}))
 
 
-def test_section_counts_and_lists_only_cells_that_ran(tmp_path) -> None:
+def test_section_counts_every_target_and_lists_no_cells(tmp_path) -> None:
     _write(
         tmp_path, "fedcof_table3",
         [_cell("SUBSTITUTE-PASS"), _cell("PASS*"), _cell("NOT RUN", ours_mean=None, delta=None)],
@@ -36,9 +48,45 @@ def test_section_counts_and_lists_only_cells_that_ran(tmp_path) -> None:
         in text
     )
     assert "| target        |   PASS |   PASS* |" in text  # PASS* has its own column
-    assert "### fedcof_table3" in text and "### table8" not in text
-    assert "40.50 ± 0.71" in text and "-1.5" in text
     assert "| table8 " in text  # counted in the summary even though nothing ran
+    assert "###" not in text and "40.50" not in text  # the cells are on the pages, not in the README
+    linked = results_section(
+        reports, when="2026-11-23", machine="m", commit="abc", command="x", pages="docs/results"
+    )
+    assert (
+        "[fedcof_table3](docs/results/fedcof_table3.md)" in linked
+        and "[table8](docs/results/table8.md)" in linked
+    )
+
+
+def test_page_lists_cells_that_ran_and_groups_the_others_by_reason() -> None:
+    report = {
+        "target": "fedcof_table3",
+        "tier": "ci",
+        "cells": [
+            _cell("SUBSTITUTE-PASS", note="substitute SqueezeNet"),
+            _cell("PASS*"),
+            _cell("NOT RUN", ours_mean=None, delta=None, reason="no data: cub200"),
+            _cell("NOT RUN", ours_mean=None, delta=None, reason="no data: cub200"),
+            _cell("NOT RUN", ours_mean=None, delta=None, reason="no weights: vit_b16"),
+        ],
+    }
+    page = target_page(report, Stamp("2026-11-23", "m", "abcdef0123456789", "snakemake x"))
+    assert page.startswith(PAGE_MARK + "\n# Results: fedcof_table3\n")
+    assert "at commit `abcdef012345`" in page and "(tier `ci`)" in page
+    assert "40.50 ± 0.71" in page and "-1.5" in page and "substitute SqueezeNet" in page
+    assert "| no data: cub200     |       2 |" in page and "| no weights: vit_b16 |       1 |" in page
+    assert "NOT RUN 3." in page
+
+
+def test_write_pages_removes_only_stale_generated_pages(tmp_path) -> None:
+    stamp = Stamp("now", "m", "abc", "x")
+    folder = tmp_path / "pages"
+    write_pages([{"target": "old", "cells": []}], folder, stamp)
+    (folder / "hand.md").write_text("# written by hand\n")
+    written = write_pages([{"target": "table2", "cells": [_cell("FAIL")]}], folder, stamp)
+    assert written == [folder / "table2.md"]
+    assert sorted(p.name for p in folder.glob("*.md")) == ["hand.md", "table2.md"]
 
 
 def test_replace_section_keeps_the_rest_and_is_idempotent() -> None:
@@ -50,13 +98,15 @@ def test_replace_section_keeps_the_rest_and_is_idempotent() -> None:
     assert twice.count(START) == 1
 
 
-def test_update_readme_writes_between_markers(tmp_path) -> None:
+def test_update_readme_writes_between_markers_and_the_pages(tmp_path) -> None:
     _write(tmp_path, "table2", [_cell("FAIL")])
     readme = tmp_path / "README.md"
     readme.write_text(f"# X\n\n{START}\nold\n{END}\n\n## Tail\n")
     update_readme(readme, tmp_path / "checks")
     text = readme.read_text()
-    assert "old" not in text and "| table2 " in text and text.endswith("## Tail\n")
+    assert "old" not in text and "| [table2](docs/results/table2.md) " in text and text.endswith("## Tail\n")
+    page = (tmp_path / "docs" / "results" / "table2.md").read_text()
+    assert "| CIFAR-100 / FedCOF | SqueezeNet | 40.50 ± 0.71 |" in page and "FAIL" in page
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps({"cells": []}), json.dumps([1, 2])])
