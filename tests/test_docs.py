@@ -1,0 +1,51 @@
+"""The README stays a newcomer's page and the documentation's links resolve.
+
+The developers' guide asks for exactly two set-up commands on a new machine (install, tests) and the main
+job; the rest lives in ``docs/``. These checks read the files as a newcomer would.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _section(text: str, heading: str) -> str:
+    body = text.split(f"\n## {heading}\n", 1)[1]
+    return body.split("\n## ", 1)[0]
+
+
+def _commands(block: str) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_readme_has_two_setup_commands_and_the_main_job() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = _section(text, "Set up on a new machine")
+    blocks = re.findall(r"```bash\n(.*?)```", setup, flags=re.S)
+    assert len(blocks) == 1
+    assert _commands(blocks[0]) == [
+        'python -m pip install -e ".[test]" -c env/constraints.txt',
+        "python -m pytest",
+    ]
+    main_job = re.findall(r"```bash\n(.*?)```", _section(text, "The main job"), flags=re.S)
+    assert _commands(main_job[0]) == ["snakemake --cores all table3"]
+    assert 150 <= len(text.splitlines()) <= 250, "the README is a newcomer's page: move detail to docs/"
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+)
+def test_relative_links_resolve(page: str) -> None:
+    path = ROOT / page
+    missing = [
+        target
+        for target in LINK.findall(path.read_text(encoding="utf-8"))
+        if "://" not in target and not (path.parent / target).exists()
+    ]
+    assert not missing, f"{page} links to files that do not exist: {missing}"
