@@ -134,10 +134,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
     p.add_argument("--label", action="append", default=[], help="set a column for every row: key=value")
     p.add_argument("--out", required=True)
+    _add_apps(sub)
     return ap
 
 
+def _add_apps(sub: argparse._SubParsersAction) -> None:
+    """``flb pin-reduced``, ``flb tune-lr``, ``flb plot``: applications, listed here, run by :func:`run`."""
+    from benchmark import apps
+
+    apps.register(sub)
+
+
 def run(argv: Sequence[str] | None = None) -> int:
+    from benchmark import apps
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if (code := apps.dispatch(argv)) is not None:  # an application parses its own arguments
+        return code
     args = build_parser().parse_args(argv)
     from benchmark.workflow import parse_kv
 

@@ -11,13 +11,11 @@ Modules, one job each:
 * :mod:`~benchmark.fl.methods` - LP, FT, Random, two-stage, centralised oracles; :func:`run_method`.
 * :mod:`~benchmark.fl.protocols` - named paper protocols (:func:`get_protocol`).
 * :mod:`~benchmark.fl.jobs` - the job entry point ``flb fl-run`` (tidy rows + per-round curve).
-* :mod:`~benchmark.fl.tuning` - client-lr grid on a validation split of the training set.
-* :mod:`~benchmark.fl.reduced` - the reduced CPU FT / FedNCM+FT configuration and its pinned values.
-* :mod:`~benchmark.fl.plots` - accuracy vs rounds / communication / compute, from results or curve CSVs.
-* :mod:`~benchmark.fl.gpu_bench` - standalone FT throughput benchmark (torch/torchvision/numpy only).
+* ``lr_grid/`` - the recorded client-lr grids the protocols cite.
 
-Names are imported lazily (PEP 562), so ``python -m benchmark.fl.gpu_bench`` needs nothing but torch,
-torchvision and numpy.
+The applications built on the engine live apart: :mod:`benchmark.apps` (``flb tune-lr``, ``flb pin-reduced``,
+``flb plot``; ``benchmark.fl.tuning`` and ``benchmark.fl.plots`` are aliases kept for old callers) and
+``tools/gpu_bench.py`` (torch only). Names are imported lazily (PEP 562).
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ batch, lr              16, 0.001 (App. B grid value)        64, tuned
 Its numbers are **pinned** (``expected/pinned/fl_reduced_ft_cifar10x32.json``), not compared with the
 paper: they guard the FT path of the engine against unnoticed changes. They are written only by::
 
-    python -m benchmark.fl.reduced --write-pinned
+    flb pin-reduced --write-pinned
 
-and ``python -m benchmark.fl.reduced`` (without the flag) reruns and compares, as the test
+and ``flb pin-reduced`` (without the flag) reruns and compares, as the test
 ``tests/test_fl_reduced.py`` does.
 
 Portability (issue 9). The guard runs in **float64** (``ReducedConfig.dtype``: model, inputs and the FedNCM
@@ -40,7 +40,7 @@ change of the engine does. The guard then compares
   difference (other torch thread counts: other reduction orders; every initial parameter moved one float64
   ulp up: the size of a kernel's rounding difference) and takes :data:`TOLERANCE_MULTIPLE` times the largest
   deviation, with the floors of :data:`TOLERANCE_FLOOR`. The measurement (variants, deviations, CPU model) is
-  stored in the pinned file and redone by ``python -m benchmark.fl.reduced --measure-tolerance``.
+  stored in the pinned file and redone by ``flb pin-reduced --measure-tolerance``.
 
 The cost counters keep ``bytes_per_float = 4`` (legate2023 App. A's float32 wire): float64 is how the guard
 computes, not what it models.
@@ -71,7 +71,7 @@ from benchmark.provenance import git_commit, machine, package_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_PATH = ROOT / "expected" / "pinned" / "fl_reduced_ft_cifar10x32.json"
-REGENERATE = "python -m benchmark.fl.reduced --write-pinned"
+REGENERATE = "flb pin-reduced --write-pinned"
 METHODS: tuple[str, ...] = ("ft", "fedncm_ft")
 
 #: The comparison tolerance is :data:`TOLERANCE_MULTIPLE` times the largest deviation that
@@ -451,9 +451,9 @@ def measure_tolerance(
         "how": (
             "rerun of the pinned configuration per variant; max over methods, seeds, rounds of |d accuracy| "
             "(points) and |d loss| / |loss| against the baseline run on the same machine; tolerance = multiple "
-            "x the worst non-informative variant, at least the floor (benchmark.fl.reduced.tolerance_from)"
+            "x the worst non-informative variant, at least the floor (benchmark.apps.reduced.tolerance_from)"
         ),
-        "command": "python -m benchmark.fl.reduced --measure-tolerance",
+        "command": "flb pin-reduced --measure-tolerance",
         "multiple": TOLERANCE_MULTIPLE,
         "floor": dict(TOLERANCE_FLOOR),
         "variants": out,
@@ -473,7 +473,7 @@ def pinned_document(
     cfg.pop("seed")
     return {
         "kind": "pinned",
-        "what": "legate2023 FT and FedNCM+FT, reduced CPU configuration (benchmark/fl/reduced.py); not paper values",
+        "what": "legate2023 FT and FedNCM+FT, reduced CPU configuration (benchmark/apps/reduced.py); not paper values",
         "regenerate": REGENERATE,
         "reduced_config": asdict(rc),
         "config_hash": sha256_bytes(json.dumps({"reduced": asdict(rc), "fl": cfg}, sort_keys=True).encode()),
@@ -571,8 +571,8 @@ def _print_values(computed: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmark.fl.reduced [--write-pinned | --measure-tolerance]`` (module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m benchmark.fl.reduced", description=__doc__.splitlines()[0])
+    """``flb pin-reduced [--write-pinned | --measure-tolerance]`` (module docstring)."""
+    ap = argparse.ArgumentParser(prog="flb pin-reduced", description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument(
         "--write-pinned", action="store_true",

@@ -1,9 +1,10 @@
 """FT throughput of one federated round on a GPU: plain per-client loop vs clients vectorised with torch.func.
 
 Standalone on purpose: it needs only torch, torchvision and numpy (a lent GPU machine has neither snakemake
-nor the suite's other dependencies), and it imports nothing else from this package. Run::
+nor the suite's other dependencies), and from this package only :mod:`benchmark.provenance` (standard
+library), found in the checkout when the package is not installed. Run from the repository root::
 
-    python -m benchmark.fl.gpu_bench --out DIR            # writes DIR/gpu_bench.json (and prints a table)
+    python tools/gpu_bench.py --out DIR            # writes DIR/gpu_bench.json (and prints a table)
 
 What is measured (legate2023 §4 FT setting, synthetic data): one FedAvg round of full fine-tuning of
 SqueezeNet 1.1 (torchvision architecture, the suite's head: global average pool -> Linear(512, C), no
@@ -43,7 +44,11 @@ import torchvision
 from torch import nn
 from torch.nn import functional as F
 
-from benchmark.provenance import cpu_description
+try:
+    from benchmark.provenance import cpu_description
+except ModuleNotFoundError:  # a checkout without the package installed (a lent GPU machine): use it in place
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmark.provenance import cpu_description
 
 
 class PooledHead(nn.Module):
@@ -255,8 +260,8 @@ def machine(device: torch.device) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmark.fl.gpu_bench`` (module docstring)."""
-    ap = argparse.ArgumentParser(prog="python -m benchmark.fl.gpu_bench", description=__doc__.splitlines()[0])
+    """``python tools/gpu_bench.py`` (module docstring)."""
+    ap = argparse.ArgumentParser(prog="python tools/gpu_bench.py", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for gpu_bench.json")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--clients-per-round", type=int, default=30)

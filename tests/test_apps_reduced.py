@@ -1,6 +1,6 @@
-"""The reduced CPU configuration of FT / FedNCM+FT (benchmark/fl/reduced.py) against its pinned values.
+"""The reduced CPU configuration of FT / FedNCM+FT (benchmark/apps/reduced.py, ``flb pin-reduced``) against its pinned values.
 
-The pinned file is never rewritten here: a difference fails, and only ``python -m benchmark.fl.reduced
+The pinned file is never rewritten here: a difference fails, and only ``flb pin-reduced
 --write-pinned`` regenerates it (expected/pinned/README.md). The guard runs in float64 and compares the
 trajectories within a tolerance measured by ``--measure-tolerance`` (stored in the pinned file); the last test
 shows that real regressions still exceed it by orders of magnitude.
@@ -15,7 +15,8 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 
-from benchmark.fl import engine, reduced
+from benchmark.apps import reduced
+from benchmark.fl import engine
 from benchmark.io import sha256_bytes
 
 
