@@ -81,7 +81,11 @@ def check_equals_reference(name: str, options: Mapping[str, Any], problem: tuple
     fed = info.fit(x, y, c, clients, **options).head
     ref = info.reference.head(x, y, c, **options)
     np.testing.assert_allclose(fed.W, ref.W, atol=TOL, rtol=0)
-    np.testing.assert_allclose(fed.b, ref.b, atol=TOL, rtol=0)
+    # Rows of W are unit vectors, but official Fed3R divides the bias by the feature-weight norm, which can
+    # be tiny (d = 1, C = 1: b ~ 6.5e5 at problem (707, 22, 1, 1, 1)); there float64 agreement is relative.
+    # The per-method test this replaces (atol only) fails on that example too; a replaced method is off by
+    # far more than 1e-9 relative (test_a_newly_registered_method_gets_the_obligation).
+    np.testing.assert_allclose(fed.b, ref.b, atol=TOL, rtol=1e-9)
 
 
 @pytest.mark.parametrize("name", federated())
