@@ -22,21 +22,19 @@ from benchmark.closed_form import (
     fedncm,
     get_method,
     list_methods,
-    ncm_head,
     paper_protocol_options,
     participation_schedule,
     register_method,
     ridge_head,
     run_method,
     run_methods,
-    within_class_head,
 )
 from benchmark.closed_form.heads import solve_gram
+from benchmark.closed_form.protocols import protocol_methods
 from benchmark.closed_form.stats import augmented_gram_message, check_inputs
 from benchmark.errors import ConfigError, UnknownNameError
 
 TOL = 1e-6
-FEDERATED = ("fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle")
 
 
 def make_problem(seed: int, n: int, d: int, c: int, k: int, *, shift: float = 1.0):
@@ -66,39 +64,7 @@ hyp = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChec
 
 
 # ------------------------------------------------------------------------------------------------
-# federated == centralised, any partition and client order
-
-
-@hyp
-@given(problems)
-def test_fedncm_equals_centralised_ncm(p):
-    x, y, clients = make_problem(*p)
-    assert_heads_close(fedncm(x, y, p[3], clients), ncm_head(x, y, p[3]))
-
-
-@hyp
-@given(problems, st.sampled_from([0.01, 1.0]))
-def test_fed3r_fedcof_equals_centralised_ridge(p, lam):
-    x, y, clients = make_problem(*p)
-    assert_heads_close(fed3r_fedcof(x, y, p[3], clients, lam=lam), ridge_head(x, y, p[3], lam=lam))
-
-
-@hyp
-@given(problems, st.sampled_from([0.01, 1.0]))
-def test_fed3r_official_equals_centralised_ridge_with_bias(p, lam):
-    x, y, clients = make_problem(*p)
-    fed = fed3r_official(x, y, p[3], clients, lam=lam)
-    assert_heads_close(fed, ridge_head(x, y, p[3], lam=lam, bias=True))
-
-
-@hyp
-@given(problems, st.sampled_from([0.1, 1.0]))
-def test_fedcof_oracle_equals_centralised_within_class_head(p, gamma):
-    x, y, clients = make_problem(*p)
-    assume(len(np.unique(y)) < len(y))  # otherwise gamma (N - C) = 0 and G is singular (edge-case tests)
-    assert_heads_close(
-        fedcof_oracle(x, y, p[3], clients, gamma=gamma), within_class_head(x, y, p[3], gamma=gamma)
-    )
+# federated == centralised for every registered method: tests/contracts/test_closed_form_contract.py
 
 
 def test_fedcof_oracle_equals_ridge_without_between_class_scatter():
@@ -153,13 +119,6 @@ def test_fedcof_batched_server_equals_per_class_formula(p, gamma, ridge):
     head = fedcof(x, y, p[3], clients, gamma=gamma, ridge=ridge)
     np.testing.assert_allclose(head.W, _fedcof_formula(x, y, clients, p[3], gamma, ridge), atol=TOL)
     assert np.all(head.b == 0)
-
-
-def test_client_order_does_not_matter():
-    x, y, clients = make_problem(5, 200, 5, 4, 9)
-    rev = clients[::-1]
-    for fn, kw in [(fedncm, {}), (fed3r_fedcof, {}), (fed3r_official, {}), (fedcof, {"gamma": 1.0})]:
-        assert_heads_close(fn(x, y, 4, clients, **kw), fn(x, y, 4, rev, **kw), tol=1e-10)
 
 
 def test_fedcof_differs_from_ridge_and_ncm():
@@ -346,7 +305,7 @@ def test_evaluate_is_top1_percent():
 
 def test_registry_lists_and_rejects_unknown_names():
     names = list_methods()
-    for name in (*FEDERATED, "centralised_ncm", "centralised_ridge", "centralised_within_class"):
+    for name in ("fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle", "centralised_ncm"):
         assert name in names
         assert get_method(name).name == name
     with pytest.raises(UnknownNameError) as err:
@@ -372,7 +331,7 @@ def test_run_method_centralised_and_paper_protocol():
     assert paper_protocol_options("fedncm", paper="legate2023-code")["bias"] == "random"  # its code
     multi = paper_protocol_options("fedcof", paper="fedcof-multiround", model_name="squeezenet1_1")
     assert multi["ridge"] == multi["gamma"] == 1.0 and multi["single_client"] == "path_b_noise"
-    for name in FEDERATED:
+    for name in [m for m in protocol_methods("fedcof") if get_method(m).federated]:
         kw = paper_protocol_options(name, model_name="vit_b16")
         assert run_method(name, x, y, xt, yt, clients, 4, **kw).head.W.dtype == np.float32
     with pytest.raises(ConfigError):

@@ -16,10 +16,15 @@ gives the reference-code options of a paper's tables. Modules: :mod:`.heads` (he
 
 from __future__ import annotations
 
-from benchmark.closed_form.centralised import ncm_head, ridge_head, within_class_head
+# The method modules register themselves when imported; this order is the registration order, which is the
+# order runs compute the methods in (closed_form.registry.suite_methods).
+# isort: off
+from benchmark.closed_form.fedncm import fedncm
 from benchmark.closed_form.fed3r import fed3r_fedcof, fed3r_official
 from benchmark.closed_form.fedcof import default_gamma, fedcof, fedcof_oracle
-from benchmark.closed_form.fedncm import fedncm
+from benchmark.closed_form.centralised import ncm_head, ridge_head, within_class_head
+
+# isort: on
 from benchmark.closed_form.heads import SOLVERS, LinearHead, evaluate
 from benchmark.closed_form.registry import (
     MethodResult,

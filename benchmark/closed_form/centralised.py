@@ -180,6 +180,7 @@ def fit_centralised_ridge(
     "centralised_within_class",
     summary="Eq. 11 head with true class covariances (oracle reference)",
     federated=False,
+    suite_gamma=True,
 )
 def fit_centralised_within_class(
     features: np.ndarray,

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from benchmark.closed_form.centralised import ridge_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import register_plan
+from benchmark.closed_form.registry import CentralisedReference, register_plan
 from benchmark.closed_form.stats import (
     AugmentedGramMessage,
     GramMessage,
@@ -116,11 +117,15 @@ fit_fed3r_fedcof = register_plan(
     "fed3r_fedcof",
     summary="Fed3R as in the fedcof repo: no bias, rownorm((G + lam I)^-1 B)",
     plan=plan_fed3r_fedcof,
+    reference=CentralisedReference(ridge_head, ({"lam": 0.01}, {"lam": 1.0})),
 )
 fit_fed3r_official = register_plan(
     "fed3r_official",
     summary="official Fed3R: bias column, lam I_{d+1} ridge, column-normalised",
     plan=plan_fed3r_official,
+    reference=CentralisedReference(
+        lambda x, y, c, lam=0.01: ridge_head(x, y, c, lam=lam, bias=True), ({"lam": 0.01}, {"lam": 1.0})
+    ),
 )
 
 

@@ -42,8 +42,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from benchmark.closed_form.centralised import within_class_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import register_plan
+from benchmark.closed_form.registry import CentralisedReference, register_plan
 from benchmark.closed_form.stats import (
     COVARIANCE_KINDS,
     ClassCovarianceMessage,
@@ -490,12 +491,21 @@ def plan_fedcof_oracle(
 
 
 fit_fedcof = register_plan(
-    "fedcof", summary="FedCOF (fedcof Alg. 1): covariances estimated from client means", plan=plan_fedcof
+    "fedcof",
+    summary="FedCOF (fedcof Alg. 1): covariances estimated from client means",
+    plan=plan_fedcof,
+    no_reference="the covariances are estimated from client means (unbiased, not equal to the pooled ones); "
+    "checked against the per-class Eq. 7, 8, 11 formula and by the estimator tests",
+    suite_gamma=True,
 )
 fit_fedcof_oracle = register_plan(
     "fedcof_oracle",
     summary="FedCOF oracle (fedcof App. G): pooled exact class covariances",
     plan=plan_fedcof_oracle,
+    reference=CentralisedReference(
+        within_class_head, ({"gamma": 0.1}, {"gamma": 1.0}), needs_repeated_label=True
+    ),
+    suite_gamma=True,
 )
 
 

@@ -20,8 +20,9 @@ from typing import Literal
 
 import numpy as np
 
+from benchmark.closed_form.centralised import ncm_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solver_dtype
-from benchmark.closed_form.registry import register_plan
+from benchmark.closed_form.registry import CentralisedReference, register_plan
 from benchmark.closed_form.stats import (
     ClassSumsMessage,
     MethodPlan,
@@ -83,7 +84,10 @@ def plan_fedncm(
 
 
 fit_fedncm = register_plan(
-    "fedncm", summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means", plan=plan_fedncm
+    "fedncm",
+    summary="FedNCM (legate2023 Alg. 1): L2-normalised federated class means",
+    plan=plan_fedncm,
+    reference=CentralisedReference(ncm_head),
 )
 
 

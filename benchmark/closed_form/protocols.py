@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from benchmark.closed_form.registry import METHODS, suite_methods
 from benchmark.errors import UnknownNameError
 
-#: Every closed-form method of the suite, in the order runs compute them.
-ALL_METHODS: tuple[str, ...] = (
-    "fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle",
-    "centralised_ncm", "centralised_ridge", "centralised_within_class",
-)  # fmt: skip
-_GAMMA_METHODS = ("fedcof", "fedcof_oracle", "centralised_within_class")
+#: Every closed-form method of the suite, in the order runs compute them (derived from the registry).
+ALL_METHODS: tuple[str, ...] = suite_methods()
+_GAMMA_METHODS = tuple(m for m in ALL_METHODS if METHODS.get(m).suite_gamma)
+#: The federated methods of fedcof's tables (protocol data, not a copy of the registry: a newly registered
+#: method is in ``suite`` only).
 _FEDCOF_FEDERATED = ("fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle")
 
 PROTOCOLS: dict[str, tuple[str, ...]] = {

@@ -30,6 +30,7 @@ from benchmark.closed_form.stats import (
     federate_plan,
 )
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.registry import Registry
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,17 +48,44 @@ FitFn = Callable[..., FitOutput]
 PlanFn = Callable[..., MethodPlan]
 
 
+ReferenceFn = Callable[..., LinearHead]
+
+
+@dataclass(frozen=True)
+class CentralisedReference:
+    """What a federated method must equal on any partition: ``head(features, labels, num_classes, **opts)``
+    computed on all rows at once by independently written code (:mod:`~benchmark.closed_form.centralised`).
+
+    ``option_sets`` are the method options the contract test (``tests/contracts``) tries; each is passed to
+    both the federated fit and the reference. ``needs_repeated_label``: the reference is singular when every
+    class has one sample (``gamma (N - C) = 0``), so the test draws problems with a repeated label.
+    """
+
+    head: ReferenceFn
+    option_sets: tuple[Mapping[str, Any], ...] = ({},)
+    needs_repeated_label: bool = False
+
+
 @dataclass(frozen=True)
 class MethodInfo:
     """A registry entry: ``fit``, a one-line summary, whether it is a federated protocol, and (federated
     methods) ``plan(num_classes, dim, **options)``, the server and client message :func:`run_methods` uses
-    to run several methods in one pass over the clients."""
+    to run several methods in one pass over the clients.
+
+    Every federated method states what it must equal: its ``reference`` (checked for every registered
+    method by ``tests/contracts/test_closed_form_contract.py``), or, when no centralised head equals it,
+    ``no_reference``, the reason (e.g. FedCOF estimates the covariances from client means).
+    ``suite_gamma``: the ``suite`` protocol passes the backbone's FedCOF gamma (``default_gamma``).
+    """
 
     name: str
     fit: FitFn
     summary: str
     federated: bool
     plan: PlanFn | None = None
+    reference: CentralisedReference | None = None
+    no_reference: str | None = None
+    suite_gamma: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,30 +102,48 @@ class MethodResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-_REGISTRY: dict[str, MethodInfo] = {}
+def _load_methods() -> None:
+    # Importing the package imports the method modules, which register themselves; the package imports
+    # them in the suite's order (fedncm, fed3r, fedcof, centralised), which ALL_METHODS keeps.
+    import benchmark.closed_form  # noqa: F401
+
+
+#: The closed-form methods by name. Registration order is the order runs compute them.
+METHODS: Registry[MethodInfo] = Registry("closed-form method", loader=_load_methods)
 
 
 def register_method(
-    name: str, *, summary: str, federated: bool = True, plan: PlanFn | None = None
+    name: str,
+    *,
+    summary: str,
+    federated: bool = True,
+    plan: PlanFn | None = None,
+    reference: CentralisedReference | None = None,
+    no_reference: str | None = None,
+    suite_gamma: bool = False,
 ) -> Callable[[FitFn], FitFn]:
     """Decorator registering ``fit`` (and its ``plan``, if any) under ``name`` (twice is an error)."""
-
-    def deco(fn: FitFn) -> FitFn:
-        if name in _REGISTRY:
-            raise ValueError(f"closed-form method {name!r} registered twice")
-        _REGISTRY[name] = MethodInfo(name, fn, summary, federated, plan)
-        return fn
-
-    return deco
+    return METHODS.register(
+        name, lambda fn: MethodInfo(name, fn, summary, federated, plan, reference, no_reference, suite_gamma)
+    )
 
 
-def register_plan(name: str, *, summary: str, plan: PlanFn) -> FitFn:
+def register_plan(
+    name: str,
+    *,
+    summary: str,
+    plan: PlanFn,
+    reference: CentralisedReference | None = None,
+    no_reference: str | None = None,
+    suite_gamma: bool = False,
+) -> FitFn:
     """Register a federated method given by its ``plan`` and return its fit.
 
     The fit validates the inputs (:func:`~benchmark.closed_form.stats.check_inputs`), builds
     ``plan(num_classes, dim, **options)``, runs the clients' rounds
     (:func:`~benchmark.closed_form.stats.federate_plan`) and returns the head, the uplink floats per client
-    and ``plan.extra()``; an option the plan does not take is a ``TypeError``.
+    and ``plan.extra()``; an option the plan does not take is a ``TypeError``. ``reference`` /
+    ``no_reference``: see :class:`MethodInfo`.
     """
 
     def fit(
@@ -117,29 +163,31 @@ def register_plan(name: str, *, summary: str, plan: PlanFn) -> FitFn:
 
     fit.__name__ = fit.__qualname__ = f"fit_{name}"
     fit.__doc__ = f"{summary}. Options: those of :func:`{plan.__module__}.{plan.__name__}`."
-    return register_method(name, summary=summary, plan=plan)(fit)
-
-
-def _ensure_loaded() -> None:
-    # Importing the method modules registers them.
-    from benchmark.closed_form import centralised, fed3r, fedcof, fedncm  # noqa: F401
+    return register_method(
+        name,
+        summary=summary,
+        plan=plan,
+        reference=reference,
+        no_reference=no_reference,
+        suite_gamma=suite_gamma,
+    )(fit)
 
 
 def list_methods() -> list[str]:
-    """Names of all registered closed-form methods."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    """Names of all registered closed-form methods (sorted)."""
+    return METHODS.sorted_names()
+
+
+def suite_methods() -> tuple[str, ...]:
+    """Every registered method in the order runs compute them: the federated ones, then the centralised
+    ones, each in registration order."""
+    entries = [METHODS.get(n) for n in METHODS.names()]
+    return tuple(m.name for m in entries if m.federated) + tuple(m.name for m in entries if not m.federated)
 
 
 def get_method(name: str) -> MethodInfo:
     """Registry entry of ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-    _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown closed-form method {name!r}", f"use one of: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    return METHODS.get(name)
 
 
 @dataclass(frozen=True)

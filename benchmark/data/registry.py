@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.paths import data_root
+from benchmark.registry import Registry
 
 Modality = Literal["image", "text"]
 
@@ -100,7 +101,13 @@ class DatasetInfo:
     source: str
 
 
-_REGISTRY: dict[str, DatasetInfo] = {}
+def _ensure_loaded() -> None:
+    # Importing the loader modules registers them.
+    from benchmark.data import cifar, folders, text  # noqa: F401
+
+
+#: The datasets by name (the loader modules register themselves with :func:`register_dataset`).
+DATASETS: Registry[DatasetInfo] = Registry("dataset", loader=_ensure_loaded)
 
 
 def register_dataset(
@@ -113,36 +120,19 @@ def register_dataset(
     source: str,
 ) -> Callable[[Loader], Loader]:
     """Decorator registering ``loader(root: Path, split: str, download: bool) -> DatasetSplit``."""
-
-    def deco(fn: Loader) -> Loader:
-        if name in _REGISTRY:
-            raise ValueError(f"dataset {name!r} registered twice")
-        _REGISTRY[name] = DatasetInfo(name, fn, num_classes, modality, tuple(splits), expected_layout, source)
-        return fn
-
-    return deco
-
-
-def _ensure_loaded() -> None:
-    # Importing the loader modules registers them.
-    from benchmark.data import cifar, folders, text  # noqa: F401
+    return DATASETS.register(
+        name, lambda fn: DatasetInfo(name, fn, num_classes, modality, tuple(splits), expected_layout, source)
+    )
 
 
 def list_datasets() -> list[str]:
     """Names of all registered datasets."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    return DATASETS.sorted_names()
 
 
 def dataset_info(name: str) -> DatasetInfo:
     """Registry entry of ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-    _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown dataset {name!r}", f"use one of: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    return DATASETS.get(name)
 
 
 def load_dataset(

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmark.errors import UnknownNameError
+from benchmark.registry import Registry
 
 CIFAR10_MEAN = (0.491399689874, 0.482158419622, 0.446530924224)
 CIFAR10_STD = (0.247032237587, 0.243485133253, 0.261587846975)
@@ -101,35 +101,30 @@ class Preprocess:
         return (x - mean) / std
 
 
-_PRESETS: dict[str, Preprocess] = {
-    p.name: p
-    for p in (
-        Preprocess("legate2023_cifar", 224, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
-        Preprocess("legate2023_cifar32", None, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
-        Preprocess("legate2023_folder", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
-        Preprocess("fedcof_cifar", 224, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
-        Preprocess("fedcof_folder", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
-        Preprocess("fedcof_inat", 299, 224, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
-        Preprocess("fedbabu_cifar10", None, None, IMAGENET_MEAN, IMAGENET_STD),
-        Preprocess("fedbabu_cifar100", None, None, CIFAR100_MEAN, CIFAR100_STD),
-        Preprocess("plain_cifar224", 224, None, CIFAR10_MEAN, CIFAR10_STD),
-        Preprocess("imagenet224", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD),
-    )
-}
+#: The preprocessing presets by name.
+PRESETS: Registry[Preprocess] = Registry("preprocessing")
+for _p in (
+    Preprocess("legate2023_cifar", 224, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
+    Preprocess("legate2023_cifar32", None, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
+    Preprocess("legate2023_folder", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
+    Preprocess("fedcof_cifar", 224, None, CIFAR10_MEAN, CIFAR10_STD, "frozen"),
+    Preprocess("fedcof_folder", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
+    Preprocess("fedcof_inat", 299, 224, IMAGENET_MEAN, IMAGENET_STD, "frozen"),
+    Preprocess("fedbabu_cifar10", None, None, IMAGENET_MEAN, IMAGENET_STD),
+    Preprocess("fedbabu_cifar100", None, None, CIFAR100_MEAN, CIFAR100_STD),
+    Preprocess("plain_cifar224", 224, None, CIFAR10_MEAN, CIFAR10_STD),
+    Preprocess("imagenet224", (224, 224), None, IMAGENET_MEAN, IMAGENET_STD),
+):
+    PRESETS.add(_p.name, _p)
 
 
 def list_presets() -> list[str]:
-    return sorted(_PRESETS)
+    return PRESETS.sorted_names()
 
 
 def get_preprocess(name: str, flip_seed: int = 0) -> Preprocess:
     """Preset ``name`` (frozen-flip presets take ``flip_seed``)."""
-    try:
-        p = _PRESETS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown preprocessing {name!r}", f"use one of: {', '.join(list_presets())}"
-        ) from None
+    p = PRESETS.get(name)
     if p.flip == "frozen" and flip_seed != p.flip_seed:
         p = Preprocess(p.name, p.resize, p.center_crop, p.mean, p.std, p.flip, flip_seed)
     return p

@@ -37,6 +37,7 @@ from benchmark.errors import ConfigError
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import Costs, RunResult, run_federated
 from benchmark.fl.lp_features import Backend, CachedFeatures, init_head_state, run_lp_features
+from benchmark.fl.method_registry import FL_METHODS, MethodInputs, RunFn, register_fl_method
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -332,6 +333,77 @@ def centralised_ft_oracle(
     return run_federated(model, [pooled], test, ocfg, train_part="all", method="ft_oracle", communicate=False)
 
 
+# ------------------------------------------------------------------------------------------------ registry
+# One entry per method (the table of the module docstring); run_method dispatches through the registry.
+@register_fl_method("lp", summary="federated LP (legate2023 §4 (b))", oracle="lp_oracle")
+def _lp(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return run_lp(cfg, features=i.features, model=i.model, clients=i.clients, test=i.test, backend=i.backend)  # type: ignore[arg-type]
+
+
+@register_fl_method(
+    "ft", summary="federated full fine-tuning (legate2023 §4 (c))", needs=("model", "clients", "test"),
+    oracle="ft_oracle",
+)  # fmt: skip
+def _ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return run_ft(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+
+
+@register_fl_method(
+    "random", summary="full training from a random init (legate2023 §4 (a))", needs=("model", "clients", "test")
+)
+def _random(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return run_random(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+
+
+def _two_stage(stage2: Literal["ft", "lp"]) -> RunFn:
+    def run(cfg: FLConfig, i: MethodInputs) -> RunResult:
+        w, b = i.closed_form  # type: ignore[misc]
+        return run_two_stage(
+            w,
+            b,
+            cfg,
+            stage2=stage2,
+            model=i.model,
+            clients=i.clients,
+            test=i.test,
+            features=i.features,
+            stage1_costs=i.stage1_costs,
+            backend=i.backend,  # type: ignore[arg-type]
+        )
+
+    return run
+
+
+register_fl_method(
+    "head_ft", summary="closed-form head, then FT (legate2023 §3.3)", needs=("closed_form",)
+)(_two_stage("ft"))
+register_fl_method(
+    "head_lp", summary="closed-form head, then LP (fedcof Init_FT_LP)", needs=("closed_form",)
+)(_two_stage("lp"))
+
+
+@register_fl_method(
+    "lp_ft", summary="LP for lp_stage_rounds, then FT (legate2023 Table 6)", needs=("model", "clients", "test")
+)
+def _lp_ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return run_lp_then_ft(i.model, i.clients, i.test, cfg, features=i.features, backend=i.backend)  # type: ignore[arg-type]
+
+
+@register_fl_method(
+    "lp_oracle", summary="centralised LP (legate2023 §4 (d))", needs=("features",), centralised=True
+)
+def _lp_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return centralised_lp_oracle(i.features, cfg, backend=i.backend)  # type: ignore[arg-type]
+
+
+@register_fl_method(
+    "ft_oracle", summary="centralised FT (legate2023 §4 (d))", needs=("model", "clients", "test"),
+    centralised=True,
+)  # fmt: skip
+def _ft_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
+    return centralised_ft_oracle(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------------------------------------------ dispatch
 def run_method(
     cfg: FLConfig,
@@ -344,35 +416,9 @@ def run_method(
     stage1_costs: Costs | None = None,
     backend: Backend = "vectorised",
 ) -> RunResult:
-    """Run ``cfg.method`` with whatever inputs it needs (table in the module docstring)."""
-    m = cfg.method
-    if m == "lp":
-        return run_lp(cfg, features=features, model=model, clients=clients, test=test, backend=backend)
-    if m == "lp_oracle":
-        _need(features=features)
-        return centralised_lp_oracle(features, cfg, backend=backend)  # type: ignore[arg-type]
-    if m in ("head_ft", "head_lp"):
-        _need(closed_form=closed_form)
-        w, b = closed_form  # type: ignore[misc]
-        return run_two_stage(
-            w,
-            b,
-            cfg,
-            stage2="ft" if m == "head_ft" else "lp",
-            model=model,
-            clients=clients,
-            test=test,
-            features=features,
-            stage1_costs=stage1_costs,
-            backend=backend,
-        )
-    _need(model=model, clients=clients, test=test)
-    if m == "ft":
-        return run_ft(model, clients, test, cfg)  # type: ignore[arg-type]
-    if m == "random":
-        return run_random(model, clients, test, cfg)  # type: ignore[arg-type]
-    if m == "lp_ft":
-        return run_lp_then_ft(model, clients, test, cfg, features=features, backend=backend)  # type: ignore[arg-type]
-    if m == "ft_oracle":
-        return centralised_ft_oracle(model, clients, test, cfg)  # type: ignore[arg-type]
-    raise ConfigError(f"unknown method {m!r}", "see benchmark.fl.config.METHODS")
+    """Run ``cfg.method`` with whatever inputs it needs (table in the module docstring; the registered
+    entry of :data:`~benchmark.fl.method_registry.FL_METHODS` says which)."""
+    info = FL_METHODS.get(cfg.method)
+    inputs = MethodInputs(model, clients, test, features, closed_form, stage1_costs, backend)
+    inputs.require(info.needs)
+    return info.run(cfg, inputs)

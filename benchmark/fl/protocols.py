@@ -44,12 +44,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
 EvalEvery = int | Literal["flsim_epoch"]
-InitMethod = Literal["fedncm", "fed3r_fedcof", "fedcof"]
+InitMethod = str
+"""A registered federated closed-form method (:data:`benchmark.closed_form.registry.METHODS`)."""
+#: The closed-form heads an LP may start from: every registered federated closed-form method.
+_INIT_METHODS: tuple[str, ...] = tuple(m for m, info in CLOSED_FORM_METHODS.items() if info.federated)
 
 
 @dataclass(frozen=True)
@@ -219,10 +223,10 @@ class Protocol:
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ConfigError(f"rounds must be a non-negative integer, got {self.rounds!r}", "e.g. 200")
         for name, spec in self.methods.items():
-            if spec.init not in (None, "fedncm", "fed3r_fedcof", "fedcof"):
+            if spec.init is not None and spec.init not in _INIT_METHODS:
                 raise ConfigError(
-                    f"method {name!r}: init must be fedncm, fed3r_fedcof, fedcof or None, got {spec.init!r}",
-                    "",
+                    f"method {name!r}: init must be a federated closed-form method or None, got {spec.init!r}",
+                    f"use one of: {', '.join(_INIT_METHODS)}",
                 )
             if spec.init and spec.head != "linear":
                 raise ConfigError(f"method {name!r}: a closed-form init needs head='linear'", "")

@@ -26,7 +26,7 @@ import torch
 import torchvision.models as tvm
 from torch import nn
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.models.classifier import Classifier
 from benchmark.models.weights import (
     SubstituteFile,
@@ -36,6 +36,7 @@ from benchmark.models.weights import (
     load_torchvision_checkpoint,
     random_identity,
 )
+from benchmark.registry import Registry
 
 
 class PooledFeatures(nn.Module):
@@ -87,29 +88,22 @@ class BackboneSpec:
     default_gamma: float  # FedCOF shrinkage the fedcof code uses for this model
 
 
-_REGISTRY: dict[str, BackboneSpec] = {}
+#: The backbones by name (registered below with :func:`register_backbone`).
+BACKBONES: Registry[BackboneSpec] = Registry("backbone")
 
 
 def register_backbone(spec: BackboneSpec) -> BackboneSpec:
-    if spec.name in _REGISTRY:
-        raise ValueError(f"backbone {spec.name!r} registered twice")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return BACKBONES.add(spec.name, spec)
 
 
 def list_backbones() -> list[str]:
     """Names of all registered backbones."""
-    return sorted(_REGISTRY)
+    return BACKBONES.sorted_names()
 
 
 def backbone_spec(name: str) -> BackboneSpec:
     """Registry entry of ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown backbone {name!r}", f"use one of: {', '.join(list_backbones())}"
-        ) from None
+    return BACKBONES.get(name)
 
 
 register_backbone(
