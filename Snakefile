@@ -9,13 +9,11 @@
 #   flb ci-gate results/checks/*.json     # unlisted FAILs / stale entries of expected/known_findings.yaml
 #   snakemake --cores all smoke           # real CIFAR-10 subset, substitute SqueezeNet, closed-form heads
 #   ... --config data_root=/path/to/data weights_dir=/path/to/weights tier=ci
-import json
-import shlex
-
 from benchmark import workflow as wf
 from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.fl.protocols import list_protocols
-from benchmark.tables.plan import target_jobs
+from benchmark.jobs import ClosedFormJob, ExtractJob, FLRunJob, PartitionJob
+from benchmark.tables.plan import plan_inputs
 from benchmark.tables.spec import list_specs
 
 configfile: str(wf.DEFAULT_CONFIG)
@@ -30,12 +28,6 @@ PATHS = " ".join(
     for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
     if config.get(key)
 )
-# The table job re-plans the target: it must see the config this DAG was planned with.
-SETS = " ".join(
-    "--set " + shlex.quote(f"{k}={config[k] if isinstance(config[k], str) else json.dumps(config[k])}")
-    for k in ("data_root", "weights_dir", "precision", "tier", "table_subset", "ci_closed_form", "ci_training")
-    if config.get(k) is not None
-)
 TABLES = list_specs()
 FL_PROTOCOLS = list_protocols()
 FREEFORM = wf.closed_form_targets(config)
@@ -45,7 +37,6 @@ wildcard_constraints:
     seed=r"\d+",
     split="train|test",
     subset=r"all|stratified[1-9]\d*",
-    protocol="|".join(PROTOCOLS),
 
 
 def table_outputs(target):
@@ -84,7 +75,7 @@ for _t in FREEFORM:
 
 rule extract:
     input: lambda w: wf.fetch_inputs(config, w.dataset, w.backbone, w.weights)  # planned downloads first
-    output: "results/features/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.json"
+    output: ExtractJob.PATTERN
     log: "results/logs/extract/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.log"
     conda: CONDA_ENV
     resources: gpu=1
@@ -100,7 +91,7 @@ rule extract:
 
 rule partition:
     input: lambda w: wf.fetch_inputs(config, w.dataset)
-    output: "results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json"
+    output: PartitionJob.PATTERN
     log: "results/logs/partition/{dataset}/{subset}/{ptag}/seed{seed}.log"
     conda: CONDA_ENV
     params:
@@ -113,11 +104,10 @@ rule partition:
 
 
 rule closed_form:
-    input:
-        train="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/train.json",
-        test="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/test.json",
-        partition="results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json",
-    output: "results/runs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/seed{seed}.csv"
+    input: unpack(lambda w: wf.run_inputs(ClosedFormJob.from_wildcards(w)))
+    output: ClosedFormJob.PATTERN
+    wildcard_constraints:
+        protocol="|".join(PROTOCOLS),
     log: "results/logs/closed_form/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/seed{seed}.log"
     conda: CONDA_ENV
     shell:
@@ -128,23 +118,20 @@ rule closed_form:
 # One federated training run on cached features (LP, MLP head, LP after a closed-form head): the protocol
 # (benchmark/fl/protocols.py) fixes every knob; its per-round curve is written beside the tidy rows.
 rule fl_run:
-    input:
-        train="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/train.json",
-        test="results/features/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/test.json",
-        partition="results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json",
+    input: unpack(lambda w: wf.run_inputs(FLRunJob.from_wildcards(w)))
     output:
-        tidy="results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.csv",
-        curve="results/runs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.curve.csv",
-    log: "results/logs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{flprotocol}/{method}/seed{seed}.log"
+        tidy=FLRunJob.PATTERN,
+        curve=FLRunJob.PATTERN.removesuffix(".csv") + ".curve.csv",
+    log: "results/logs/fl/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/{method}/seed{seed}.log"
     wildcard_constraints:
-        flprotocol="|".join(FL_PROTOCOLS),
+        protocol="|".join(FL_PROTOCOLS),
         method=r"[a-z0-9_]+",
     threads: 1
     conda: CONDA_ENV
     params:
         device=f"--device {config['device']}" if config.get("device") else "",
     shell:
-        "{PY} fl-run --protocol {wildcards.flprotocol} --method {wildcards.method} --train {input.train}"
+        "{PY} fl-run --protocol {wildcards.protocol} --method {wildcards.method} --train {input.train}"
         " --test {input.test} --partition {input.partition} --seed {wildcards.seed} --out {output.tidy}"
         " --curve {output.curve} {params.device} --no-progress 2> {log}"
 
@@ -179,7 +166,7 @@ rule freeform_collect:
 
 
 rule paper_table:
-    input: lambda w: target_jobs(w.target, config)
+    input: lambda w: plan_inputs(w.target, config)  # writes results/plans/<target>.json once, read by `flb table`
     output:
         md="results/tables/{target}.md",
         tex="results/tables/{target}.tex",
@@ -192,7 +179,7 @@ rule paper_table:
         tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
         data=DATA,  # so does another data root (cost cells replay partitions from its labels)
     conda: CONDA_ENV
-    shell: "{PY} table {wildcards.target} {SETS} 2> {log}"
+    shell: "{PY} table {wildcards.target} 2> {log}"
 
 
 # Downloads planned when a cell's dataset (or torchvision checkpoint) is absent and the network is reachable

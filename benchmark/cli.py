@@ -65,10 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--options", default="{}", help="JSON: per-method options laid over the protocol's")
     p.add_argument("--out", required=True)
 
-    p = sub.add_parser("table", help="assemble, check and render a paper-table target from its runs")
+    p = sub.add_parser(
+        "table",
+        help="assemble, check and render a paper-table target from its plan (results/plans/<target>.json) "
+        "and runs",
+    )
     p.add_argument("target")
-    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
-    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
     p = sub.add_parser(
         "run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it"
@@ -200,16 +202,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         jobs = run_target(args.target, cfg)
         from benchmark.tables.gate import verdict_exit
 
-        report = build_table(args.target, cfg)
+        report = build_table(args.target)
         print(f"{len(jobs)} jobs\n{report.summary()}")
         return verdict_exit(args.target)
     elif args.cmd == "table":
         # Exit 0 whatever the verdicts: Snakemake deletes the outputs of a failing job. The target rule
         # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
         from benchmark.tables.assemble import build_table
-        from benchmark.workflow import load_config
 
-        report = build_table(args.target, load_config(args.config, parse_kv(args.set)))
+        report = build_table(args.target)
         print(report.summary())
     elif args.cmd == "verdict":
         from benchmark.tables.gate import verdict_exit
