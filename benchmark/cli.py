@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it"
     )
     p.add_argument("target")
-    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
+    p.add_argument("--config", default=None, help="YAML config (default: config/config.yaml)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
     p = sub.add_parser("fl-run", help="one federated training run on cached features (benchmark.fl.jobs)")

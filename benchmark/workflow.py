@@ -24,12 +24,14 @@ from benchmark.jobs import (
 
 __all__ = ["parse_partition_tag", "partition_tag"]  # re-exported: the job module owns the partition tag
 
-SCHEMA = Path(__file__).parent / "config" / "schema.yaml"
-DEFAULT_CONFIG = Path(__file__).parent / "config" / "default.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+#: The Snakemake community layout: the config schema beside the workflow, the default config in config/.
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
-    """Validate against ``schema.yaml``; raise :class:`ConfigError` naming the offending field."""
+    """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field."""
     import jsonschema
     import yaml
 
