@@ -136,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
     p.add_argument("--label", action="append", default=[], help="set a column for every row: key=value")
     p.add_argument("--out", required=True)
+
+    p = sub.add_parser(
+        "job",
+        help="run one typed job of a runner plug-in (benchmark/jobs.py JSON, as the workflow passes it)",
+    )
+    p.add_argument("job_json", help='the job, e.g. {"kind": "toy", "method": "m", "seed": 0}')
+    p.add_argument("--config", default=None, help="YAML config (default: config/config.yaml)")
+    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     return ap
 
 
@@ -252,6 +260,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(report.results_section_now(args.checks, command=args.command))
     elif args.cmd == "data":
         return _data_command(args)
+    elif args.cmd == "job":
+        from benchmark.jobs import job_from_dict
+        from benchmark.runners import load_runners
+        from benchmark.workflow import load_config
+
+        load_runners()  # plug-ins register their job types on import
+        job = job_from_dict(_json_arg(args.job_json, "job_json"))
+        job.execute(load_config(args.config, parse_kv(args.set)))
+        print(f"{job.KIND} job -> {job.path}")
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))

@@ -250,3 +250,31 @@ def hub_dir() -> Path:
     import torch
 
     return Path(torch.hub.get_dir())
+
+
+#: Job kinds with their own rules in workflow/rules/ (features.smk, runs.smk).
+BUILTIN_JOB_KINDS = ("extract", "partition", "closed_form", "fl_run")
+
+
+def plugin_job_types() -> dict[str, Any]:
+    """Job types registered by runner plug-ins (:mod:`benchmark.runners`) that no built-in rule produces; the
+    workflow gives each a rule of its own (workflow/rules/plugins.smk), so a new runner needs no rule."""
+    from benchmark.jobs import JOB_KINDS
+    from benchmark.runners import load_runners
+
+    load_runners()
+    return {k: cls for k, cls in sorted(JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
+
+
+def plugin_job_inputs(cls: Any) -> Any:
+    """The input function of a plug-in job's rule: the outputs of the jobs it reads."""
+    return lambda wildcards: [j.path for j in cls.from_wildcards(wildcards).inputs()]
+
+
+def plugin_job_arg(cls: Any) -> Any:
+    """The params function of a plug-in job's rule: the job as shell-quoted JSON for ``flb job``."""
+    import shlex
+
+    from benchmark.jobs import job_to_dict
+
+    return lambda wildcards: shlex.quote(json.dumps(job_to_dict(cls.from_wildcards(wildcards))))
