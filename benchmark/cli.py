@@ -65,16 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--options", default="{}", help="JSON: per-method options laid over the protocol's")
     p.add_argument("--out", required=True)
 
-    p = sub.add_parser("table", help="assemble, check and render a paper-table target from its runs")
+    p = sub.add_parser(
+        "table",
+        help="assemble, check and render a paper-table target from its plan (results/plans/<target>.json) "
+        "and runs",
+    )
     p.add_argument("target")
-    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
-    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
     p = sub.add_parser(
         "run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it"
     )
     p.add_argument("target")
-    p.add_argument("--config", default=None, help="YAML config (default: benchmark/config/default.yaml)")
+    p.add_argument("--config", default=None, help="YAML config (default: config/config.yaml)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
 
     p = sub.add_parser("fl-run", help="one federated training run on cached features (benchmark.fl.jobs)")
@@ -134,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default="", help="keep only these methods (comma-separated)")
     p.add_argument("--label", action="append", default=[], help="set a column for every row: key=value")
     p.add_argument("--out", required=True)
+
+    p = sub.add_parser(
+        "job",
+        help="run one typed job of a runner plug-in (benchmark/jobs.py JSON, as the workflow passes it)",
+    )
+    p.add_argument("job_json", help='the job, e.g. {"kind": "toy", "method": "m", "seed": 0}')
+    p.add_argument("--config", default=None, help="YAML config (default: config/config.yaml)")
+    p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     _add_apps(sub)
     return ap
 
@@ -213,16 +223,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         jobs = run_target(args.target, cfg)
         from benchmark.tables.gate import verdict_exit
 
-        report = build_table(args.target, cfg)
+        report = build_table(args.target)
         print(f"{len(jobs)} jobs\n{report.summary()}")
         return verdict_exit(args.target)
     elif args.cmd == "table":
         # Exit 0 whatever the verdicts: Snakemake deletes the outputs of a failing job. The target rule
         # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
         from benchmark.tables.assemble import build_table
-        from benchmark.workflow import load_config
 
-        report = build_table(args.target, load_config(args.config, parse_kv(args.set)))
+        report = build_table(args.target)
         print(report.summary())
     elif args.cmd == "verdict":
         from benchmark.tables.gate import verdict_exit
@@ -264,6 +273,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(report.results_section_now(args.checks, command=args.command))
     elif args.cmd == "data":
         return _data_command(args)
+    elif args.cmd == "job":
+        from benchmark.jobs import job_from_dict
+        from benchmark.runners import load_runners
+        from benchmark.workflow import load_config
+
+        load_runners()  # plug-ins register their job types on import
+        job = job_from_dict(_json_arg(args.job_json, "job_json"))
+        job.execute(load_config(args.config, parse_kv(args.set)))
+        print(f"{job.KIND} job -> {job.path}")
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))

@@ -1,16 +1,8 @@
-"""Path and parameter helpers for the Snakefile, kept here so pytest can reach them.
+"""Config and parameter helpers for the Snakemake workflow (``workflow/``), kept here so pytest can reach them.
 
-File layout written by the workflow (all under ``results/``):
-
-* ``features/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<split>.json`` - pointer to
-  cached features;
-* ``partitions/<dataset>/<subset>/<partition tag>/seed<k>.json`` - client index arrays, their hash and the
-  data they index (dataset, subset, sample count, data checksum; checked by every consumer);
-* ``runs/closed_form/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<protocol>/
-  seed<k>.csv`` - tidy rows of one closed-form job (every method of the protocol);
-* ``runs/fl/<dataset>/<backbone>-<weights>/<preprocess>-<precision>/<subset>/<partition tag>/<fl protocol>/
-  <method>/seed<k>.csv`` (and ``.curve.csv``) - one federated training run on cached features;
-* ``tidy/<target>.csv`` - all rows of a target.
+The file layout under ``results/`` is that of the typed jobs (:mod:`benchmark.jobs`, one path template per
+job type); ``tidy/<target>.csv`` holds all rows of a target and ``plans/<target>.json`` its plan
+(:mod:`benchmark.tables.plan`).
 """
 
 from __future__ import annotations
@@ -21,13 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import ConfigError
+from benchmark.jobs import (
+    ClosedFormJob,
+    ExtractJob,
+    FLRunJob,
+    PartitionJob,
+    parse_partition_tag,
+    partition_tag,
+)
 
-SCHEMA = Path(__file__).parent / "config" / "schema.yaml"
-DEFAULT_CONFIG = Path(__file__).parent / "config" / "default.yaml"
+__all__ = ["parse_partition_tag", "partition_tag"]  # re-exported: the job module owns the partition tag
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The Snakemake community layout: the config schema beside the workflow, the default config in config/.
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
-    """Validate against ``schema.yaml``; raise :class:`ConfigError` naming the offending field."""
+    """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field."""
     import jsonschema
     import yaml
 
@@ -83,27 +87,6 @@ def target(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
         ) from None
 
 
-def partition_tag(part: Mapping[str, Any]) -> str:
-    """``{scheme: dirichlet, alpha: 0.1, clients: 100}`` -> ``dirichlet-alpha0.1-clients100`` (sorted keys)."""
-    extras = "".join(f"-{k}{part[k]}" for k in sorted(part) if k != "scheme")
-    return f"{part['scheme']}{extras}"
-
-
-def parse_partition_tag(tag: str) -> tuple[str, dict[str, Any]]:
-    """Inverse of :func:`partition_tag` (values parsed as int, then float, else kept as text)."""
-    scheme, *rest = tag.split("-")
-    params: dict[str, Any] = {}
-    for item in rest:
-        key = item.rstrip("0123456789.e")
-        raw = item[len(key) :]
-        if not key or not raw:
-            raise ConfigError(
-                f"cannot parse partition parameter {item!r} in {tag!r}", "use <name><value> items"
-            )
-        params[key] = int(raw) if raw.isdigit() else float(raw)
-    return scheme, params
-
-
 def partition_cli_args(tag: str) -> str:
     """``dirichlet-alpha0.1-num_clients100`` -> ``--scheme dirichlet --param alpha=0.1 --param num_clients=100``."""
     scheme, params = parse_partition_tag(tag)
@@ -113,7 +96,7 @@ def partition_cli_args(tag: str) -> str:
 def features_path(
     dataset: str, backbone: str, weights: str, preprocess: str, precision: str, subset: str, split: str
 ) -> str:
-    return f"results/features/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.json"
+    return ExtractJob(dataset, backbone, weights, preprocess, precision, subset, split).path
 
 
 def closed_form_path(
@@ -127,40 +110,22 @@ def closed_form_path(
     seed: int,
     protocol: str = "suite",
 ) -> str:
-    """Tidy rows of every method of a closed-form ``protocol`` for one (features, partition, seed).
-
-    The protocol is a path component, so two papers' runs on the same features never share a file.
-    """
-    return f"{_runs('closed_form', dataset, model, weights, preprocess, precision, subset, ptag)}/{protocol}/seed{seed}.csv"
-
-
-def _runs(
-    kind: str, dataset: str, model: str, weights: str, preprocess: str, precision: str, subset: str, ptag: str
-) -> str:
-    """The folder of one kind of run on one (features, partition) pair."""
-    return f"results/runs/{kind}/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}"
+    """Tidy rows of every method of a closed-form ``protocol`` for one (features, partition, seed)
+    (:class:`benchmark.jobs.ClosedFormJob`)."""
+    return ClosedFormJob(
+        dataset, model, weights, preprocess, precision, subset, ptag, protocol, int(seed)
+    ).path
 
 
-def fl_run_path(
-    dataset: str,
-    model: str,
-    weights: str,
-    preprocess: str,
-    precision: str,
-    subset: str,
-    ptag: str,
-    protocol: str,
-    method: str,
-    seed: int,
-) -> str:
-    """Tidy rows of one federated training run (``flb fl-run``) on cached features; its per-round curve is
-    the same path with ``.curve.csv``."""
-    folder = _runs("fl", dataset, model, weights, preprocess, precision, subset, ptag)
-    return f"{folder}/{protocol}/{method}/seed{seed}.csv"
+def run_inputs(job: ClosedFormJob | FLRunJob) -> dict[str, str]:
+    """The named inputs of a run on cached features (``train``, ``test``, ``partition``: the Snakefile's
+    ``closed_form`` and ``fl_run`` rules)."""
+    return {"train": job.features("train").path, "test": job.features("test").path,
+            "partition": job.partition().path}  # fmt: skip
 
 
 def partition_path(dataset: str, subset: str, ptag: str, seed: int | str) -> str:
-    return f"results/partitions/{dataset}/{subset}/{ptag}/seed{seed}.json"
+    return PartitionJob(dataset, subset, ptag, int(seed)).path
 
 
 def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
@@ -230,16 +195,16 @@ def figure_series(config: Mapping[str, Any], name: str) -> dict[str, list[str]]:
     part: dict[str, Any] = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
     if fl.alpha is not None:
         part["alpha"] = fl.alpha
-    folder = _runs("fl", fl.dataset, fl.backbone, weights, fl.preprocess, config.get("precision", "fp32"),
-                   "all", partition_tag(part))  # fmt: skip
-    return {
-        label: [f"{folder}/{fl.name}/{method}/seed{s}.curve.csv" for s in fig["seeds"]]
-        for label, method in fig["series"].items()
-    }
+
+    def curve(method: str, seed: int) -> str:
+        return FLRunJob(fl.dataset, fl.backbone, weights, fl.preprocess, config.get("precision", "fp32"), "all",
+                        partition_tag(part), fl.name, method, seed).curve_path  # fmt: skip
+
+    return {label: [curve(method, s) for s in fig["seeds"]] for label, method in fig["series"].items()}
 
 
 def figure_plot_args(config: Mapping[str, Any], name: str) -> str:
-    """The arguments of ``python -m benchmark.fl.plots`` for figure ``name`` (title and series, shell-quoted)."""
+    """The arguments of ``python -m benchmark.apps.plots`` for figure ``name`` (title and series, shell-quoted)."""
     import shlex
 
     series = [f"{label}={','.join(files)}" for label, files in figure_series(config, name).items()]
@@ -285,3 +250,31 @@ def hub_dir() -> Path:
     import torch
 
     return Path(torch.hub.get_dir())
+
+
+#: Job kinds with their own rules in workflow/rules/ (features.smk, runs.smk).
+BUILTIN_JOB_KINDS = ("extract", "partition", "closed_form", "fl_run")
+
+
+def plugin_job_types() -> dict[str, Any]:
+    """Job types registered by runner plug-ins (:mod:`benchmark.runners`) that no built-in rule produces; the
+    workflow gives each a rule of its own (workflow/rules/plugins.smk), so a new runner needs no rule."""
+    from benchmark.jobs import JOB_KINDS
+    from benchmark.runners import load_runners
+
+    load_runners()
+    return {k: cls for k, cls in sorted(JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
+
+
+def plugin_job_inputs(cls: Any) -> Any:
+    """The input function of a plug-in job's rule: the outputs of the jobs it reads."""
+    return lambda wildcards: [j.path for j in cls.from_wildcards(wildcards).inputs()]
+
+
+def plugin_job_arg(cls: Any) -> Any:
+    """The params function of a plug-in job's rule: the job as shell-quoted JSON for ``flb job``."""
+    import shlex
+
+    from benchmark.jobs import job_to_dict
+
+    return lambda wildcards: shlex.quote(json.dumps(job_to_dict(cls.from_wildcards(wildcards))))

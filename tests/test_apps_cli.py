@@ -29,10 +29,3 @@ def test_flb_plot_runs_the_plot_application(tmp_path, capsys) -> None:
     rc = cli.main(["plot", f"A={tmp_path / 'missing.csv'}", "--out", str(tmp_path / "fig.png")])
     assert rc == 2 and "curve file(s) not found" in capsys.readouterr().err
     assert not (tmp_path / "fig.png").exists()
-
-
-@pytest.mark.parametrize("name", ["plots", "tuning"])
-def test_old_module_names_are_the_moved_modules(name) -> None:
-    assert importlib.import_module(f"benchmark.fl.{name}") is importlib.import_module(
-        f"benchmark.apps.{name}"
-    )

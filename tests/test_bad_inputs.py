@@ -324,7 +324,7 @@ def test_another_data_root_reruns_the_data_jobs(tmp_path, real_data_root) -> Non
     def snake(root: Path, *extra: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "FLB_DATA_ROOT": str(root), "PYTHONPATH": str(ROOT)}
         return subprocess.run(
-            [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(ROOT / "Snakefile"),
+            [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(ROOT / "workflow" / "Snakefile"),
              "--directory", str(tmp_path), *extra, target],
             capture_output=True, text=True, env=env, timeout=300,
         )  # fmt: skip

@@ -118,7 +118,7 @@ def test_pointer_json_shape(tmp_path) -> None:
 def test_ci_tables_extracts_each_feature_set_once(tmp_path, real_data_root, real_weights_dir) -> None:
     """`ci_tables` under tier=ci: one extract job per (dataset, backbone, preprocessing, split), SqueezeNet only."""
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "ci_tables", "-s", str(ROOT / "Snakefile"),
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "ci_tables", "-s", str(ROOT / "workflow" / "Snakefile"),
          "--directory", str(tmp_path), "--config", "tier=ci", f"data_root={real_data_root}",
          f"weights_dir={real_weights_dir}"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,

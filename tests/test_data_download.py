@@ -303,7 +303,7 @@ def test_present_data_needs_no_fetch(real_data_root, monkeypatch, fresh_availabi
 def _dry_run_smoke(tmp_path: Path, env: dict[str, str]) -> str:
     (tmp_path / "empty").mkdir(exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "smoke", "-s", str(ROOT / "Snakefile"),
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "smoke", "-s", str(ROOT / "workflow" / "Snakefile"),
          "--directory", str(tmp_path), "--config", f"data_root={tmp_path / 'empty'}"],
         capture_output=True, text=True, cwd=tmp_path, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT), **env},

@@ -29,7 +29,7 @@ from benchmark.fl.methods import (
     run_two_stage,
     seeded_build,
 )
-from benchmark.fl.plots import plot_curves
+from benchmark.apps.plots import plot_curves
 from benchmark.fl.server_opt import FedAdam, FedAvg, FedAvgM, make_server_optimizer
 from benchmark.models.classifier import Classifier
 from benchmark.seeding import RunSeeds

@@ -16,7 +16,7 @@ from benchmark.closed_form import paper_protocol_options, run_method
 from benchmark.data.partition import PartitionData, make_partition
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.jobs import CURVE_COLUMNS, fl_run_step, load_inputs, read_curve, run_fl_job
-from benchmark.fl.plots import mean_curve, plot_curves
+from benchmark.apps.plots import mean_curve, plot_curves
 from benchmark.fl.protocols import get_protocol, list_protocols
 from benchmark.io import sha256_file
 from benchmark.tidy import TIDY_COLUMNS
@@ -327,7 +327,7 @@ def test_plots_from_curve_files_average_seeds(cifar10_like, cifar100_like, tmp_p
         axes=("round", "communication", "compute", "wall"),
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    from benchmark.fl.plots import main as plots_main
+    from benchmark.apps.plots import main as plots_main
 
     assert plots_main(["--out", str(tmp_path / "cli.png"), f"LP={files[0]},{files[1]}"]) == 0
     assert (tmp_path / "cli.png").is_file()
@@ -336,7 +336,7 @@ def test_plots_from_curve_files_average_seeds(cifar10_like, cifar100_like, tmp_p
 
 # ------------------------------------------------------------------------------------------------ lr grid
 def test_validation_split_is_stratified_disjoint_and_seeded() -> None:
-    from benchmark.fl.tuning import validation_split
+    from benchmark.apps.tuning import validation_split
 
     y = np.repeat(np.arange(5), [30, 20, 10, 40, 9])
     tr, val = validation_split(y, 0.1, 0)
@@ -349,7 +349,7 @@ def test_validation_split_is_stratified_disjoint_and_seeded() -> None:
 
 
 def test_lr_grid_search_selects_on_validation_split_of_train(cifar10_like, tmp_path) -> None:
-    from benchmark.fl.tuning import lr_grid_search, main
+    from benchmark.apps.tuning import lr_grid_search, main
 
     tr, te, _ = cifar10_like
     rec = lr_grid_search(
@@ -378,7 +378,7 @@ def test_lr_grid_search_selects_on_validation_split_of_train(cifar10_like, tmp_p
 def test_protocol_learning_rates_match_their_grid_records() -> None:
     """A protocol lr taken from the validation grid must equal the choice recorded in benchmark/fl/lr_grid/,
     and the record must come from the protocol's own setting (rounds, selection, the legate2023 grid)."""
-    from benchmark.fl.tuning import LEGATE2023_FEDAVG_GRID, LR_GRID_DIR
+    from benchmark.apps.tuning import LEGATE2023_FEDAVG_GRID, LR_GRID_DIR
 
     checked = 0
     for name in list_protocols():

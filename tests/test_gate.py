@@ -196,7 +196,7 @@ def test_not_run_reasons_are_grouped(reason, group, fillable) -> None:
 def _snakemake(target: str, workdir: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "FLB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(ROOT / "Snakefile"), "--directory",
+        [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory",
          str(workdir), target, *extra],
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip

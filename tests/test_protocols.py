@@ -14,8 +14,8 @@ from benchmark.closed_form.protocols import PROTOCOLS, protocol_methods, protoco
 from benchmark.data.partition import PartitionData, make_partition
 from benchmark.errors import UnknownNameError
 from benchmark.io import sha256_file
+from benchmark.jobs import ClosedFormJob
 from benchmark.pipeline import closed_form_step
-from benchmark.tables.execute import parse_closed_form_path
 from benchmark.workflow import closed_form_path
 
 
@@ -119,7 +119,8 @@ def test_protocol_is_part_of_the_run_path() -> None:
         "cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", 0, "legate2023"
     )
     assert a != b and "/fedcof/seed0.csv" in a
-    assert parse_closed_form_path(b)["protocol"] == "legate2023"
+    job = ClosedFormJob("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all", "t", "legate2023", 0)
+    assert job.path == b and job.protocol == "legate2023"
 
 
 def test_centralised_heads_take_the_reference_solver() -> None:

@@ -11,12 +11,21 @@ import pandas as pd
 import pytest
 
 from benchmark.expected import list_tables, load_table
-from benchmark.tables.plan import plan_target, target_jobs
+from benchmark.jobs import ClosedFormJob, FLRunJob, job_from_dict, job_to_dict
+from benchmark.tables.plan import make_plan, plan_target, target_jobs, write_plan
 from benchmark.tables.spec import list_specs, load_spec
 from benchmark.tidy import make_row, write_tidy
 from benchmark.workflow import load_config
 
 SPECS = list_specs()
+
+
+def _assemble(target: str, cfg, results: Path):
+    """Plan ``target`` once (the plan file, as the Snakemake DAG writes it), then assemble it from that plan."""
+    from benchmark.tables.assemble import build_table
+
+    write_plan(make_plan(target, cfg), results)
+    return build_table(target, results)
 
 
 def test_every_expected_table_has_a_target() -> None:
@@ -67,7 +76,6 @@ def test_assembly_judges_cells_from_run_files(
     tmp_path, real_data_root, real_weights_dir, monkeypatch
 ) -> None:
     """fedcof Table 2 (CIFAR-100 row): a value within 3 points SUBSTITUTE-PASSes, one 10 points off FAILs."""
-    from benchmark.tables.assemble import build_table
 
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     jobs = target_jobs("fedcof_table2", cfg)
@@ -84,7 +92,7 @@ def test_assembly_judges_cells_from_run_files(
         if c.protocol["dataset"] == "cifar100" and c.protocol["method"] == "ridge_within_scatter"
     )
     _fake_runs(jobs, {"centralised_ridge": total.mean + 1.0, "centralised_within_class": within.mean - 10.0})
-    report = build_table("fedcof_table2", cfg, results=tmp_path / "results")
+    report = _assemble("fedcof_table2", cfg, tmp_path / "results")
     by_id = {o.plan.cell.id: str(o.verdict.status) for o in report.outcomes}
     assert by_id[total.id] == "SUBSTITUTE-PASS"
     assert by_id[within.id] == "SUBSTITUTE-FAIL"
@@ -104,12 +112,11 @@ def test_missing_run_file_is_an_error_not_a_pass(
     tmp_path, real_data_root, real_weights_dir, monkeypatch
 ) -> None:
     from benchmark.errors import DataMissingError
-    from benchmark.tables.assemble import build_table
 
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataMissingError, match="does not exist"):
-        build_table("fedcof_table2", cfg, results=tmp_path / "results")
+        _assemble("fedcof_table2", cfg, tmp_path / "results")
     assert os.listdir(tmp_path) in ([], ["results"]) and not Path("results/tables/fedcof_table2.md").exists()
 
 
@@ -118,29 +125,26 @@ def test_missing_run_file_is_an_error_not_a_pass(
 # --------------------------------------------------------------------------------------------------
 
 
-def _all_jobs(cfg) -> set[str]:
-    return {j for t in SPECS for j in target_jobs(t, cfg)}
+def _all_jobs(cfg) -> set:
+    return {j for t in SPECS for p in plan_target(t, cfg) for j in p.jobs}
 
 
 def test_each_paper_runs_under_its_protocol(real_data_root, real_weights_dir) -> None:
-    from benchmark.tables.execute import parse_run_path
-
     cfg = load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     for t in SPECS:
         spec = load_spec(t)
-        for job in target_jobs(t, cfg):
-            p = parse_run_path(job)
+        for job in {j for c in plan_target(t, cfg) for j in c.jobs}:
             family = (
                 "fedcof" if spec.paper == "fedcof" else "legate2023"
             )  # the thesis/workshop copy legate2023
-            if p["runner"] == "closed_form":
-                assert p["protocol"] == family, job
+            if isinstance(job, ClosedFormJob):
+                assert job.protocol == family, job
             else:  # training protocols are named after the paper whose setting they reproduce
-                assert p["protocol"].startswith(family), job
+                assert isinstance(job, FLRunJob) and job.protocol.startswith(family), job
             if spec.paper == "fedcof":
-                assert p["ptag"].startswith("dirichlet_fedcof-"), job  # the fedcof code's own partitions
+                assert job.ptag.startswith("dirichlet_fedcof-"), job  # the fedcof code's own partitions
     x32 = next(p for p in plan_target("table2", cfg) if p.cell.id == "cifar10_32/fedncm/accuracy")
-    assert all("/legate2023_cifar32-fp32/" in j for j in x32.jobs)  # CIFAR-10 x32 is fed at 32 px
+    assert all("/legate2023_cifar32-fp32/" in j.path and j.preprocess == "legate2023_cifar32" for j in x32.jobs)  # CIFAR-10 x32 is fed at 32 px
 
 
 def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_dir) -> None:
@@ -148,14 +152,11 @@ def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_d
     from dataclasses import asdict
 
     from benchmark.features.preprocess import get_preprocess
-    from benchmark.tables.execute import parse_run_path
-
     base = {"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)}
     for tier in ("ci", "full"):
         presets: dict[tuple[str, str], set[str]] = {}
         for job in _all_jobs(load_config(overrides={**base, "tier": tier})):
-            p = parse_run_path(job)
-            presets.setdefault((p["dataset"], p["model"]), set()).add(p["preprocess"])
+            presets.setdefault((job.dataset, job.model), set()).add(job.preprocess)
         for key, names in presets.items():
             fields = [
                 {k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)
@@ -192,13 +193,12 @@ def test_assembled_cost_cells_are_plain_verdicts_with_tidy_provenance(
 ) -> None:
     """Cost cells are arithmetic: PASS/PASS*/FAIL (never SUBSTITUTE-), weights n/a, provenance set; NOT RUN only where
     the cost depends on a partition that cannot be rebuilt (the dataset's labels are absent)."""
-    from benchmark.tables.assemble import build_table
 
     cfg = load_config(
         overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "tier": "ci"}
     )
     monkeypatch.chdir(tmp_path)
-    report = build_table("fedcof_table6", cfg | {"ci_closed_form": []}, results=tmp_path / "results")
+    report = _assemble("fedcof_table6", cfg | {"ci_closed_form": []}, tmp_path / "results")
     costs = [o for o in report.outcomes if o.plan.runner == "cost"]
     # every match needs a named departure here (present classes only, both directions): PASS*, not PASS
     assert len(costs) == 20 and {str(o.verdict.status) for o in costs} == {"PASS*", "FAIL", "NOT RUN"}
@@ -240,8 +240,8 @@ def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_di
     plans = {p.cell.id: p for p in plan_target("table5", _base(real_data_root, real_weights_dir))}
     mlp = plans["cifar10/mlp_head"]
     assert mlp.status == "planned" and mlp.runner == "lp_features" and mlp.protocol == "legate2023_cifar10"
-    assert [Path(j).name for j in mlp.jobs] == ["seed0.csv", "seed1.csv", "seed2.csv"]
-    assert all("/legate2023_cifar10/mlp_head/" in j and "/legate2023_cifar-fp32/" in j for j in mlp.jobs)
+    assert [Path(j.path).name for j in mlp.jobs] == ["seed0.csv", "seed1.csv", "seed2.csv"]
+    assert all("/legate2023_cifar10/mlp_head/" in j.path and "/legate2023_cifar-fp32/" in j.path for j in mlp.jobs)
     # LP of Table 5 is the same run as LP of Table 2: one job, shared
     t2 = {p.cell.id: p for p in plan_target("table2", _base(real_data_root, real_weights_dir))}
     assert t2["cifar10/lp/accuracy"].jobs == plans["cifar10/lp"].jobs
@@ -249,7 +249,7 @@ def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_di
     t6 = {p.cell.id: p for p in plan_target("fedcof_table6", _base(real_data_root, real_weights_dir))}
     assert (
         "/dirichlet_fedcof-alpha0.1-num_clients100/fedcof_cifar100_lp/fed_lp/"
-        in t6["cifar100/fed_lp/accuracy"].jobs[0]
+        in t6["cifar100/fed_lp/accuracy"].jobs[0].path
     )
 
 
@@ -265,15 +265,20 @@ def test_training_cells_without_protocol_or_outside_ci_are_not_run(real_data_roo
     assert ci["cifar10/lp"].status == "planned" and ci["cifar10/mlp_head"].status == "not_run"
 
 
-def test_fl_run_path_round_trips_through_the_executor() -> None:
-    from benchmark.tables.execute import _FL_RUN
-    from benchmark.workflow import fl_run_path
-
-    path = fl_run_path("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all",
-                       "dirichlet-alpha0.1-num_clients100", "legate2023_cifar10", "mlp_head", 2)  # fmt: skip
-    m = _FL_RUN.search(path)
-    assert m is not None and m["protocol"] == "legate2023_cifar10" and m["method"] == "mlp_head"
-    assert m["seed"] == "2" and m["preprocess"] == "legate2023_cifar" and m["model"] == "squeezenet1_1"
+def test_jobs_round_trip_through_wildcards_and_plan_files() -> None:
+    """A job rebuilds itself from the wildcards Snakemake matched in its own output pattern, and from its plan
+    file entry; its path is its pattern, so no path is ever parsed back."""
+    job = FLRunJob("cifar10", "squeezenet1_1", "substitute", "legate2023_cifar", "fp32", "all",
+                   "dirichlet-alpha0.1-num_clients100", "legate2023_cifar10", "mlp_head", 2)  # fmt: skip
+    wildcards = {k: str(v) for k, v in job_to_dict(job).items() if k != "kind"}
+    assert FLRunJob.from_wildcards(wildcards) == job and job_from_dict(job_to_dict(job)) == job
+    assert job.path.endswith("/legate2023_cifar10/mlp_head/seed2.csv") and job.curve_path.endswith(".curve.csv")
+    assert [i.path for i in job.inputs()][-1] == "results/partitions/cifar10/all/dirichlet-alpha0.1-num_clients100/seed2.json"
+    cf = ClosedFormJob(*[wildcards[k] for k in ("dataset", "model", "weights", "preprocess", "precision",
+                                                 "subset", "ptag")], protocol="legate2023", seed=2)  # fmt: skip
+    assert cf.path != job.path and cf.inputs() == job.inputs()  # same features, same partition
+    with pytest.raises(Exception, match="job kind"):
+        job_from_dict({"kind": "nope"})
 
 
 def test_training_cells_are_judged_and_their_curves_plotted(
@@ -281,7 +286,6 @@ def test_training_cells_are_judged_and_their_curves_plotted(
 ) -> None:
     """legate2023 Table 5, CIFAR-10: LP within 3 points SUBSTITUTE-PASSes, an MLP 10 points off FAILs; every
     metric of the runs lands in the tidy CSV and the curves are plotted beside the table."""
-    from benchmark.tables.assemble import build_table
 
     cfg = _base(real_data_root, real_weights_dir)
     plans = {p.cell.id: p for p in plan_target("table5", cfg)}
@@ -291,13 +295,13 @@ def test_training_cells_are_judged_and_their_curves_plotted(
             method = plans[cell_id].method
             rows = [make_row(method=method, metric="accuracy", value=value, unit="percent", seed=seed, weights="substitute"),
                     make_row(method=method, metric="uplink_bytes", value=1e9, unit="bytes", seed=seed, weights="substitute")]  # fmt: skip
-            write_tidy(rows, job)
+            write_tidy(rows, job.path)
             curve = pd.DataFrame({"round": [0, 4, 8], "stage": "lp", "accuracy": [10.0, 50.0, value],
                                   "uplink_bytes": [0, 1e8, 2e8], "downlink_bytes": [0, 1e8, 2e8],
                                   "compute_f": [0, 1e4, 2e4], "wall_s": [0, 1, 2], "test_loss": 1.0, "train_loss": 1.0,
                                   "method": method, "seed": seed})  # fmt: skip
-            curve.to_csv(job.removesuffix(".csv") + ".curve.csv", index=False)
-    report = build_table("table5", cfg, results=tmp_path / "results")
+            curve.to_csv(job.curve_path, index=False)
+    report = _assemble("table5", cfg, tmp_path / "results")
     by_id = {o.plan.cell.id: str(o.verdict.status) for o in report.outcomes}
     assert by_id["cifar10/lp"] == "SUBSTITUTE-PASS" and by_id["cifar10/mlp_head"] == "SUBSTITUTE-FAIL"
     tidy = pd.read_csv(tmp_path / "results/tidy/table5.csv")

@@ -14,7 +14,7 @@ Modules, one job each:
 * ``lr_grid/`` - the recorded client-lr grids the protocols cite.
 
 The applications built on the engine live apart: :mod:`benchmark.apps` (``flb tune-lr``, ``flb pin-reduced``,
-``flb plot``; ``benchmark.fl.tuning`` and ``benchmark.fl.plots`` are aliases kept for old callers) and
+``flb plot``) and
 ``tools/gpu_bench.py`` (torch only). Names are imported lazily (PEP 562).
 """
 

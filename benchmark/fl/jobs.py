@@ -33,7 +33,7 @@ Outputs (all written atomically):
 * ``curve`` (optional) - one row per round: ``round, stage, accuracy`` (percent, empty where not evaluated),
   ``test_loss, train_loss, uplink_bytes, downlink_bytes, compute_f`` (cumulative), ``wall_s`` (cumulative),
   ``method, seed``. A closed-form initialisation contributes its rounds first (``stage = init``); the
-  training stage is ``stage = lp``, its first row is the starting head. :mod:`benchmark.fl.plots` reads it.
+  training stage is ``stage = lp``, its first row is the starting head. :mod:`benchmark.apps.plots` reads it.
 * ``record`` (optional) - JSON with the protocol, the engine configuration, run metadata, input identities.
 
 Stage-1 costs of a closed-form initialisation (fedcof Fig. 4): uplink = the statistics the clients send

@@ -28,7 +28,7 @@ Two paper ambiguities are explicit fields, defaulting to what the reference code
 Learning rates: fedcof App. J/K state theirs (quoted per method). legate2023 tunes the FedAvg client lr on
 the grid {0.1, 0.07, 0.05, 0.03, 0.01, 0.007, 0.005, 0.003, 0.001} (App. B) and, for CIFAR-10, takes the
 values of Nguyen et al. (2023), which the paper does not print. This suite therefore ran that grid on a
-*validation split of the training set* (never the test set): :mod:`benchmark.fl.tuning`, record in
+*validation split of the training set* (never the test set): :mod:`benchmark.apps.tuning`, record in
 ``benchmark/fl/lr_grid/``, and a test checks that the lr below equals the recorded choice.
 
 Departures (all runs, recorded in every result): BatchNorm does not matter (SqueezeNet has none); LP runs on

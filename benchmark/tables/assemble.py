@@ -7,23 +7,23 @@ its verdict, tolerance and reason). Assembly itself always succeeds when the run
 would delete the outputs of a failing job); ``flb verdict <target>`` (the target rule) and ``flb ci-gate``
 turn FAILs into a non-zero exit (:mod:`benchmark.tables.gate`).
 
-Cost cells are computed here (:mod:`benchmark.tables.cost_runner`): they are arithmetic and need no run.
+Each planned cell's values and rows come from its runner plug-in (:mod:`benchmark.runners`); the plan is
+the one written when the target was planned (:func:`benchmark.tables.plan.read_plan`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from benchmark.errors import ConfigError
 from benchmark.io import atomic_write_json, atomic_write_text
-from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
-from benchmark.tables.plan import CellPlan, plan_target
+from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.runners import CellResult, get_runner
+from benchmark.tables.plan import CellPlan, read_plan
 from benchmark.tables.spec import load_spec
-from benchmark.tidy import frame, make_row, read_tidy, write_tidy
+from benchmark.tidy import frame, make_row, write_tidy
 from benchmark.verdict import judge
 
 RESULTS = Path("results")
@@ -59,105 +59,57 @@ class TableReport:
         return f"{self.target}: {len(self.outcomes)} cells ({counts}) -> results/tables/{self.target}.md"
 
 
-def _run_values(plan: CellPlan, runs: pd.DataFrame) -> list[float]:
-    sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
-    return [float(v) for v in sel.sort_values("seed")["value"]]
-
-
-def _provenance() -> dict[str, Any]:
+def provenance() -> dict[str, Any]:
+    """Commit, package versions and machine of this process (every tidy row carries them)."""
     return {"git_commit": git_commit(), "versions": package_versions(), "machine": machine()}
 
 
-def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS) -> TableReport:
-    """Assemble ``target`` from its run files (which must exist for every planned cell)."""
-    import time
-
-    spec = load_spec(target)
+def build_table(target: str, results: Path = RESULTS) -> TableReport:
+    """Assemble ``target`` from its plan (``results/plans/<target>.json``, written when the target was
+    planned) and the run files of its jobs (which must exist for every planned cell)."""
+    plan = read_plan(target, results)
+    spec = load_spec(target, plan.spec_folder)
     report = TableReport(target)
     tidy_rows: list[dict[str, Any]] = []
-    for plan in plan_target(target, config):
-        cell = plan.cell
+    for cp in plan.cells:
+        cell = cp.cell
         proto = cell.protocol
         part = proto.get("partition") or {}
         labels = dict(
-            paper=spec.paper, table=spec.table, cell=cell.id, dataset=plan.dataset or proto.get("dataset"),
-            model=plan.model or proto.get("model"), method=plan.method or proto.get("method"),
+            paper=spec.paper, table=spec.table, cell=cell.id, dataset=cp.dataset or proto.get("dataset"),
+            model=cp.model or proto.get("model"), method=cp.method or proto.get("method"),
             fl_algorithm=proto.get("fl_algorithm"), partition=part.get("kind"), alpha=part.get("alpha"),
             clients=proto.get("clients"), participation=proto.get("participation"),
         )  # fmt: skip
-        values: list[float] = []
-        note = ""
-        extra: dict[str, Any] = {}
-        departures: tuple[str, ...] = ()
-        reason = plan.reason if plan.status == "not_run" else None
-        if plan.status == "planned" and plan.runner == "cost":
-            from benchmark.tables.cost_runner import cost_result
-
-            t0 = time.perf_counter()
-            res = cost_result(
-                spec.expected_paper, spec.expected_table, _cell_dict(cell),
-                data_root=config.get("data_root"), seeds=spec.seeds,
-            )  # fmt: skip
-            wall = round(time.perf_counter() - t0, 4)
-            note = res.note
-            extra = {
-                "classification": res.classification, "model_facts": res.model_facts,
-                "facts_from_torchvision": res.facts_from_torchvision, "departures": list(res.departures),
-            }  # fmt: skip
-            if res.status == "ok":
-                values = list(res.values)
-                departures = res.departures
-                for v, seed, phash in zip(values, res.seeds, res.partition_hashes, strict=True):
-                    tidy_rows.append(
-                        make_row(
-                            **labels,
-                            weights="n/a (arithmetic)",
-                            seed=seed,
-                            metric=cell.metric,
-                            value=v,
-                            unit=cell.unit,
-                            protocol="cost model",
-                            note=f"{res.note} | model facts: {res.model_facts}",
-                            data_checksum=res.data_checksum,
-                            partition_hash=phash,
-                            wall_s=wall,
-                            peak_rss_mb=round(peak_rss_mb(), 1),
-                            **_provenance(),
-                        )
-                    )
-            else:
-                reason = res.reason
-        elif plan.status == "planned":
-            runs = pd.concat([read_tidy(j) for j in plan.jobs], ignore_index=True)
-            values = _run_values(plan, runs)
-            # Every metric the runs recorded for this method (accuracy, and for training runs also the best /
-            # last accuracy, uplink / downlink bytes, compute in F, rounds), labelled with the cell.
-            sel = runs[runs["method"] == plan.method]
-            for rec in sel.to_dict("records"):
-                rec.update(paper=spec.paper, table=spec.table, cell=cell.id)
-                tidy_rows.append(rec)
-            if not values:
-                reason = "the runs produced no value for this cell"
-        if reason is not None:
+        res = CellResult(reason=cp.reason if cp.status == "not_run" else None)
+        if cp.status == "planned":
+            runner = get_runner(str(cp.runner))
+            if runner is None:
+                raise ConfigError(f"{target}: cell {cell.id} is planned for runner {cp.runner!r}, which has no module",
+                                  "re-plan the target")  # fmt: skip
+            res = runner.collect(spec, cp, labels, plan.settings)
+        tidy_rows.extend(res.rows)
+        if res.reason is not None:
             tidy_rows.append(
                 make_row(
                     **labels,
                     metric=cell.metric,
                     unit=cell.unit,
                     status="not_run",
-                    reason=reason,
-                    protocol=plan.protocol,
-                    **_provenance(),
+                    reason=res.reason,
+                    protocol=cp.protocol,
+                    **provenance(),
                 )
             )
         verdict = judge(
-            cell, values or None, substitute=plan.substitute, not_run_reason=reason, departures=departures
-        )
-        report.outcomes.append(CellOutcome(plan, values, verdict, note, extra))
+            cell, res.values or None, substitute=cp.substitute, not_run_reason=res.reason,
+            departures=res.departures,
+        )  # fmt: skip
+        report.outcomes.append(CellOutcome(cp, res.values, verdict, res.note, res.extra))
     write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
-    tier = str(config.get("tier", "full"))
-    if config.get("table_subset", "all") != "all":
-        tier += f" ({config['table_subset']} subset: not comparable with the paper)"
+    tier = str(plan.settings.get("tier") or "full")
+    if (plan.settings.get("table_subset") or "all") != "all":
+        tier += f" ({plan.settings['table_subset']} subset: not comparable with the paper)"
     _write_outputs(spec, report, results, tier=tier)
     plot_training_curves(
         report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}"
@@ -166,13 +118,13 @@ def build_table(target: str, config: Mapping[str, Any], results: Path = RESULTS)
 
 
 def training_curves(report: TableReport) -> dict[str, list[Path]]:
-    """Per training cell that ran (label = its row / column), the per-round curve files of its seeds."""
+    """Per cell that ran with per-round curves (label = its row / column), the curve files of its seeds."""
     out: dict[str, list[Path]] = {}
     for o in report.outcomes:
-        if o.plan.runner != "lp_features" or not o.values:
+        runner = get_runner(str(o.plan.runner)) if o.plan.status == "planned" else None
+        if runner is None or not o.values:
             continue
-        curves = [Path(j.removesuffix(".csv") + ".curve.csv") for j in o.plan.jobs]
-        curves = [c for c in curves if c.is_file()]
+        curves = [Path(c) for c in runner.artefacts(o.plan).get("curves", [])]
         if curves:
             out[" / ".join(map(str, [*o.plan.cell.row, *o.plan.cell.column]))] = curves
     return out
@@ -184,16 +136,9 @@ def plot_training_curves(report: TableReport, path: Path, *, title: str) -> Path
     series = training_curves(report)
     if not series:
         return None
-    from benchmark.fl.plots import plot_curves  # matplotlib and torch: only for tables with training runs
+    from benchmark.apps.plots import plot_curves  # matplotlib and torch: only for tables with training runs
 
     return plot_curves(series, path, title=title)
-
-
-def _cell_dict(cell: Any) -> dict[str, Any]:
-    return {
-        "id": cell.id, "row": list(cell.row), "column": list(cell.column), "metric": cell.metric, "unit": cell.unit,
-        "printed": cell.printed, "mean": cell.mean, "protocol": dict(cell.protocol),
-    }  # fmt: skip
 
 
 def _fmt(mean: float | None, std: float | None, digits: int = 1) -> str:

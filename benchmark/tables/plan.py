@@ -1,20 +1,27 @@
-"""Plan a paper-table target: for every reported cell, the runner, the run files it needs, or why not.
+"""Plan a paper-table target: for every reported cell, the runner, the typed jobs it needs, or why not.
 
-The plan is a pure function of the spec, the expected file, the config and what is on disk, so the
-Snakefile (which needs the run files as inputs) and the assembly step (which reads them) compute the same
-plan independently.
+The plan is a function of the spec, the expected file, the config and what is on disk (which datasets and
+weights are here). It is computed once, when Snakemake builds the DAG (or by ``flb run``), and written to
+``results/plans/<target>.json`` (:func:`write_plan`); the assembly step reads that file (:func:`read_plan`)
+and never plans again. Jobs are :mod:`benchmark.jobs` values; each cell's runner is a plug-in of
+:mod:`benchmark.runners`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from benchmark.errors import ConfigError
 from benchmark.expected import ReportedCell, load_table
+from benchmark.io import atomic_write_text
+from benchmark.jobs import Job, job_from_dict, job_to_dict
+from benchmark.runners import get_runner
 from benchmark.tables.availability import choose_weights, dataset_blocker
-from benchmark.tables.spec import TableSpec, load_spec
-from benchmark.workflow import closed_form_path, fl_run_path, partition_tag
+from benchmark.tables.spec import SPEC_DIR, TableSpec, load_spec
 
 
 @dataclass
@@ -29,7 +36,7 @@ class CellPlan:
     dataset: str | None = None
     model: str | None = None
     weights: str | None = None
-    jobs: list[str] = field(default_factory=list)
+    jobs: tuple[Job, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     protocol: str | None = (
         None  # closed-form or training protocol (closed_form/protocols.py, fl/protocols.py)
@@ -53,32 +60,21 @@ def _alias(spec: TableSpec, kind: str, value: Any) -> Any:
     return spec.aliases.get(kind, {}).get(value, value)
 
 
-def plan_target(target: str, config: Mapping[str, Any]) -> list[CellPlan]:
+def plan_target(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -> list[CellPlan]:
     """Plan every cell of ``target`` under ``config`` (data_root, weights_dir, precision, tier)."""
-    spec = load_spec(target)
+    spec = load_spec(target, folder)
     return [plan_cell(spec, cell, config) for cell in expected_cells(spec)]
 
 
 def runner_protocol(spec: TableSpec, cell: ReportedCell) -> dict[str, Any] | None:
     """The clients / images per class / participation the spec's runner would use for ``cell`` (``None``:
-    no runner, or the cost runner, whose arithmetic takes the cell's own stated inputs). A value ``None``
+    no runner, or one that takes the cell's own stated inputs, like the cost runner). A value ``None``
     means the runner does not fix it (closed-form methods send once per client: no participation)."""
     rule = spec.rule_for(_match_view(cell))
-    if rule is None or rule.runner == "cost":
+    runner = None if rule is None else get_runner(rule.runner)
+    if runner is None:
         return None
-    dataset = _alias(spec, "dataset", cell.protocol.get("dataset"))
-    if rule.runner == "closed_form":
-        natural = dataset in rule.params.get("natural_users", [])
-        clients = None if natural else rule.params.get("partition", {}).get("num_clients")
-        return {"clients": clients, "per_class": None, "participation": None}
-    size = cell.protocol.get("image_size")
-    name = rule.params.get("protocols", {}).get(f"{dataset}@{size}" if size is not None else str(dataset))
-    if name is None:
-        return None
-    from benchmark.fl.protocols import get_protocol
-
-    fl = get_protocol(name)
-    return {"clients": fl.num_clients, "per_class": None, "participation": fl.participation}
+    return runner.runner_protocol(spec, cell, rule, _alias(spec, "dataset", cell.protocol.get("dataset")))
 
 
 def protocol_disagreements(spec: TableSpec, cell: ReportedCell) -> list[str]:
@@ -118,8 +114,9 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         return CellPlan(
             cell, rule.runner, "not_run", "the printed value is illegible or absent (see expected/)"
         )
-    if rule.runner == "cost":
-        return CellPlan(cell, "cost", "planned")
+    runner = get_runner(rule.runner)
+    if runner is not None and not runner.needs_data:
+        return runner.plan(spec, rule, CellPlan(cell, rule.runner, "not_run"), config)
     proto = cell.protocol
     dataset = _alias(spec, "dataset", proto.get("dataset"))
     model = _alias(spec, "model", proto.get("model"))
@@ -145,95 +142,10 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
     if tier == "ci" and (dataset, model) not in allowed:
         plan.reason = ci_reason(dataset, model, allowed)
         return plan
-    if rule.runner == "closed_form":
-        from benchmark.closed_form.protocols import PAPER_PROTOCOL, check_protocol
-
-        plan.protocol = check_protocol(
-            str(rule.params.get("protocol") or PAPER_PROTOCOL.get(spec.paper, "suite"))
-        )
-        pre = choose_preprocess(rule.params.get("preprocess", {}), dataset, proto.get("image_size"))
-        part = dict(rule.params.get("partition", {}))
-        if dataset in rule.params.get("natural_users", []):
-            part = {"scheme": "natural"}
-        tag = partition_tag(part)
-        plan.jobs = [
-            closed_form_path(
-                dataset,
-                model,
-                weights,
-                pre,
-                config.get("precision", "fp32"),
-                str(config.get("table_subset", "all")),
-                tag,
-                s,
-                plan.protocol,
-            )
-            for s in spec.seeds
-        ]
-        plan.status = "planned"
+    if runner is None:
+        plan.reason = f"runner {rule.runner!r} does not run on this machine yet"
         return plan
-    if rule.runner == "lp_features":
-        return _plan_lp_features(plan, proto, config, spec.seeds)
-    plan.reason = f"runner {rule.runner!r} does not run on this machine yet"
-    return plan
-
-
-def _plan_lp_features(
-    plan: CellPlan, proto: Mapping[str, Any], config: Mapping[str, Any], seeds: tuple[int, ...]
-) -> CellPlan:
-    """A federated run on cached features (``flb fl-run``, :mod:`benchmark.fl.jobs`) per seed.
-
-    The spec maps ``<dataset>@<image_size>`` (or ``<dataset>`` when the table states no size) to a protocol
-    of :mod:`benchmark.fl.protocols`, which fixes the features (preprocessing), the partition and every
-    training knob; a cell with no protocol for its setting is NOT RUN with that reason. In the CI tier only
-    the ``protocol/method`` pairs of ``config['ci_training']`` run (each is minutes of CPU).
-    """
-    from benchmark.fl.protocols import get_protocol
-
-    size = proto.get("image_size")
-    key = f"{plan.dataset}@{size}" if size is not None else str(plan.dataset)
-    name = plan.params.get("protocols", {}).get(key)
-    if name is None:
-        plan.reason = f"no training protocol for {key} in this spec (benchmark/fl/protocols.py)"
-        return plan
-    fl = get_protocol(name)
-    if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
-        plan.reason = (
-            f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
-        )
-        return plan
-    fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
-    pair = f"{name}/{plan.method}"
-    if config.get("tier", "full") == "ci" and pair not in config.get("ci_training", []):
-        plan.reason = (
-            f"outside the CI tier (training run {pair}: minutes to an hour of CPU per seed, see "
-            "config 'ci_training'); runs with --config tier=full"
-        )
-        return plan
-    plan.protocol = name
-    part = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
-    if fl.alpha is not None:
-        part["alpha"] = fl.alpha
-    tag = partition_tag(part)
-    subset = str(config.get("table_subset", "all"))
-    precision = config.get("precision", "fp32")
-    plan.jobs = [
-        fl_run_path(
-            plan.dataset,
-            plan.model,
-            plan.weights,
-            fl.preprocess,
-            precision,
-            subset,
-            tag,
-            name,
-            plan.method,
-            s,
-        )  # type: ignore[arg-type]
-        for s in seeds
-    ]
-    plan.status = "planned"
-    return plan
+    return runner.plan(spec, rule, plan, config)
 
 
 #: Why a (dataset, backbone) pair's features are not extracted in the CI tier (measured on the 2-core CPU
@@ -260,4 +172,116 @@ def choose_preprocess(presets: Mapping[str, str], dataset: str | None, image_siz
 
 def target_jobs(target: str, config: Mapping[str, Any]) -> list[str]:
     """All run files a target needs (deduplicated, sorted)."""
-    return sorted({j for p in plan_target(target, config) for j in p.jobs})
+    return sorted({j.path for p in plan_target(target, config) for j in p.jobs})
+
+
+# ------------------------------------------------------------------------------------- the plan file
+
+#: The config keys a plan depends on and the assembly step reads back (``settings`` of the plan file).
+PLAN_SETTINGS = (
+    "data_root",
+    "weights_dir",
+    "precision",
+    "tier",
+    "table_subset",
+    "ci_closed_form",
+    "ci_training",
+)
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """A target's plan as written to ``results/plans/<target>.json``."""
+
+    target: str
+    settings: Mapping[str, Any]
+    cells: tuple[CellPlan, ...]
+    spec_folder: Path = SPEC_DIR
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every job of the target, deduplicated, in path order."""
+        return sorted({j.path: j for c in self.cells for j in c.jobs}.values(), key=lambda j: j.path)
+
+
+def make_plan(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -> TargetPlan:
+    settings = {k: config.get(k) for k in PLAN_SETTINGS}
+    settings["tier"] = settings["tier"] or "full"
+    settings["table_subset"] = settings["table_subset"] or "all"
+    return TargetPlan(target, settings, tuple(plan_target(target, config, folder)), folder)
+
+
+def plan_path(target: str, results: Path = Path("results")) -> Path:
+    return results / "plans" / f"{target}.json"
+
+
+def _cell_plan_dict(p: CellPlan) -> dict[str, Any]:
+    return {
+        "cell": p.cell.id, "runner": p.runner, "status": p.status, "reason": p.reason, "method": p.method,
+        "dataset": p.dataset, "model": p.model, "weights": p.weights, "protocol": p.protocol,
+        "params": p.params, "jobs": [job_to_dict(j) for j in p.jobs],
+    }  # fmt: skip
+
+
+def plan_json(plan: TargetPlan) -> str:
+    body = {
+        "target": plan.target, "spec_folder": str(plan.spec_folder), "settings": dict(plan.settings),
+        "cells": [_cell_plan_dict(c) for c in plan.cells],
+    }  # fmt: skip
+    return json.dumps(body, indent=1, sort_keys=True, default=str) + "\n"
+
+
+def write_plan(plan: TargetPlan, results: Path = Path("results")) -> Path:
+    """Write ``results/plans/<target>.json``, only when its content changes (an unchanged plan keeps its
+    time stamp, so Snakemake does not re-assemble the table; a changed plan re-assembles it)."""
+    path = plan_path(plan.target, results)
+    text = plan_json(plan)
+    if not path.is_file() or path.read_text() != text:
+        atomic_write_text(path, text)
+    return path
+
+
+def read_plan(target: str, results: Path = Path("results")) -> TargetPlan:
+    """The plan written for ``target``; every cell is rebuilt from ``expected/`` by its id."""
+    path = plan_path(target, results)
+    if not path.is_file():
+        raise ConfigError(
+            f"no plan {path} for target {target!r}",
+            f"build the target with `snakemake --cores all {target}` or `flb run {target}`, which write it",
+        )
+    raw = json.loads(path.read_text())
+    folder = Path(raw.get("spec_folder") or SPEC_DIR)
+    cells = {c.id: c for c in expected_cells(load_spec(target, folder))}
+    out = []
+    for c in raw["cells"]:
+        if c["cell"] not in cells:
+            raise ConfigError(
+                f"{path}: cell {c['cell']!r} is not in the expected file any more", "re-plan the target"
+            )
+        out.append(
+            CellPlan(
+                cells[c["cell"]],
+                c["runner"],
+                c["status"],
+                c["reason"],
+                method=c["method"],
+                dataset=c["dataset"],
+                model=c["model"],
+                weights=c["weights"],
+                jobs=tuple(job_from_dict(j) for j in c["jobs"]),
+                params=c["params"],
+                protocol=c["protocol"],
+            )
+        )
+    if len(out) != len(cells):
+        raise ConfigError(
+            f"{path}: {len(out)} cells planned, the expected file has {len(cells)}", "re-plan the target"
+        )
+    return TargetPlan(raw["target"], raw["settings"], tuple(out), folder)
+
+
+def plan_inputs(target: str, config: Mapping[str, Any]) -> list[str]:
+    """The inputs of the Snakefile's ``paper_table`` rule: the plan file (written here, once per DAG) and the
+    output of every job the plan holds."""
+    plan = make_plan(target, config)
+    return [str(write_plan(plan)), *(j.path for j in plan.jobs)]

@@ -29,11 +29,11 @@ from typing import Any
 import yaml
 
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.runners import runner_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "paper_tables"
 EXPECTED_DIR = ROOT / "expected"
-RUNNERS = ("closed_form", "cost", "lp_features", "fl_train")
 
 
 @dataclass(frozen=True)
@@ -103,10 +103,11 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
             f"{path}: field 'target' is {raw['target']!r}", f"it must equal the file name {target!r}"
         )
     rules = []
+    runners = runner_names()  # the runner plug-ins (benchmark/runners/) and the declared-only names
     for i, r in enumerate(raw["runners"]):
-        if r.get("runner") not in RUNNERS:
+        if r.get("runner") not in runners:
             raise ConfigError(
-                f"{path}: runners[{i}].runner is {r.get('runner')!r}", f"use one of: {', '.join(RUNNERS)}"
+                f"{path}: runners[{i}].runner is {r.get('runner')!r}", f"use one of: {', '.join(runners)}"
             )
         params = {k: v for k, v in r.items() if k not in ("runner", "when")}
         rules.append(RunnerRule(r["runner"], r.get("when", {}), params))

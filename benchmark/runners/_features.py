@@ -1,0 +1,29 @@
+"""What the runners on cached features share: reading their run files into a cell's values and rows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from benchmark.runners import CellResult
+
+if TYPE_CHECKING:
+    from benchmark.tables.plan import CellPlan
+    from benchmark.tables.spec import TableSpec
+
+
+def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
+    """The cell's accuracy per seed (the method's ``accuracy`` rows with status ok, by seed), and every metric
+    the runs recorded for the method (accuracy, and for training runs also best / last accuracy, uplink /
+    downlink bytes, compute in F, rounds), labelled with the cell."""
+    import pandas as pd
+
+    from benchmark.tidy import read_tidy
+
+    runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
+    sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+    values = [float(v) for v in sel.sort_values("seed")["value"]]
+    rows: list[dict[str, Any]] = []
+    for rec in runs[runs["method"] == plan.method].to_dict("records"):
+        rec.update(paper=spec.paper, table=spec.table, cell=plan.cell.id)
+        rows.append(rec)
+    return CellResult(values, rows, reason=None if values else "the runs produced no value for this cell")

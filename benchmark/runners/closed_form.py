@@ -1,0 +1,57 @@
+"""The ``closed_form`` runner: training-free heads (FedNCM, Fed3R, FedCOF, ...) on cached features, one
+:class:`~benchmark.jobs.ClosedFormJob` per seed of the table (every method of the paper's closed-form protocol,
+:mod:`benchmark.closed_form.protocols`, in one job)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchmark.jobs import ClosedFormJob, partition_tag
+from benchmark.runners import CellResult, Runner, register_runner
+from benchmark.runners._features import collect_runs
+
+
+class ClosedFormRunner(Runner):
+    name = "closed_form"
+
+    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
+        natural = dataset in rule.params.get("natural_users", [])
+        clients = None if natural else rule.params.get("partition", {}).get("num_clients")
+        return {"clients": clients, "per_class": None, "participation": None}
+
+    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        from benchmark.closed_form.protocols import PAPER_PROTOCOL, check_protocol
+        from benchmark.tables.plan import choose_preprocess
+
+        plan.protocol = check_protocol(
+            str(rule.params.get("protocol") or PAPER_PROTOCOL.get(spec.paper, "suite"))
+        )
+        pre = choose_preprocess(
+            rule.params.get("preprocess", {}), plan.dataset, plan.cell.protocol.get("image_size")
+        )
+        part = dict(rule.params.get("partition", {}))
+        if plan.dataset in rule.params.get("natural_users", []):
+            part = {"scheme": "natural"}
+        plan.jobs = tuple(
+            ClosedFormJob(
+                dataset=plan.dataset,
+                model=plan.model,
+                weights=plan.weights,
+                preprocess=pre,
+                precision=config.get("precision", "fp32"),
+                subset=str(config.get("table_subset", "all")),
+                ptag=partition_tag(part),
+                protocol=plan.protocol,
+                seed=s,
+            )
+            for s in spec.seeds
+        )
+        plan.status = "planned"
+        return plan
+
+    def collect(self, spec, plan, labels, settings) -> CellResult:
+        return collect_runs(spec, plan)
+
+
+register_runner(ClosedFormRunner())

@@ -1,0 +1,89 @@
+"""The ``lp_features`` runner: federated training on cached features (LP, MLP head, LP after a closed-form
+head), one :class:`~benchmark.jobs.FLRunJob` per seed (``flb fl-run``, :mod:`benchmark.fl.jobs`).
+
+The spec maps ``<dataset>@<image_size>`` (or ``<dataset>`` when the table states no size) to a protocol of
+:mod:`benchmark.fl.protocols`, which fixes the features (preprocessing), the partition and every training
+knob; a cell with no protocol for its setting is NOT RUN with that reason. In the CI tier only the
+``protocol/method`` pairs of ``config['ci_training']`` run (each is minutes of CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmark.jobs import FLRunJob, partition_tag
+from benchmark.runners import CellResult, Runner, register_runner
+from benchmark.runners._features import collect_runs
+
+
+def _protocol_key(dataset: Any, image_size: Any) -> str:
+    return f"{dataset}@{image_size}" if image_size is not None else str(dataset)
+
+
+class LPFeaturesRunner(Runner):
+    name = "lp_features"
+
+    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
+        name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
+        if name is None:
+            return None
+        from benchmark.fl.protocols import get_protocol
+
+        fl = get_protocol(name)
+        return {"clients": fl.num_clients, "per_class": None, "participation": fl.participation}
+
+    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        from benchmark.fl.protocols import get_protocol
+
+        key = _protocol_key(plan.dataset, plan.cell.protocol.get("image_size"))
+        name = plan.params.get("protocols", {}).get(key)
+        if name is None:
+            plan.reason = f"no training protocol for {key} in this spec (benchmark/fl/protocols.py)"
+            return plan
+        fl = get_protocol(name)
+        if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
+            plan.reason = (
+                f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
+            )
+            return plan
+        fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
+        pair = f"{name}/{plan.method}"
+        if config.get("tier", "full") == "ci" and pair not in config.get("ci_training", []):
+            plan.reason = (
+                f"outside the CI tier (training run {pair}: minutes to an hour of CPU per seed, see "
+                "config 'ci_training'); runs with --config tier=full"
+            )
+            return plan
+        plan.protocol = name
+        part: dict[str, Any] = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
+        if fl.alpha is not None:
+            part["alpha"] = fl.alpha
+        plan.jobs = tuple(
+            FLRunJob(
+                dataset=plan.dataset,
+                model=plan.model,
+                weights=plan.weights,
+                preprocess=fl.preprocess,
+                precision=config.get("precision", "fp32"),
+                subset=str(config.get("table_subset", "all")),
+                ptag=partition_tag(part),
+                protocol=name,
+                method=str(plan.method),
+                seed=s,
+            )
+            for s in spec.seeds
+        )
+        plan.status = "planned"
+        return plan
+
+    def collect(self, spec, plan, labels, settings) -> CellResult:
+        return collect_runs(spec, plan)
+
+    def artefacts(self, plan) -> dict[str, list[str]]:
+        """The per-round curve files of the cell's seeds (plotted beside the table)."""
+        return {"curves": [j.curve_path for j in plan.jobs if Path(j.curve_path).is_file()]}
+
+
+register_runner(LPFeaturesRunner())

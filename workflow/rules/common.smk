@@ -1,0 +1,32 @@
+# Constants and wildcard constraints shared by the rules. Jobs call the installed package (`pip install -e .`).
+from pathlib import Path
+
+from benchmark import workflow as wf
+from benchmark.closed_form.protocols import PROTOCOLS
+from benchmark.fl.protocols import list_protocols
+from benchmark.jobs import ClosedFormJob, ExtractJob, FLRunJob, PartitionJob
+from benchmark.tables.plan import plan_inputs
+from benchmark.tables.spec import list_specs
+
+PY = "python -m benchmark.cli"
+PLOTS = "python -m benchmark.apps.plots"
+CONDA_ENV = str(Path(workflow.basedir).parent / "env" / "environment.yml")
+PATHS = " ".join(
+    f"--{flag} {config[key]}"
+    for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
+    if config.get(key)
+)
+TABLES = list_specs()
+FL_PROTOCOLS = list_protocols()
+FREEFORM = wf.closed_form_targets(config)
+DATA = wf.data_root_identity(config)  # the resolved data root the data-reading jobs use
+
+wildcard_constraints:
+    seed=r"\d+",
+    split="train|test",
+    subset=r"all|stratified[1-9]\d*",
+
+
+def table_outputs(target):
+    return [f"results/tables/{target}.md", f"results/tables/{target}.tex", f"results/checks/{target}.json",
+            f"results/tidy/{target}.csv"]
