@@ -3,8 +3,6 @@ arguments, and their old ``benchmark.fl.*`` names still resolve to the moved mod
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from benchmark import apps, cli

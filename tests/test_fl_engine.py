@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from benchmark.apps.plots import plot_curves
 from benchmark.errors import ConfigError
 from benchmark.fl.client import batch_schedule, local_sgd
 from benchmark.fl.config import FLConfig, flsim_epochs_to_rounds
@@ -29,7 +30,6 @@ from benchmark.fl.methods import (
     run_two_stage,
     seeded_build,
 )
-from benchmark.apps.plots import plot_curves
 from benchmark.fl.server_opt import FedAdam, FedAvg, FedAvgM, make_server_optimizer
 from benchmark.models.classifier import Classifier
 from benchmark.seeding import RunSeeds

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 import torch
 
+from benchmark.apps.plots import mean_curve, plot_curves
 from benchmark.cli import main as cli_main
 from benchmark.closed_form import paper_protocol_options, run_method
 from benchmark.data.partition import PartitionData, make_partition
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.jobs import CURVE_COLUMNS, fl_run_step, load_inputs, read_curve, run_fl_job
-from benchmark.apps.plots import mean_curve, plot_curves
 from benchmark.fl.protocols import get_protocol, list_protocols
 from benchmark.io import sha256_file
 from benchmark.tidy import TIDY_COLUMNS
