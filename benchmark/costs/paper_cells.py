@@ -43,7 +43,7 @@ from benchmark.costs.comm import (
     lp_round_traffic,
 )
 from benchmark.costs.compute import fedncm_compute, legate2023_compute, samples_per_round
-from benchmark.costs.model_facts import dataset_facts, feature_extractor_params
+from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
 from benchmark.errors import ConfigError
 from benchmark.expected import truncated_thousands_agree
 
@@ -192,7 +192,7 @@ def reproduce(
 LEGATE_NUM_CLIENTS = 100
 LEGATE_LOCAL_EPOCHS = 1
 LEGATE_BACKBONE = "squeezenet1_1"
-LEGATE_D = 512
+LEGATE_D = feature_dim(LEGATE_BACKBONE)
 _FT_LIKE = ("Random", "FT", "FedNCM+FT")
 
 # row -> (dataset facts key, stated participation (§4: 30% for CIFAR, full otherwise))
@@ -528,10 +528,8 @@ def legate2023ws_table1_comm_cells(neurips_cells: Sequence[Cell] | None = None) 
 # fedcof Tables 3, 5, 6
 # ====================================================================================================
 
-FEDCOF_BACKBONES: tuple[tuple[str, int], ...] = (
-    ("squeezenet1_1", 512),
-    ("mobilenet_v2", 1280),
-    ("vit_b_16", 768),
+FEDCOF_BACKBONES: tuple[tuple[str, int], ...] = tuple(
+    (b, feature_dim(b)) for b in ("squeezenet1_1", "mobilenet_v2", "vit_b_16")
 )
 
 # fedcof Table 3, MB per backbone (SqueezeNet, MobileNetV2, ViT-B/16), as transcribed. iNat ViT Fed3R
@@ -910,12 +908,11 @@ def fedcof_training_mb(backbone: str, dataset: str, rounds: int, deps: frozenset
     ``binary_prefix`` (MiB).
     """
     from benchmark.costs.comm import ft_round_traffic
-    from benchmark.costs.model_facts import FEATURE_DIMS
 
     c = dataset_facts(dataset).num_classes
     base = feature_extractor_params(backbone)
     bias = cv.HEAD_BIAS_CHARGED.name in deps
-    traffic = ft_round_traffic(base, FEATURE_DIMS[backbone], c, FEDCOF_CLIENTS_PER_ROUND, bias=bias)
+    traffic = ft_round_traffic(base, feature_dim(backbone), c, FEDCOF_CLIENTS_PER_ROUND, bias=bias)
     nbytes = traffic.times(rounds).nbytes(
         cv.BYTES_FP32, directions=2 if cv.BOTH_DIRECTIONS.name in deps else 1
     )

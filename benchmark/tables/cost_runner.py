@@ -33,7 +33,7 @@ from typing import Any
 
 from benchmark.costs import conventions as cv
 from benchmark.costs import paper_cells as pc
-from benchmark.costs.model_facts import FEATURE_DIMS, dataset_facts, feature_extractor_params
+from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
 from benchmark.errors import ConfigError
 from benchmark.expected import parse_printed_number
 
@@ -428,7 +428,7 @@ def _init_printed(dataset: str, init: str) -> str:
 def _training_facts(backbone: str) -> str:
     return (
         f"{backbone} extractor: {feature_extractor_params(backbone):,} parameters counted on torchvision's "
-        f"constructor (meta device), head d x C without bias (d = {FEATURE_DIMS[backbone]})"
+        f"constructor (meta device), head d x C without bias (d = {feature_dim(backbone)})"
     )
 
 
@@ -451,7 +451,7 @@ def _fedcof(cell: Mapping[str, Any], table: str, data_root: str | None, seeds: S
     if method.endswith("_fedadam"):
         return _fedcof_init_ft(cell, data_root, seeds)
     if method in _FEDCOF_METHODS:
-        return _fedcof_free(cell, FEATURE_DIMS[model], data_root, seeds, model)
+        return _fedcof_free(cell, feature_dim(model), data_root, seeds, model)
     return CostResult("not_run", reason=f"no cost model for fedcof Table {table} method {method!r}")
 
 
