@@ -131,11 +131,16 @@ def test_fedcof_without_labels_on_disk_is_not_run_not_fitted(tmp_path) -> None:
         assert "partition" in res.reason and "inferred" in res.reason and res.classification != pc.MATCH
 
 
-def test_transcription_disagreement_is_an_error() -> None:
+def test_printed_values_come_from_expected_by_cell_id() -> None:
+    """The cost model holds no copy of the printed numbers: it reads expected/ by cell id, and an id that
+    expected/ does not hold is one clear error naming the file."""
+    c = next(c for c in pc.legate2023_table2_cells() if c.cell_id == "cub200/ft/comm_gb")
+    assert c.printed.text == next(x.printed for x in _cells("legate2023", "2") if x.id == c.cell_id)
+    with pytest.raises(ConfigError, match=r"expected/legate2023/table2\.yaml"):
+        pc.printed_value("legate2023", "2", "cub200/ft/comm_tb")
     c = next(c for c in _cells("legate2023", "2") if c.id == "cub200/ft/comm_gb")
-    bad = {**_as_dict(c), "printed": "679.07"}
-    with pytest.raises(ConfigError, match="transcribes"):
-        cost_result("legate2023", "2", bad)
+    with pytest.raises(ConfigError, match="cub200/ft/comm_tb"):
+        cost_result("legate2023", "2", {**_as_dict(c), "id": "cub200/ft/comm_tb"})
 
 
 def test_tables_without_a_cost_model_are_not_run() -> None:

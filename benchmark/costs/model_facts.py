@@ -116,7 +116,7 @@ DATASETS: dict[str, DatasetFacts] = {
             "imagenet_r", 200, None, 100, "fedcof App. H (30k images in all; train split not given)"
         ),
         DatasetFacts(
-            "inat120k", 1203, 120_000, 9275, "fedcof §5, App. H ('120k training images', 9275 users)"
+            "inat_120k", 1203, 120_000, 9275, "fedcof §5, App. H ('120k training images', 9275 users)"
         ),
         DatasetFacts("domainnet10", 10, None, 6, "fedcof App. F (top-10 classes, 6 single-domain clients)"),
     )
