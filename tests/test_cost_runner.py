@@ -11,7 +11,7 @@ import pytest
 from benchmark.costs import paper_cells as pc
 from benchmark.errors import ConfigError
 from benchmark.expected import load_table
-from benchmark.tables.cost_runner import COST_TABLES, PASSING, cost_result
+from benchmark.tables.cost_runner import COST_TABLES, PASSING, cost_model, cost_result
 from benchmark.verdict import judge
 
 COST_METRICS = ("comm_gb", "comm_mb", "comm_tb", "compute_f")
@@ -146,3 +146,9 @@ def test_printed_values_come_from_expected_by_cell_id() -> None:
 def test_tables_without_a_cost_model_are_not_run() -> None:
     res = cost_result("fedbabu", "1", {"id": "x", "metric": "comm_mb", "printed": "1", "protocol": {}})
     assert res.status == "not_run" and "no cost model" in res.reason
+
+
+def test_cost_models_are_registered_once() -> None:
+    """COST_TABLES and the dispatch derive from the registrations; a second model for a table is an error."""
+    with pytest.raises(ValueError, match="registered twice"):
+        cost_model(("fedcof", "3"))(lambda *args: None)  # type: ignore[arg-type, return-value]

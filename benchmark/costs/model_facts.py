@@ -4,15 +4,14 @@ Parameter counts come from the torchvision constructors, built on the ``meta`` d
 weights), with the head replaced the way the papers' code does (``shared/reference/papers-code.md`` §1.3,
 §2.3):
 
-=============  ====  =========================================================================================
-backbone       d     feature extractor = ...                         head
-=============  ====  =========================================================================================
-squeezenet1_1  512   ``features`` (the whole conv classifier is       ``Linear(512, C)`` after pool+flatten
-                     dropped)
-resnet18       512   every module but ``fc``                          ``fc = Linear(512, C)``
-mobilenet_v2   1280  ``features`` (classifier -> Identity, Identity)  ``Linear(1280, C)``
-vit_b_16       768   every module but ``heads``                       ``Linear(768, C)``
-=============  ====  =========================================================================================
+=============  =========================================================  ===================================
+backbone       feature extractor = ...                                    head
+=============  =========================================================  ===================================
+squeezenet1_1  ``features`` (the whole conv classifier is dropped)        ``Linear(d, C)`` after pool+flatten
+resnet18       every module but ``fc``                                    ``fc = Linear(d, C)``
+mobilenet_v2   ``features`` (classifier -> Identity, Identity)            ``Linear(d, C)``
+vit_b_16       every module but ``heads``                                 ``Linear(d, C)``
+=============  =========================================================  ===================================
 
 legate2023's code gives the head a bias, fedcof's code does not (``HEAD_BIAS``). fedcof's ViT is timm's
 ``vit_base_patch16_224`` (in21k); its parameter count without head equals torchvision's ``vit_b_16``
