@@ -17,8 +17,8 @@ import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from decimal import ROUND_DOWN, Decimal
+from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -93,17 +93,51 @@ class PrintedNumber:
     """A number as printed in a paper: ``mantissa × 10**exponent`` with ``decimals`` printed decimals.
 
     ``"4.5×10^8"`` -> (4.5, 8, 1); ``"57k"`` -> (57, 3, 0); ``"50,000"`` -> (50000, 0, 0);
-    ``"22050."`` (cut by the conversion) -> (22050, 0, 0).
+    ``"22050."`` (cut by the conversion) -> (22050, 0, 0). The one printed-number type of the suite: the
+    verdict (:func:`benchmark.verdict.judge`) and the cost model (``benchmark/costs/``) read the strings of
+    ``expected/`` through it, and :meth:`rounded` is the one rounding rule (half up at the printed
+    precision).
     """
 
     mantissa: Decimal
     exponent: int
     decimals: int
+    text: str = field(default="", compare=False)  # the string as ``expected/`` holds it
+
+    @classmethod
+    def parse(cls, text: str) -> PrintedNumber:
+        """:func:`parse_printed_number`."""
+        return parse_printed_number(text)
 
     @property
     def value(self) -> float:
         """The number the string denotes."""
         return float(self.mantissa.scaleb(self.exponent))
+
+    @property
+    def ulp(self) -> float:
+        """One unit in the last printed place."""
+        return 10.0 ** (self.exponent - self.decimals)
+
+    @property
+    def ascii(self) -> str:
+        """The string with ``×10^`` written ``e`` (``4.5e8``), as the cost model's notes print it."""
+        return self.text.replace("×10^", "e")
+
+    def rounded(self, value: float) -> Decimal:
+        """``value`` in units of ``10**exponent``, rounded half up to the printed decimals."""
+        scaled = Decimal(repr(float(value))).scaleb(-self.exponent)
+        return scaled.quantize(Decimal(1).scaleb(-self.decimals), rounding=ROUND_HALF_UP)
+
+    def agrees(self, x: float) -> bool:
+        """Whether ``x`` prints as this number (:meth:`rounded`, the verdict's rule)."""
+        return self.rounded(x) == self.mantissa
+
+    def interval(self, *, truncated: bool = False) -> tuple[float, float]:
+        """Values that print as this number (rounded; cut, upper end excluded, when ``truncated``)."""
+        if truncated:
+            return self.value, self.value + self.ulp
+        return self.value - self.ulp / 2, self.value + self.ulp / 2
 
 
 def parse_printed_number(printed: str) -> PrintedNumber:
@@ -119,7 +153,7 @@ def parse_printed_number(printed: str) -> PrintedNumber:
     whole, frac, exp, kilo = m.groups()
     digits = whole.replace(",", "") + ("." + frac if frac else "")
     exponent = (int(exp) if exp else 0) + (3 if kilo else 0)
-    return PrintedNumber(Decimal(digits), exponent, len(frac) if frac else 0)
+    return PrintedNumber(Decimal(digits), exponent, len(frac) if frac else 0, printed)
 
 
 def truncated_thousands_agree(value: float, printed: str) -> bool:

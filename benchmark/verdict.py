@@ -128,16 +128,16 @@ def ours_stats(values: Sequence[float]) -> tuple[float, float, int]:
 
 
 def _rounded(value: float, printed: str, truncated: bool, column_decimals: int | None) -> Decimal:
+    """``value`` at the printed precision: :meth:`PrintedNumber.rounded` (the one rounding rule), or for a
+    ``truncated`` paper string rounded to ``column_decimals`` and then cut, as the text conversion did."""
     p = parse_printed_number(printed)
+    if not truncated:
+        return p.rounded(value)
+    if column_decimals is None:
+        raise ConfigError(f"truncated printed value {printed!r} needs column_decimals", "see expected/README.md")
     scaled = Decimal(repr(float(value))).scaleb(-p.exponent)
-    if truncated:
-        if column_decimals is None:
-            raise ConfigError(
-                f"truncated printed value {printed!r} needs column_decimals", "see expected/README.md"
-            )
-        scaled = scaled.quantize(Decimal(1).scaleb(-column_decimals), rounding=ROUND_HALF_UP)
-        return scaled.quantize(Decimal(1).scaleb(-p.decimals), rounding=ROUND_DOWN)
-    return scaled.quantize(Decimal(1).scaleb(-p.decimals), rounding=ROUND_HALF_UP)
+    scaled = scaled.quantize(Decimal(1).scaleb(-column_decimals), rounding=ROUND_HALF_UP)
+    return scaled.quantize(Decimal(1).scaleb(-p.decimals), rounding=ROUND_DOWN)
 
 
 def round_like_printed(

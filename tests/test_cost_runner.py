@@ -11,7 +11,7 @@ import pytest
 from benchmark.costs import paper_cells as pc
 from benchmark.errors import ConfigError
 from benchmark.expected import load_table
-from benchmark.tables.cost_runner import COST_TABLES, PASSING, cost_result
+from benchmark.tables.cost_runner import COST_TABLES, PASSING, cost_model, cost_result
 from benchmark.verdict import judge
 
 COST_METRICS = ("comm_gb", "comm_mb", "comm_tb", "compute_f")
@@ -131,13 +131,24 @@ def test_fedcof_without_labels_on_disk_is_not_run_not_fitted(tmp_path) -> None:
         assert "partition" in res.reason and "inferred" in res.reason and res.classification != pc.MATCH
 
 
-def test_transcription_disagreement_is_an_error() -> None:
+def test_printed_values_come_from_expected_by_cell_id() -> None:
+    """The cost model holds no copy of the printed numbers: it reads expected/ by cell id, and an id that
+    expected/ does not hold is one clear error naming the file."""
+    c = next(c for c in pc.legate2023_table2_cells() if c.cell_id == "cub200/ft/comm_gb")
+    assert c.printed.text == next(x.printed for x in _cells("legate2023", "2") if x.id == c.cell_id)
+    with pytest.raises(ConfigError, match=r"expected/legate2023/table2\.yaml"):
+        pc.printed_value("legate2023", "2", "cub200/ft/comm_tb")
     c = next(c for c in _cells("legate2023", "2") if c.id == "cub200/ft/comm_gb")
-    bad = {**_as_dict(c), "printed": "679.07"}
-    with pytest.raises(ConfigError, match="transcribes"):
-        cost_result("legate2023", "2", bad)
+    with pytest.raises(ConfigError, match="cub200/ft/comm_tb"):
+        cost_result("legate2023", "2", {**_as_dict(c), "id": "cub200/ft/comm_tb"})
 
 
 def test_tables_without_a_cost_model_are_not_run() -> None:
     res = cost_result("fedbabu", "1", {"id": "x", "metric": "comm_mb", "printed": "1", "protocol": {}})
     assert res.status == "not_run" and "no cost model" in res.reason
+
+
+def test_cost_models_are_registered_once() -> None:
+    """COST_TABLES and the dispatch derive from the registrations; a second model for a table is an error."""
+    with pytest.raises(ValueError, match="registered twice"):
+        cost_model(("fedcof", "3"))(lambda *args: None)  # type: ignore[arg-type, return-value]

@@ -21,6 +21,8 @@ from benchmark.costs import conventions as cv
 from benchmark.costs import paper_cells as pc
 from benchmark.costs.model_facts import dataset_facts, feature_extractor_params, param_count
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.expected import PrintedNumber, truncated_thousands_agree
+from benchmark.verdict import round_like_printed
 
 NOTES = Path(__file__).resolve().parents[1] / "benchmark" / "costs" / "NOTES.md"
 
@@ -88,27 +90,29 @@ def cells() -> tuple[pc.Cell, ...]:
     ("text", "value", "ulp"),
     [
         ("120.25", 120.25, 0.01),
-        ("4.5e8", 4.5e8, 1e7),
-        ("4.10e-3", 4.1e-3, 1e-5),
+        ("4.5×10^8", 4.5e8, 1e7),
+        ("4.10×10^-3", 4.1e-3, 1e-5),
         ("1", 1.0, 1.0),
         ("57k", 57_000.0, 1_000.0),
         ("22050.", 22050.0, 1.0),
     ],
 )
 def test_printed_parse(text: str, value: float, ulp: float) -> None:
-    p = pc.Printed.parse(text)
+    p = PrintedNumber.parse(text)
     assert math.isclose(p.value, value) and math.isclose(p.ulp, ulp)
 
 
 def test_printed_agreement_rules() -> None:
-    p = pc.Printed.parse("5.3e7")
-    assert p.agrees(5.25e7) and p.agrees(5.35e7)  # ties print either way
-    assert not p.agrees(5.24e7)
-    k = pc.Printed.parse("128k")
-    assert not k.agrees(128_940.0) and k.agrees(128_940.0, truncated=True)
-    assert not k.agrees(129_000.0, truncated=True)
+    p = PrintedNumber.parse("5.3×10^7")
+    assert p.agrees(5.25e7) and not p.agrees(5.35e7)  # half up, the verdict's rule (round_like_printed)
+    assert not p.agrees(5.24e7) and p.agrees(5.3499e7)
+    assert round_like_printed(5.25e7, "5.3×10^7") == "5.3×10^7"
+    k = PrintedNumber.parse("128k")
+    assert not k.agrees(128_940.0) and truncated_thousands_agree(128_940.0, "128k")
+    assert not truncated_thousands_agree(129_000.0, "128k")
+    assert p.ascii == "5.3e7" and k.ascii == "128k"
     with pytest.raises(ConfigError):
-        pc.Printed.parse("1.7Tb")
+        PrintedNumber.parse("1.7Tb")
 
 
 def test_unit_bytes() -> None:
@@ -157,7 +161,7 @@ def test_param_counts() -> None:
 
 def test_dataset_facts() -> None:
     assert dataset_facts("cub200").num_train == 5994 and dataset_facts("cub200").num_classes == 200
-    assert dataset_facts("inat120k").num_clients == 9275
+    assert dataset_facts("inat_120k").num_clients == 9275
     with pytest.raises(UnknownNameError):
         dataset_facts("mnist")
 
@@ -270,38 +274,41 @@ def test_realistic_dirichlet_partition_fedncm_vs_table1_bound() -> None:
 # Cells no convention reproduces; each is explained in NOTES.md.
 DOCUMENTED_DISCREPANCIES = (
     {
-        "legate2023/Table 2/CIFAR-10/LP/compute (xF)",
-        "fedcof/Table 3/cifar100/Fed3R/comm MB (squeezenet1_1)",
-        "fedcof/Table 3/imagenet_r/Fed3R/comm MB (squeezenet1_1)",
-        "fedcof/Table 3/cub200/FedCOF oracle/comm MB (vit_b_16)",
-        "fedcof/Table 6/imagenet_r/Fed-LP/comm MB (squeezenet1_1)",
-        "fedcof/Table 6/cub200/Fed-LP/comm MB (squeezenet1_1)",
-        "fedcof/Table 6/inat120k/Fed-LP/comm MB (squeezenet1_1)",
+        "legate2023/Table 2/cifar10/lp/compute_f",
+        "fedcof/Table 3/cifar100/squeezenet1_1/fed3r/comm_mb",
+        "fedcof/Table 3/imagenet_r/squeezenet1_1/fed3r/comm_mb",
+        "fedcof/Table 3/cub200/vit_b_16/fedcof_oracle/comm_mb",
+        "fedcof/Table 6/imagenet_r/fed_lp/comm_mb",
+        "fedcof/Table 6/cub200/fed_lp/comm_mb",
+        "fedcof/Table 6/inat_120k/fed_lp/comm_mb",
     }
     | {
-        f"legate2023ws/Table 1/{row}/{method}/comm ({unit})"
-        for row, methods in pc.LEGATE_WS_T1_COMM.items()
-        for method, (_, unit) in methods.items()
-        if (row, method) not in (("Flowers-102", "Random"), ("Flowers-102", "FedNCM"), ("CIFAR-10", "Random"))
+        f"legate2023ws/Table 1/{cell_id}"
+        for cell_id in pc.reported_costs("legate2023ws", "1")
+        if cell_id.endswith("/comm")
+        and not cell_id.startswith(("flowers102/random/", "flowers102/fedncm/", "cifar10/random/"))
     }
     | {
         # Workshop compute: no round count of NeurIPS Table 4 gives these (the note names the one needed).
-        f"legate2023ws/Table 1/{row}/{method}/compute (xF)"
-        for row, methods in pc.LEGATE_WS_T1_COMPUTE.items()
-        for method in methods
-        if method != "FedNCM" and (row, method) not in (("CIFAR-10", "Random"), ("CIFAR-10 x32", "FT"))
+        f"legate2023ws/Table 1/{cell_id}"
+        for cell_id in pc.reported_costs("legate2023ws", "1")
+        if cell_id.endswith("/compute_f")
+        and cell_id.split("/")[1] != "fedncm"
+        and not cell_id.startswith(("cifar10/random/", "cifar10_32/ft/"))
     }
     | {
         # fedcof Table 8: no single SqueezeNet parameter count gives both CIFAR-10 and CIFAR-100.
-        f"fedcof/Table 8/{ds}/{m}/comm MB (squeezenet1_1)"
+        f"fedcof/Table 8/{ds}/{m}/{init}/comm_mb"
         for ds in ("cifar10", "cifar100")
-        for m in ("FedAvg", "FedAdam", "FedAvg (random init)", "FedAdam (random init)")
+        for m in ("fedavg", "fedadam")
+        for init in ("random_init", "pretrained")
     }
     | {
         # bernier2024 Table 4.1: FedMeZO is Eq. 6 with num_z = 1; SLoRA's LoRA size is not stated.
-        f"bernier2024/Table 4.1/{ds}/{m}/comm (GB)"
+        f"bernier2024/Table 4.1/{ds}/{m}/{split}/comm_gb"
         for ds in ("sst2", "sst5", "mnli")
-        for m in ("FedMeZO", "SLoRA")
+        for m in ("fedmezo", "slora")
+        for split in ("iid", "noniid")
     }
 )
 
@@ -313,7 +320,7 @@ def _cell(key: str) -> pc.Cell:
 
 
 def test_cell_inventory() -> None:
-    assert len(CELL_KEYS) == len(set(CELL_KEYS)) == 60 + 19 + 60 + 5 + 5 + 19 + 12 + 6 + 6
+    assert len(CELL_KEYS) == len(set(CELL_KEYS)) == 60 + 19 + 60 + 5 + 5 + 19 + 12 + 6 + 12
     assert DOCUMENTED_DISCREPANCIES <= set(CELL_KEYS)
 
 
@@ -325,8 +332,10 @@ def test_cell(key: str) -> None:
         assert not c.printed.agrees(c.computed) and not c.printed.agrees(c.stated)
         return
     assert c.verdict != pc.MISMATCH, c
-    truncated = cv.PRINTED_TRUNCATED.name in c.departures
-    assert c.printed.agrees(c.computed, truncated=truncated)
+    if cv.PRINTED_TRUNCATED.name in c.departures:
+        assert truncated_thousands_agree(c.computed, c.printed.text)
+    else:
+        assert c.printed.agrees(c.computed)
     if c.verdict == pc.MATCH:
         assert not c.departures and c.computed == c.stated
     else:
@@ -343,18 +352,18 @@ def test_legate2023_departures() -> None:
     """Which departures each kind of Table 2 cell needs (NOTES.md, legate2023 section)."""
     for c in (c for c in cells() if c.paper == "legate2023"):
         deps = set(c.departures)
-        cifar = c.row.startswith("CIFAR")
+        cifar = c.row in ("cifar10", "cifar10_32")
         if c.verdict == pc.MISMATCH:
             continue
-        if c.method == "FedNCM":
+        if c.method == "fedncm":
             expected = {cv.COMPUTE_UNIT_DATASET_PASS.name} if c.column == pc.COMPUTE else set()
         else:
             expected = {cv.PARTICIPATION_IGNORED.name} if cifar else set()
-            if c.row == "CIFAR-10 x32" and c.method in ("FT", "FedNCM+FT"):
+            if c.row == "cifar10_32" and c.method in ("ft", "fedncm_ft"):
                 expected.add(cv.X32_ROUNDS_SWAPPED.name)
-            if c.column == pc.COMM_GB and c.method in ("Random", "FT", "FedNCM+FT"):
+            if c.column == pc.COMM_GB and c.method in ("random", "ft", "fedncm_ft"):
                 expected.add(cv.BASE_PARAMS_INFERRED.name)
-            if (c.row, c.method, c.column) == ("Flowers-102", "LP", pc.COMM_GB):
+            if (c.row, c.method, c.column) == ("flowers102", "lp", pc.COMM_GB):
                 expected.add(cv.HEAD_BIAS_CHARGED.name)
         assert deps == expected, c.key
 
@@ -363,30 +372,30 @@ def test_legate2023_base_params_inferred_is_unique_and_not_torchvision() -> None
     lo, hi = pc.legate2023_inferred_base_params()
     assert lo == hi  # 16 cells over 5 class counts and 5 round counts pin one integer
     assert lo not in (722_496, 735_424)  # SqueezeNet 1.1 / 1.0 feature extractors
-    tv = pc.legate2023_comm_gb("CUB", "FT")
-    assert not pc.Printed.parse("679.06").agrees(tv)
+    tv = pc.legate2023_comm_gb("cub200", "ft")
+    assert not PrintedNumber.parse("679.06").agrees(tv)
 
 
 def test_legate2023_fedncm_ft_excludes_the_ncm_stage() -> None:
     """Adding FedNCM's own traffic to FedNCM+FT would change the printed Flowers/CUB/Cars values."""
     deps = frozenset({cv.BASE_PARAMS_INFERRED.name})
     p = pc.legate2023_inferred_base_params()[0]
-    for row, text in [("Flowers-102", "159.73"), ("CUB", "679.06"), ("Stanford Cars", "677.42")]:
-        ft = pc.legate2023_comm_gb(row, "FedNCM+FT", deps, base_params=p)
-        ncm = pc.legate2023_comm_gb(row, "FedNCM")
-        assert pc.Printed.parse(text).agrees(ft) and not pc.Printed.parse(text).agrees(ft + ncm)
+    for row, text in [("flowers102", "159.73"), ("cub200", "679.06"), ("stanford_cars", "677.42")]:
+        ft = pc.legate2023_comm_gb(row, "fedncm_ft", deps, base_params=p)
+        ncm = pc.legate2023_comm_gb(row, "fedncm")
+        assert PrintedNumber.parse(text).agrees(ft) and not PrintedNumber.parse(text).agrees(ft + ncm)
 
 
 def test_legate2023_gb_is_decimal() -> None:
-    gb = pc.legate2023_comm_gb("CUB", "LP")
-    assert pc.Printed.parse("122.88").agrees(gb)
-    assert not pc.Printed.parse("122.88").agrees(gb * cv.GB_DECIMAL / cv.GiB)
+    gb = pc.legate2023_comm_gb("cub200", "lp")
+    assert PrintedNumber.parse("122.88").agrees(gb)
+    assert not PrintedNumber.parse("122.88").agrees(gb * cv.GB_DECIMAL / cv.GiB)
 
 
 def test_legate2023_x32_rounds_as_in_table4_fail() -> None:
     deps = frozenset({cv.PARTICIPATION_IGNORED.name})
-    assert not pc.Printed.parse("1.5e8").agrees(pc.legate2023_compute_f("CIFAR-10 x32", "FT", deps))
-    assert not pc.Printed.parse("7.5e7").agrees(pc.legate2023_compute_f("CIFAR-10 x32", "FedNCM+FT", deps))
+    assert not PrintedNumber.parse("1.5×10^8").agrees(pc.legate2023_compute_f("cifar10_32", "ft", deps))
+    assert not PrintedNumber.parse("7.5×10^7").agrees(pc.legate2023_compute_f("cifar10_32", "fedncm_ft", deps))
 
 
 # --- fedcof: which convention the printed MB follow --------------------------------------------------
@@ -395,45 +404,45 @@ def test_legate2023_x32_rounds_as_in_table4_fail() -> None:
 def test_fedcof_cifar100_pairs_come_from_single_seeds() -> None:
     """FedNCM/FedCOF/Fed3R cells fit seeds 1 and 2, the oracle fits seed 0; the 5-seed mean fits neither."""
     pairs = cifar100_pairs()
-    main = _cell("fedcof/Table 3/cifar100/FedNCM/comm MB (mobilenet_v2)").inputs
-    oracle = _cell("fedcof/Table 3/cifar100/FedCOF oracle/comm MB (squeezenet1_1)").inputs
+    main = _cell("fedcof/Table 3/cifar100/mobilenet_v2/fedncm/comm_mb").inputs
+    oracle = _cell("fedcof/Table 3/cifar100/squeezenet1_1/fedcof_oracle/comm_mb").inputs
     assert main.startswith(f"pairs={pairs['seed 1']} (seed 1); as good: seed 2 ({pairs['seed 2']})")
     assert oracle.startswith(f"pairs={pairs['seed 0']} (seed 0);")
     mean = sum(pairs.values()) / len(pairs)
-    fed3r_mob = pc.fedcof_cell_mb("Fed3R", 1280, 100, 0) + mean * 1280 * 4 / 1e6
-    assert not pc.Printed.parse("670.1").agrees(fed3r_mob)
+    fed3r_mob = pc.fedcof_cell_mb("fed3r", 1280, 100, 0) + mean * 1280 * 4 / 1e6
+    assert not PrintedNumber.parse("670.1").agrees(fed3r_mob)
 
 
 def test_fedcof_oracle_counts_all_present_classes_not_only_covariance_defined_ones() -> None:
     n = cifar100_counts()[0]
     with_two = int(comm.present_classes_per_client(n, min_count=2).sum())
-    assert not pc.Printed.parse("3015.3").agrees(pc.fedcof_cell_mb("FedCOF oracle", 512, 100, with_two))
+    assert not PrintedNumber.parse("3015.3").agrees(pc.fedcof_cell_mb("fedcof_oracle", 512, 100, with_two))
 
 
 def test_fedcof_mib_would_not_reproduce() -> None:
     """With MiB instead of 10^6 bytes no seed reproduces the CIFAR-100 MobileNet Fed3R cell."""
     for p in cifar100_pairs().values():
         floats = comm.fed3r_traffic([p] + [0] * 99, 1280).uplink_floats
-        assert not pc.Printed.parse("670.1").agrees(floats * 4 / cv.MiB)
+        assert not PrintedNumber.parse("670.1").agrees(floats * 4 / cv.MiB)
 
 
 def test_fedcof_symmetric_matrices_would_not_reproduce() -> None:
     p0, p1 = cifar100_pairs()["seed 0"], cifar100_pairs()["seed 1"]
     sym_oracle = comm.fedcof_oracle_traffic([p0], 512, symmetric=True, counts_charged=False).uplink_floats
-    assert not pc.Printed.parse("3015.3").agrees(sym_oracle * 4 / 1e6)
+    assert not PrintedNumber.parse("3015.3").agrees(sym_oracle * 4 / 1e6)
     sym_fed3r = comm.fed3r_traffic([p1] + [0] * 99, 1280, symmetric=True).uplink_floats
-    assert not pc.Printed.parse("670.1").agrees(sym_fed3r * 4 / 1e6)
+    assert not PrintedNumber.parse("670.1").agrees(sym_fed3r * 4 / 1e6)
 
 
 def test_fedcof_counts_are_not_charged() -> None:
     """Charging n_{k,c} (d+1 floats per mean) leaves no iNat pair count for both Sq and MobileNet."""
     fits = [
-        {p for p in range(54_000, 55_000) if pc.Printed.parse(text).agrees(p * (d + 1) * 4 / 1e6)}
+        {p for p in range(54_000, 55_000) if PrintedNumber.parse(text).agrees(p * (d + 1) * 4 / 1e6)}
         for text, d in [("111.8", 512), ("279.5", 1280)]
     ]
     assert not (fits[0] & fits[1])
     fits_d = [
-        {p for p in range(54_000, 55_000) if pc.Printed.parse(text).agrees(p * d * 4 / 1e6)}
+        {p for p in range(54_000, 55_000) if PrintedNumber.parse(text).agrees(p * d * 4 / 1e6)}
         for text, d in [("111.8", 512), ("279.5", 1280)]
     ]
     assert fits_d[0] & fits_d[1]

@@ -36,6 +36,7 @@ A class absent everywhere gets a zero weight row. With no statistics at all the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -57,13 +58,10 @@ from benchmark.closed_form.stats import (
     class_means_message,
 )
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.models.backbones import backbone_spec, list_backbones
 
 SingleClient = Literal["zero", "error", "path_b_noise"]
 SINGLE_CLIENT_MODES: tuple[str, ...] = ("zero", "error", "path_b_noise")
-
-#: gamma per backbone family (fedcof Sec. 5 "Implementation Details"; bash_for_testmethods). ResNet is
-#: not in the paper text; the path-B code default ``--shrink 1.0`` applies to it.
-GAMMA_BY_BACKBONE: dict[str, float] = {"squeezenet": 1.0, "mobilenet": 0.1, "vit": 1.0, "resnet": 1.0}
 
 #: path-B stand-in covariance for a class with one mean: this many noisy copies, this noise std.
 PATH_B_COPIES = 5
@@ -72,19 +70,31 @@ PATH_B_NOISE_STD = 0.1
 _CHUNK_ROWS = 4096
 
 
-def default_gamma(model_name: str) -> float:
-    """Shrinkage ``gamma`` used by fedcof for a backbone: 1 for SqueezeNet and ViT-B/16, 0.1 for MobileNetV2.
+def _family(name: str) -> str:
+    """``squeezenet1_1`` -> ``squeezenet``, ``vit_b_16`` -> ``vit``: the letters a backbone's name starts with."""
+    return re.match(r"[a-z]*", name).group(0)  # type: ignore[union-attr]
 
-    Matches names by prefix (``squeezenet1_1``, ``mobilenet_v2``, ``vit_b16`` ...). ResNet: 1.0 (code
-    default, the paper does not state it). Unknown names raise :class:`UnknownNameError`.
+
+def default_gamma(model_name: str) -> float:
+    """Shrinkage ``gamma`` used by fedcof for a backbone: the backbone registry's ``BackboneSpec.default_gamma``
+    (1 for SqueezeNet, ResNet and ViT-B/16, 0.1 for MobileNetV2; sources there).
+
+    A registered name is used as is; another name is matched to a backbone family by prefix (``squeezenet``,
+    ``mobilenet``, ``vit``, ``resnet``: ``MobileNetV2``, ``vit_b16`` ...) when every registered backbone of
+    that family has the same gamma. Unknown names raise :class:`UnknownNameError`.
     """
     key = model_name.lower().replace("-", "_")
-    for prefix, gamma in GAMMA_BY_BACKBONE.items():
-        if key.startswith(prefix):
-            return gamma
+    if key in list_backbones():
+        return backbone_spec(key).default_gamma
+    families: dict[str, set[float]] = {}
+    for name in list_backbones():
+        families.setdefault(_family(name), set()).add(backbone_spec(name).default_gamma)
+    for family, gammas in families.items():
+        if family and key.startswith(family) and len(gammas) == 1:
+            return next(iter(gammas))
     raise UnknownNameError(
         f"no fedcof gamma for backbone {model_name!r}",
-        f"pass gamma explicitly or use one of: {', '.join(GAMMA_BY_BACKBONE)}",
+        f"pass gamma explicitly or use one of: {', '.join(list_backbones())}",
     )
 
 

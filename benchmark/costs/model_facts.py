@@ -4,19 +4,22 @@ Parameter counts come from the torchvision constructors, built on the ``meta`` d
 weights), with the head replaced the way the papers' code does (``shared/reference/papers-code.md`` §1.3,
 §2.3):
 
-=============  ====  =========================================================================================
-backbone       d     feature extractor = ...                         head
-=============  ====  =========================================================================================
-squeezenet1_1  512   ``features`` (the whole conv classifier is       ``Linear(512, C)`` after pool+flatten
-                     dropped)
-resnet18       512   every module but ``fc``                          ``fc = Linear(512, C)``
-mobilenet_v2   1280  ``features`` (classifier -> Identity, Identity)  ``Linear(1280, C)``
-vit_b_16       768   every module but ``heads``                       ``Linear(768, C)``
-=============  ====  =========================================================================================
+=============  =========================================================  ===================================
+backbone       feature extractor = ...                                    head
+=============  =========================================================  ===================================
+squeezenet1_1  ``features`` (the whole conv classifier is dropped)        ``Linear(d, C)`` after pool+flatten
+resnet18       every module but ``fc``                                    ``fc = Linear(d, C)``
+mobilenet_v2   ``features`` (classifier -> Identity, Identity)            ``Linear(d, C)``
+vit_b_16       every module but ``heads``                                 ``Linear(d, C)``
+=============  =========================================================  ===================================
 
 legate2023's code gives the head a bias, fedcof's code does not (``HEAD_BIAS``). fedcof's ViT is timm's
 ``vit_base_patch16_224`` (in21k); its parameter count without head equals torchvision's ``vit_b_16``
 (85,798,656) since the architecture is the same.
+
+The backbone facts (``d``, the architecture, the part kept as feature extractor) are the backbone registry's
+(:class:`benchmark.models.backbones.BackboneSpec`: ``feature_dim``, ``build`` and ``wrap``); this module only
+counts and multiplies them. The dataset facts below are the papers' stated ones.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from benchmark.errors import ConfigError, UnknownNameError
+import torch
 
-FEATURE_DIMS: dict[str, int] = {"squeezenet1_1": 512, "resnet18": 512, "mobilenet_v2": 1280, "vit_b_16": 768}
+from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.models.backbones import backbone_spec
 
 # Whether each paper's code builds the linear head with a bias (papers-code.md §1.3 and §2.3).
 HEAD_BIAS: dict[str, bool] = {"legate2023": True, "fedcof": False}
@@ -52,26 +56,18 @@ class ParamCount:
         return self.feature_extractor + self.head
 
 
+def feature_dim(backbone: str) -> int:
+    """``d``, the feature size of ``backbone`` (the registry's ``BackboneSpec.feature_dim``)."""
+    return backbone_spec(backbone).feature_dim
+
+
 @cache
 def feature_extractor_params(backbone: str) -> int:
-    """Number of parameters of ``backbone``'s feature extractor (everything the papers keep but the head)."""
-    import torch
-    import torchvision.models as tvm
-
-    if backbone not in FEATURE_DIMS:
-        raise UnknownNameError(
-            f"unknown backbone {backbone!r}", f"use one of: {', '.join(sorted(FEATURE_DIMS))}"
-        )
+    """Number of parameters of ``backbone``'s feature extractor (everything the papers keep but the head):
+    the registry's body (``BackboneSpec.wrap`` of ``BackboneSpec.build``), built on the ``meta`` device."""
+    spec = backbone_spec(backbone)
     with torch.device("meta"):
-        net = getattr(tvm, backbone)()
-    if backbone in ("squeezenet1_1", "mobilenet_v2"):
-        kept = net.features
-    elif backbone == "resnet18":
-        net.fc = torch.nn.Identity()
-        kept = net
-    else:  # vit_b_16
-        net.heads = torch.nn.Identity()
-        kept = net
+        kept = spec.wrap(spec.build())
     return int(sum(p.numel() for p in kept.parameters()))
 
 
@@ -82,11 +78,7 @@ def param_count(backbone: str, num_classes: int, *, head_bias: bool) -> ParamCou
     """
     if num_classes < 1:
         raise ConfigError(f"num_classes must be >= 1, got {num_classes}", "pass the dataset's class count")
-    d = FEATURE_DIMS.get(backbone)
-    if d is None:
-        raise UnknownNameError(
-            f"unknown backbone {backbone!r}", f"use one of: {', '.join(sorted(FEATURE_DIMS))}"
-        )
+    d = feature_dim(backbone)
     return ParamCount(
         backbone=backbone,
         num_classes=num_classes,
@@ -123,7 +115,7 @@ DATASETS: dict[str, DatasetFacts] = {
             "imagenet_r", 200, None, 100, "fedcof App. H (30k images in all; train split not given)"
         ),
         DatasetFacts(
-            "inat120k", 1203, 120_000, 9275, "fedcof §5, App. H ('120k training images', 9275 users)"
+            "inat_120k", 1203, 120_000, 9275, "fedcof §5, App. H ('120k training images', 9275 users)"
         ),
         DatasetFacts("domainnet10", 10, None, 6, "fedcof App. F (top-10 classes, 6 single-domain clients)"),
     )

@@ -8,6 +8,12 @@ Tables covered:
 * fedcof Table 3 (MB, three backbones x five datasets x four methods), Table 5 (DomainNet) and the Fed-LP
   row of Table 6.
 
+The printed values are not copied here: each recomputation reads its cell from ``expected/`` by cell id
+(:func:`reported_costs`, :func:`printed_value`; one printed-number type, :class:`benchmark.expected.PrintedNumber`,
+whose :meth:`~benchmark.expected.PrintedNumber.agrees` is the verdict's rounding rule), and a :class:`Cell`'s
+``row`` and ``method`` are the parts of that id. What stays here is what the papers state as inputs (round
+counts, clients per round, participation) and the formulas.
+
 For each cell the paper's stated formula with its stated inputs is evaluated first (``stated``). When it
 does not print as the paper's number, named departures (:mod:`benchmark.costs.conventions`) are tried,
 smallest sets first, and the first set that reproduces the number is recorded. Verdicts:
@@ -26,9 +32,9 @@ it the pair count is inferred from the printed cells of the same partition.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,52 +49,43 @@ from benchmark.costs.comm import (
     lp_round_traffic,
 )
 from benchmark.costs.compute import fedncm_compute, legate2023_compute, samples_per_round
-from benchmark.costs.model_facts import dataset_facts, feature_extractor_params
+from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
 from benchmark.errors import ConfigError
-from benchmark.expected import truncated_thousands_agree
+from benchmark.expected import (
+    PrintedNumber,
+    ReportedCell,
+    load_table,
+    parse_printed_number,
+    truncated_thousands_agree,
+)
 
 MATCH = "match"
 MATCH_ALT = "match_alt"
 CONSISTENT = "consistent"
 MISMATCH = "mismatch"
 
-_NUMBER = re.compile(r"^(?P<int>[0-9]+)(?:\.(?P<frac>[0-9]*))?(?:e(?P<exp>[+-]?[0-9]+))?(?P<k>k)?$")
+#: The metrics of ``expected/`` that are costs (the cells recomputed here).
+COST_METRICS = ("comm_gb", "comm_mb", "comm_tb", "compute_f")
 
 
-@dataclass(frozen=True)
-class Printed:
-    """A number as transcribed from a paper: its ``value`` and ``ulp`` (one unit in the last printed place).
+@functools.cache
+def reported_costs(paper: str, table: str) -> Mapping[str, ReportedCell]:
+    """The printed cost cells of ``expected/<paper>/table<table>.yaml`` by cell id: the only transcription of
+    the papers' numbers that the recomputations here are compared with (illegible cells left out)."""
+    return {
+        c.id: c for c in load_table(paper, table).cells if c.metric in COST_METRICS and not c.illegible
+    }
 
-    Accepted forms: ``120.25``, ``4.5e8``, ``4.10e-3``, ``1``, ``57k`` (thousands) and ``22050.`` (a value
-    whose decimals the text conversion cut; read as an integer).
-    """
 
-    text: str
-    value: float
-    ulp: float
-
-    @classmethod
-    def parse(cls, text: str) -> Printed:
-        m = _NUMBER.match(text.strip())
-        if m is None:
-            raise ConfigError(f"cannot read printed number {text!r}", "use forms like 120.25, 4.5e8, 57k")
-        frac = m.group("frac") or ""
-        exp = int(m.group("exp") or 0) + (3 if m.group("k") else 0)
-        mantissa = float(f"{m.group('int')}.{frac or '0'}")
-        return cls(text=text, value=mantissa * 10.0**exp, ulp=10.0 ** (exp - len(frac)))
-
-    def agrees(self, x: float, *, truncated: bool = False) -> bool:
-        """Whether ``x`` prints as this number: rounded (either way at a tie) or, if ``truncated``, floored."""
-        eps = self.ulp * 1e-9
-        if truncated:
-            return self.value - eps <= x < self.value + self.ulp - eps
-        return abs(x - self.value) <= self.ulp / 2 + eps
-
-    def interval(self, *, truncated: bool = False) -> tuple[float, float]:
-        """Values that print as this number (upper end excluded when ``truncated``)."""
-        if truncated:
-            return self.value, self.value + self.ulp
-        return self.value - self.ulp / 2, self.value + self.ulp / 2
+def printed_value(paper: str, table: str, cell_id: str) -> PrintedNumber:
+    """The printed value of one ``expected/`` cost cell."""
+    cells = reported_costs(paper, table)
+    if cell_id not in cells:
+        raise ConfigError(
+            f"expected/{paper}/table{table}.yaml has no legible cost cell {cell_id!r}",
+            "the cost model recomputes the cells expected/ holds: add the cell there or fix the id",
+        )
+    return parse_printed_number(cells[cell_id].printed)
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,8 @@ class Cell:
     row: str
     method: str
     column: str
-    printed: Printed
+    cell_id: str  # the id of the cell in expected/<paper>/table<table>.yaml
+    printed: PrintedNumber
     stated: float  # the stated formula with the stated inputs
     computed: float  # the value under ``departures``
     departures: tuple[str, ...]
@@ -112,7 +110,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return f"{self.paper}/{self.table}/{self.row}/{self.method}/{self.column}"
+        return f"{self.paper}/{self.table}/{self.cell_id}"
 
     @property
     def unfitted(self) -> float:
@@ -127,7 +125,7 @@ class Cell:
 
 
 def _search(
-    printed: Printed,
+    printed: PrintedNumber,
     evaluate: Callable[[frozenset[str]], float | None],
     options: Sequence[str],
     *,
@@ -158,7 +156,7 @@ def _search(
 
 
 def reproduce(
-    printed: Printed,
+    printed: PrintedNumber,
     evaluate: Callable[[frozenset[str]], float | None],
     options: Sequence[str],
     *,
@@ -192,90 +190,46 @@ def reproduce(
 LEGATE_NUM_CLIENTS = 100
 LEGATE_LOCAL_EPOCHS = 1
 LEGATE_BACKBONE = "squeezenet1_1"
-LEGATE_D = 512
-_FT_LIKE = ("Random", "FT", "FedNCM+FT")
+LEGATE_D = feature_dim(LEGATE_BACKBONE)
+# Rows and methods are the ids of expected/legate2023/table2.yaml (``<row>/<method>/<metric>``).
+_FT_LIKE = ("random", "ft", "fedncm_ft")
+_X32 = "cifar10_32"  # CIFAR-10 without resizing (the Nguyen et al. (2023) rows)
 
 # row -> (dataset facts key, stated participation (§4: 30% for CIFAR, full otherwise))
 _T2_ROWS: dict[str, tuple[str, float]] = {
-    "CIFAR-10": ("cifar10", 0.3),
-    "CIFAR-10 x32": ("cifar10", 0.3),
-    "Flowers-102": ("flowers102", 1.0),
-    "CUB": ("cub200", 1.0),
-    "Stanford Cars": ("stanford_cars", 1.0),
-    "EuroSAT-Sub": ("eurosat_sub", 1.0),
+    "cifar10": ("cifar10", 0.3),
+    _X32: ("cifar10", 0.3),
+    "flowers102": ("flowers102", 1.0),
+    "cub200": ("cub200", 1.0),
+    "stanford_cars": ("stanford_cars", 1.0),
+    "eurosat_sub": ("eurosat_sub", 1.0),
 }
 
 # legate2023 Table 4 (FedNCM has one round).
 LEGATE_T4_ROUNDS: dict[str, dict[str, int]] = {
-    "CIFAR-10": {"FedNCM+FT": 200, "FT": 200, "LP": 200, "Random": 3000},
-    "CIFAR-10 x32": {"FedNCM+FT": 1000, "FT": 500, "LP": 1000, "Random": 1000},
-    "Flowers-102": {"FedNCM+FT": 250, "FT": 250, "LP": 500, "Random": 3000},
-    "Stanford Cars": {"FedNCM+FT": 1000, "FT": 1000, "LP": 2500, "Random": 3500},
-    "CUB": {"FedNCM+FT": 1000, "FT": 1000, "LP": 1500, "Random": 3000},
-    "EuroSAT-Sub": {"FedNCM+FT": 1000, "FT": 1000, "LP": 1000, "Random": 3500},
-}
-
-# legate2023 Table 2, (total compute x F, total comm GB), as transcribed. EuroSAT FedNCM reads "4..10e-3"
-# in the text conversion (a doubled dot); transcribed as 4.10e-3.
-LEGATE_T2_PRINTED: dict[str, dict[str, tuple[str, str]]] = {
-    "CIFAR-10": {
-        "Random": ("4.5e8", "1803.71"),
-        "FT": ("3.0e7", "120.25"),
-        "FedNCM+FT": ("3.0e7", "120.25"),
-        "LP": ("1.0e6", "0.82"),
-        "FedNCM": ("1", "4.1e-3"),
-    },
-    "CIFAR-10 x32": {
-        "Random": ("1.5e8", "601.24"),
-        "FT": ("1.5e8", "601.24"),
-        "FedNCM+FT": ("7.5e7", "300.62"),
-        "LP": ("5.0e7", "4.10"),
-        "FedNCM": ("1", "4.10e-3"),
-    },
-    "Flowers-102": {
-        "Random": ("9.2e6", "1916.76"),
-        "FT": ("7.7e5", "159.73"),
-        "FedNCM+FT": ("7.7e5", "159.73"),
-        "LP": ("5.1e5", "20.93"),
-        "FedNCM": ("1", "4.2e-2"),
-    },
-    "CUB": {
-        "Random": ("5.4e7", "2037.18"),
-        "FT": ("1.8e7", "679.06"),
-        "FedNCM+FT": ("1.8e7", "679.06"),
-        "LP": ("9.0e6", "122.88"),
-        "FedNCM": ("1", "8.2e-2"),
-    },
-    "Stanford Cars": {
-        "Random": ("8.6e7", "2370.97"),
-        "FT": ("2.4e7", "677.42"),
-        "FedNCM+FT": ("2.4e7", "677.42"),
-        "LP": ("2.0e7", "200.70"),
-        "FedNCM": ("1", "8.0e-2"),
-    },
-    "EuroSAT-Sub": {
-        "Random": ("5.3e7", "2104.32"),
-        "FT": ("1.5e7", "601.24"),
-        "FedNCM+FT": ("1.5e7", "601.24"),
-        "LP": ("5.0e6", "4.10"),
-        "FedNCM": ("1", "4.10e-3"),
-    },
+    "cifar10": {"fedncm_ft": 200, "ft": 200, "lp": 200, "random": 3000},
+    _X32: {"fedncm_ft": 1000, "ft": 500, "lp": 1000, "random": 1000},
+    "flowers102": {"fedncm_ft": 250, "ft": 250, "lp": 500, "random": 3000},
+    "stanford_cars": {"fedncm_ft": 1000, "ft": 1000, "lp": 2500, "random": 3500},
+    "cub200": {"fedncm_ft": 1000, "ft": 1000, "lp": 1500, "random": 3000},
+    "eurosat_sub": {"fedncm_ft": 1000, "ft": 1000, "lp": 1000, "random": 3500},
 }
 
 COMPUTE = "compute (xF)"
 COMM_GB = "comm (GB)"
+_T2_METRIC = {"compute_f": COMPUTE, "comm_gb": COMM_GB}
 
 
 def _rounds(row: str, method: str, deps: frozenset[str]) -> int:
-    if method == "FedNCM":
+    if method == "fedncm":
         return 1
-    if cv.X32_ROUNDS_SWAPPED.name in deps and row == "CIFAR-10 x32" and method in ("FT", "FedNCM+FT"):
-        method = "FedNCM+FT" if method == "FT" else "FT"
+    if cv.X32_ROUNDS_SWAPPED.name in deps and row == _X32 and method in ("ft", "fedncm_ft"):
+        method = "fedncm_ft" if method == "ft" else "ft"
     return LEGATE_T4_ROUNDS[row][method]
 
 
 def _participation(row: str, method: str, deps: frozenset[str]) -> float:
-    if method == "FedNCM":  # Alg. 1: every client sends once
+    if method == "fedncm":  # Alg. 1: every client sends once
         return 1.0
     return 1.0 if cv.PARTICIPATION_IGNORED.name in deps else _T2_ROWS[row][1]
 
@@ -285,8 +239,9 @@ def legate2023_comm_gb(
 ) -> float:
     """Total communication of one legate2023 Table 2 cell in GB (10^9 bytes), App. A Eq. 3-4.
 
-    ``deps`` names departures (``conventions.DEPARTURES``); ``base_params`` overrides P (torchvision's
-    SqueezeNet 1.1 feature extractor otherwise).
+    ``row`` and ``method`` are ids of ``expected/legate2023/table2.yaml`` (``cub200``, ``ft``); ``deps``
+    names departures (``conventions.DEPARTURES``); ``base_params`` overrides P (torchvision's SqueezeNet 1.1
+    feature extractor otherwise).
     """
     c = dataset_facts(_T2_ROWS[row][0]).num_classes
     head_in = LEGATE_D + (1 if cv.HEAD_BIAS_CHARGED.name in deps else 0)
@@ -308,14 +263,15 @@ def legate2023_compute_f(row: str, method: str, deps: frozenset[str] = frozenset
     """Total client compute of one legate2023 Table 2 cell in units of F, App. A Eq. 5-6."""
     n = dataset_facts(_T2_ROWS[row][0]).num_train
     assert n is not None
-    if method == "FedNCM":
+    if method == "fedncm":
         return 1.0 if cv.COMPUTE_UNIT_DATASET_PASS.name in deps else fedncm_compute(n)
     n_s = samples_per_round(n, _participation(row, method, deps))
-    return legate2023_compute(_rounds(row, method, deps), LEGATE_LOCAL_EPOCHS, n_s, full_model=method != "LP")
+    return legate2023_compute(_rounds(row, method, deps), LEGATE_LOCAL_EPOCHS, n_s, full_model=method != "lp")
 
 
-def legate2023_inferred_base_params() -> tuple[int, int]:
-    """Integer range of P (Eq. 4) that reproduces every FT/Random/FedNCM+FT comm cell of Table 2.
+def legate2023_inferred_base_params(source: tuple[str, str] = ("legate2023", "2")) -> tuple[int, int]:
+    """Integer range of P (Eq. 4) that reproduces every FT/Random/FedNCM+FT comm cell of Table 2 (printed
+    values from ``expected/<source[0]>/table<source[1]>.yaml``).
 
     Uses the cells whose round count is not in question (all but CIFAR-10 x32 FT and FedNCM+FT), with
     participation taken as 1 (the convention the LP and compute cells of the CIFAR rows need). Returns
@@ -323,12 +279,12 @@ def legate2023_inferred_base_params() -> tuple[int, int]:
     """
     lo, hi = -math.inf, math.inf
     deps = frozenset({cv.PARTICIPATION_IGNORED.name})
-    for row, methods in LEGATE_T2_PRINTED.items():
+    for row in _T2_ROWS:
         c = dataset_facts(_T2_ROWS[row][0]).num_classes
         for method in _FT_LIKE:
-            if row == "CIFAR-10 x32" and method != "Random":
+            if row == _X32 and method != "random":
                 continue
-            printed = Printed.parse(methods[method][1])
+            printed = printed_value(*source, f"{row}/{method}/comm_gb")
             scale = 2 * LEGATE_NUM_CLIENTS * _rounds(row, method, deps)  # F = 1
             a, b = (gb * cv.GB_DECIMAL / cv.BYTES_FP32 / scale - LEGATE_D * c for gb in printed.interval())
             lo, hi = max(lo, a), min(hi, b)
@@ -337,122 +293,90 @@ def legate2023_inferred_base_params() -> tuple[int, int]:
 
 def _legate_options(row: str, method: str, column: str) -> list[str]:
     opts = []
-    if row.startswith("CIFAR") and method != "FedNCM":
+    if row in ("cifar10", _X32) and method != "fedncm":
         opts.append(cv.PARTICIPATION_IGNORED.name)
-    if row == "CIFAR-10 x32" and method in ("FT", "FedNCM+FT"):
+    if row == _X32 and method in ("ft", "fedncm_ft"):
         opts.append(cv.X32_ROUNDS_SWAPPED.name)
     if column == COMM_GB:
         opts.append(cv.HEAD_BIAS_CHARGED.name)
         if method in _FT_LIKE:
             opts.append(cv.BASE_PARAMS_INFERRED.name)
-    elif method == "FedNCM":
+    elif method == "fedncm":
         opts.append(cv.COMPUTE_UNIT_DATASET_PASS.name)
     return opts
 
 
 _LEGATE_NOTES = {
     (
-        "CIFAR-10",
-        "LP",
+        "cifar10",
+        "lp",
         COMPUTE,
     ): "Eq. 6 gives 1.0e7 with F=1 and 3.0e6 with F=0.3; printed 1.0e6 (exponent typo?)",
-    ("CIFAR-10 x32", "FT", COMPUTE): "Table 4 gives FT 500 rounds; Table 2 needs 1000 (and FedNCM+FT 500)",
-    ("CIFAR-10 x32", "FT", COMM_GB): "Table 4 gives FT 500 rounds; Table 2 needs 1000 (and FedNCM+FT 500)",
+    (_X32, "ft", COMPUTE): "Table 4 gives FT 500 rounds; Table 2 needs 1000 (and FedNCM+FT 500)",
+    (_X32, "ft", COMM_GB): "Table 4 gives FT 500 rounds; Table 2 needs 1000 (and FedNCM+FT 500)",
 }
 
 
-def legate2023_table2_cells() -> list[Cell]:
-    """Both cost columns of legate2023 Table 2, recomputed (60 cells)."""
-    p_lo, p_hi = legate2023_inferred_base_params()
+def legate2023_table2_cells(source: tuple[str, str] = ("legate2023", "2")) -> list[Cell]:
+    """Both cost columns of legate2023 Table 2, recomputed (60 cells), against the printed values of
+    ``expected/<source[0]>/table<source[1]>.yaml`` (bernier2024 Table 3.2 reprints the table)."""
+    p_lo, p_hi = legate2023_inferred_base_params(source)
     p_fit = p_lo if p_lo == p_hi else None
     p_tv = feature_extractor_params(LEGATE_BACKBONE)
     cells: list[Cell] = []
-    for row, methods in LEGATE_T2_PRINTED.items():
-        for method, (compute_text, comm_text) in methods.items():
-            for column, text in ((COMPUTE, compute_text), (COMM_GB, comm_text)):
-                printed = Printed.parse(text)
+    for cell_id in reported_costs(*source):
+        row, method, metric = cell_id.split("/")
+        column = _T2_METRIC[metric]
+        printed = printed_value(*source, cell_id)
 
-                def evaluate(
-                    deps: frozenset[str], row: str = row, method: str = method, column: str = column
-                ):
-                    if column == COMPUTE:
-                        return legate2023_compute_f(row, method, deps)
-                    if cv.BASE_PARAMS_INFERRED.name in deps:
-                        if p_fit is None:
-                            return None
-                        return legate2023_comm_gb(row, method, deps, base_params=p_fit)
-                    return legate2023_comm_gb(row, method, deps)
+        def evaluate(deps: frozenset[str], row: str = row, method: str = method, column: str = column):
+            if column == COMPUTE:
+                return legate2023_compute_f(row, method, deps)
+            if cv.BASE_PARAMS_INFERRED.name in deps:
+                if p_fit is None:
+                    return None
+                return legate2023_comm_gb(row, method, deps, base_params=p_fit)
+            return legate2023_comm_gb(row, method, deps)
 
-                value, deps, verdict, ours, ours_deps = reproduce(
-                    printed,
-                    evaluate,
-                    _legate_options(row, method, column),
-                    fitted=(cv.BASE_PARAMS_INFERRED.name,),
-                )
-                dep_set = frozenset(deps)
-                rounds = _rounds(row, method, dep_set)
-                inputs = f"R={rounds}, F={_participation(row, method, dep_set):g}"
-                if column == COMM_GB and method in _FT_LIKE:
-                    p = p_fit if cv.BASE_PARAMS_INFERRED.name in dep_set else p_tv
-                    inputs += f", P={p}"
-                if column == COMPUTE:
-                    inputs += f", N={dataset_facts(_T2_ROWS[row][0]).num_train}"
-                cells.append(
-                    Cell(
-                        paper="legate2023",
-                        table="Table 2",
-                        row=row,
-                        method=method,
-                        column=column,
-                        printed=printed,
-                        stated=evaluate(frozenset()),
-                        computed=value,
-                        departures=deps,
-                        verdict=verdict,
-                        inputs=inputs,
-                        note=_LEGATE_NOTES.get((row, method, column), ""),
-                        ours=ours,
-                        ours_departures=ours_deps,
-                    )
-                )
+        value, deps, verdict, ours, ours_deps = reproduce(
+            printed,
+            evaluate,
+            _legate_options(row, method, column),
+            fitted=(cv.BASE_PARAMS_INFERRED.name,),
+        )
+        dep_set = frozenset(deps)
+        rounds = _rounds(row, method, dep_set)
+        inputs = f"R={rounds}, F={_participation(row, method, dep_set):g}"
+        if column == COMM_GB and method in _FT_LIKE:
+            p = p_fit if cv.BASE_PARAMS_INFERRED.name in dep_set else p_tv
+            inputs += f", P={p}"
+        if column == COMPUTE:
+            inputs += f", N={dataset_facts(_T2_ROWS[row][0]).num_train}"
+        cells.append(
+            Cell(
+                paper="legate2023",
+                table="Table 2",
+                row=row,
+                method=method,
+                column=column,
+                cell_id=cell_id,
+                printed=printed,
+                stated=evaluate(frozenset()),
+                computed=value,
+                departures=deps,
+                verdict=verdict,
+                inputs=inputs,
+                note=_LEGATE_NOTES.get((row, method, column), ""),
+                ours=ours,
+                ours_departures=ours_deps,
+            )
+        )
     return cells
 
 
 # ====================================================================================================
 # legate2023ws Table 1 (communication column)
 # ====================================================================================================
-
-# (printed number, printed unit) as transcribed from the workshop version's Table 1.
-LEGATE_WS_T1_COMM: dict[str, dict[str, tuple[str, str]]] = {
-    "CIFAR-10": {
-        "Random": ("1.7", "Tb"),
-        "FT": ("10.7", "GB"),
-        "FedNCM+FT": ("10.7", "GB"),
-        "LP": ("149.3", "GB"),
-        "FedNCM": ("319", "Mb"),
-    },
-    "CIFAR-10 x32": {
-        "Random": ("1.7", "TB"),
-        "FT": ("149.3", "GB"),
-        "LP": ("10.7", "GB"),
-        "FedNCM": ("319", "Mb"),
-    },
-    "Flowers-102": {
-        "Random": ("1.7", "Tb"),
-        "FT": ("149.3", "GB"),
-        "FedNCM+FT": ("149.3", "GB"),
-        "LP": ("10.7", "GB"),
-        "FedNCM": ("319", "Mb"),
-    },
-    "CUB": {
-        "Random": ("1.7", "Tb"),
-        "FT": ("149.3", "GB"),
-        "FedNCM+FT": ("149.3", "GB"),
-        "LP": ("10.7", "GB"),
-        "FedNCM": ("319", "MB"),
-    },
-}
-
 
 def legate2023ws_table1_comm_cells(neurips_cells: Sequence[Cell] | None = None) -> list[Cell]:
     """The workshop version's communication column, against the NeurIPS bytes of the same row and method.
@@ -466,61 +390,65 @@ def legate2023ws_table1_comm_cells(neurips_cells: Sequence[Cell] | None = None) 
         (c.row, c.method): c for c in (neurips_cells or legate2023_table2_cells()) if c.column == COMM_GB
     }
     cells: list[Cell] = []
-    for row, methods in LEGATE_WS_T1_COMM.items():
-        for method, (text, unit) in methods.items():
-            printed = Printed.parse(text)
-            ref = neurips[(row, method)]
-            flip = cv.B_IS_BYTE.name if unit[1] == "b" else cv.B_IS_BIT.name
+    for cell_id, reported in reported_costs("legate2023ws", "1").items():
+        row, method, metric = cell_id.split("/")
+        if metric == "compute_f":
+            continue
+        unit = reported.unit
+        printed = printed_value("legate2023ws", "1", cell_id)
+        ref = neurips[(row, method)]
+        flip = cv.B_IS_BYTE.name if unit[1] == "b" else cv.B_IS_BIT.name
 
-            def reading(
-                nbytes: float, unit: str = unit, flip: str = flip
-            ) -> Callable[[frozenset[str]], float]:
-                def evaluate(chosen: frozenset[str]) -> float:
-                    bit = (unit[1] == "b") != (flip in chosen)
-                    scale = cv.unit_bytes_for(unit, binary=cv.BINARY_PREFIX.name in chosen, b_is_bit=bit)
-                    return nbytes / scale
+        def reading(
+            nbytes: float, unit: str = unit, flip: str = flip
+        ) -> Callable[[frozenset[str]], float]:
+            def evaluate(chosen: frozenset[str]) -> float:
+                bit = (unit[1] == "b") != (flip in chosen)
+                scale = cv.unit_bytes_for(unit, binary=cv.BINARY_PREFIX.name in chosen, b_is_bit=bit)
+                return nbytes / scale
 
-                return evaluate
+            return evaluate
 
-            options = [cv.BINARY_PREFIX.name, flip]
-            ours_eval = reading(ref.unfitted * cv.GB_DECIMAL)
-            ours, ours_deps, verdict = _search(printed, ours_eval, options)
-            if verdict != MISMATCH:
-                value, deps = ours, ours_deps
-                ours_deps = tuple(ref.ours_departures) + tuple(ours_deps)
-                if ref.unfitted != ref.stated or ref.ours_departures:
-                    verdict = MATCH_ALT
-            else:
-                value, deps, verdict = _search(printed, reading(ref.computed * cv.GB_DECIMAL), options)
-                ours, ours_deps = ours_eval(frozenset()), tuple(ref.ours_departures)
-                if verdict in (MATCH, MATCH_ALT) and ref.verdict == CONSISTENT:
-                    verdict = CONSISTENT
-            cells.append(
-                Cell(
-                    paper="legate2023ws",
-                    table="Table 1",
-                    row=row,
-                    method=method,
-                    column=f"comm ({unit})",
-                    printed=printed,
-                    stated=ref.stated * cv.GB_DECIMAL / cv.unit_bytes_for(unit),
-                    computed=value,
-                    departures=(tuple(ref.ours_departures) if verdict == MATCH_ALT else ref.departures)
-                    + deps,
-                    verdict=verdict,
-                    inputs=f"NeurIPS Table 2 bytes: {ref.computed:.6g} GB"
-                    + (
-                        f" ({ref.unfitted:.6g} GB without fitted quantities)"
-                        if ref.unfitted != ref.computed
-                        else ""
-                    ),
-                    note=""
-                    if verdict != MISMATCH
-                    else "no unit reading reproduces it; same text in other rows",
-                    ours=ours,
-                    ours_departures=ours_deps,
-                )
+        options = [cv.BINARY_PREFIX.name, flip]
+        ours_eval = reading(ref.unfitted * cv.GB_DECIMAL)
+        ours, ours_deps, verdict = _search(printed, ours_eval, options)
+        if verdict != MISMATCH:
+            value, deps = ours, ours_deps
+            ours_deps = tuple(ref.ours_departures) + tuple(ours_deps)
+            if ref.unfitted != ref.stated or ref.ours_departures:
+                verdict = MATCH_ALT
+        else:
+            value, deps, verdict = _search(printed, reading(ref.computed * cv.GB_DECIMAL), options)
+            ours, ours_deps = ours_eval(frozenset()), tuple(ref.ours_departures)
+            if verdict in (MATCH, MATCH_ALT) and ref.verdict == CONSISTENT:
+                verdict = CONSISTENT
+        cells.append(
+            Cell(
+                paper="legate2023ws",
+                table="Table 1",
+                row=row,
+                method=method,
+                column=f"comm ({unit})",
+                cell_id=cell_id,
+                printed=printed,
+                stated=ref.stated * cv.GB_DECIMAL / cv.unit_bytes_for(unit),
+                computed=value,
+                departures=(tuple(ref.ours_departures) if verdict == MATCH_ALT else ref.departures)
+                + deps,
+                verdict=verdict,
+                inputs=f"NeurIPS Table 2 bytes: {ref.computed:.6g} GB"
+                + (
+                    f" ({ref.unfitted:.6g} GB without fitted quantities)"
+                    if ref.unfitted != ref.computed
+                    else ""
+                ),
+                note=""
+                if verdict != MISMATCH
+                else "no unit reading reproduces it; same text in other rows",
+                ours=ours,
+                ours_departures=ours_deps,
             )
+        )
     return cells
 
 
@@ -528,76 +456,40 @@ def legate2023ws_table1_comm_cells(neurips_cells: Sequence[Cell] | None = None) 
 # fedcof Tables 3, 5, 6
 # ====================================================================================================
 
-FEDCOF_BACKBONES: tuple[tuple[str, int], ...] = (
-    ("squeezenet1_1", 512),
-    ("mobilenet_v2", 1280),
-    ("vit_b_16", 768),
-)
-
-# fedcof Table 3, MB per backbone (SqueezeNet, MobileNetV2, ViT-B/16), as transcribed. iNat ViT Fed3R
-# reads "22050." (decimals cut by the conversion).
-FEDCOF_T3_PRINTED: dict[str, dict[str, tuple[str, str, str]]] = {
-    "cifar100": {
-        "FedNCM": ("5.9", "14.8", "8.9"),
-        "Fed3R": ("110.2", "670.1", "244.8"),
-        "FedCOF": ("5.9", "14.8", "8.9"),
-        "FedCOF oracle": ("3015.3", "18823.5", "6780.0"),
-    },
-    "imagenet_r": {
-        "FedNCM": ("7.1", "17.8", "10.7"),
-        "Fed3R": ("111.9", "673.1", "246.6"),
-        "FedCOF": ("7.1", "17.8", "10.7"),
-        "FedCOF oracle": ("3645.7", "22758.8", "8197.4"),
-    },
-    "cub200": {
-        "FedNCM": ("4.8", "12.0", "7.2"),
-        "Fed3R": ("109.6", "667.3", "243.1"),
-        "FedCOF": ("4.8", "12.0", "7.2"),
-        "FedCOF oracle": ("2472.1", "15432.7", "5558.0"),
-    },
-    "stanford_cars": {
-        "FedNCM": ("5.4", "13.5", "8.1"),
-        "Fed3R": ("110.2", "668.8", "244.0"),
-        "FedCOF": ("5.4", "13.5", "8.1"),
-        "FedCOF oracle": ("2767.3", "17275.7", "6222.5"),
-    },
-    "inat120k": {
-        "FedNCM": ("111.8", "279.5", "167.7"),
-        "Fed3R": ("9837.3", "61064.1", "22050."),
-        "FedCOF": ("111.8", "279.5", "167.7"),
-        "FedCOF oracle": ("57k", "358k", "128k"),
-    },
-}
+#: The training-free methods of fedcof Table 1 / Table 3 (ids of expected/fedcof/table3.yaml).
+FEDCOF_TRAINING_FREE = ("fedncm", "fed3r", "fedcof", "fedcof_oracle")
 
 # Datasets whose clients are natural users (one partition): the oracle shares the pair count of the others.
-_NATURAL_PARTITION = ("inat120k",)
+_NATURAL_PARTITION = ("inat_120k",)
 
 
 def fedcof_cell_mb(method: str, d: int, num_clients: int, pairs: int) -> float:
     """fedcof Table 3 cost in MB (10^6 bytes, 4-byte floats, uplink only, counts not charged).
 
-    ``pairs`` = sum over clients of the classes each holds. Fed3R is the fedcof-repo variant (d^2 Gram +
-    present-class sums); the oracle sends a d x d covariance and a mean per pair.
+    ``method`` is an id of ``expected/fedcof/table3.yaml`` (``fedncm``, ``fed3r``, ``fedcof``,
+    ``fedcof_oracle``); ``pairs`` = sum over clients of the classes each holds. Fed3R is the fedcof-repo
+    variant (d^2 Gram + present-class sums); the oracle sends a d x d covariance and a mean per pair.
     """
-    if method in ("FedNCM", "FedCOF"):
+    if method in ("fedncm", "fedcof"):
         floats = fedncm_traffic([pairs], d, counts_charged=False).uplink_floats
-    elif method == "Fed3R":
+    elif method == "fed3r":
         floats = fed3r_traffic([pairs] + [0] * (num_clients - 1), d).uplink_floats
-    elif method == "FedCOF oracle":
+    elif method == "fedcof_oracle":
         floats = pairs * (d * d + d)
     else:
-        raise ConfigError(f"unknown fedcof Table 3 method {method!r}", "FedNCM, Fed3R, FedCOF, FedCOF oracle")
+        raise ConfigError(f"unknown fedcof Table 3 method {method!r}", "fedncm, fed3r, fedcof, fedcof_oracle")
     return floats * cv.FEDCOF.bytes_per_float / cv.FEDCOF.unit_bytes
 
 
 @dataclass(frozen=True)
 class _Spec:
+    cell_id: str
     dataset: str
     method: str
     backbone: str
     d: int
     num_clients: int
-    printed: Printed
+    printed: PrintedNumber
 
     @property
     def may_truncate(self) -> bool:  # only the "57k"-style abbreviations are read as floored
@@ -649,19 +541,24 @@ def fedcof_table3_cells(partition_pairs: Mapping[str, Mapping[str, int]] | None 
     """
     partition_pairs = partition_pairs or {}
     cells: list[Cell] = []
-    for dataset, methods in FEDCOF_T3_PRINTED.items():
+    by_dataset: dict[str, list[str]] = {}
+    for cell_id in reported_costs("fedcof", "3"):  # <dataset>/<backbone>/<method>/comm_mb
+        by_dataset.setdefault(cell_id.split("/")[0], []).append(cell_id)
+    for dataset, ids in by_dataset.items():
         facts = dataset_facts(dataset)
-        specs = [
-            _Spec(dataset, method, b, d, facts.num_clients, Printed.parse(texts[i]))
-            for method, texts in methods.items()
-            for i, (b, d) in enumerate(FEDCOF_BACKBONES)
-        ]
+        specs = []
+        for cell_id in ids:
+            _, b, method, _ = cell_id.split("/")
+            specs.append(
+                _Spec(cell_id, dataset, method, b, feature_dim(b), facts.num_clients,
+                      printed_value("fedcof", "3", cell_id))
+            )  # fmt: skip
         if dataset in _NATURAL_PARTITION:
             groups = [specs]
         else:
             groups = [
-                [s for s in specs if s.method != "FedCOF oracle"],
-                [s for s in specs if s.method == "FedCOF oracle"],
+                [s for s in specs if s.method != "fedcof_oracle"],
+                [s for s in specs if s.method == "fedcof_oracle"],
             ]
         candidates = partition_pairs.get(dataset)
         for group in groups:
@@ -694,6 +591,7 @@ def fedcof_table3_cells(partition_pairs: Mapping[str, Mapping[str, int]] | None 
                         row=dataset,
                         method=s.method,
                         column=f"comm MB ({s.backbone})",
+                        cell_id=s.cell_id,
                         printed=s.printed,
                         stated=stated,
                         computed=s.value(pairs),
@@ -707,44 +605,36 @@ def fedcof_table3_cells(partition_pairs: Mapping[str, Mapping[str, int]] | None 
 
 
 _FEDCOF_NOTES = {
-    ("cifar100", "Fed3R", "squeezenet1_1"): "K*d^2 alone is 104.86 MB; 110.2 is the Cars value (copied?)",
-    ("imagenet_r", "Fed3R", "squeezenet1_1"): "111.96 at the pair count of the other 8 cells",
-    ("cub200", "FedCOF oracle", "vit_b_16"): "2353 pairs (the other 2 oracle cells) give 5558.65",
+    ("cifar100", "fed3r", "squeezenet1_1"): "K*d^2 alone is 104.86 MB; 110.2 is the Cars value (copied?)",
+    ("imagenet_r", "fed3r", "squeezenet1_1"): "111.96 at the pair count of the other 8 cells",
+    ("cub200", "fedcof_oracle", "vit_b_16"): "2353 pairs (the other 2 oracle cells) give 5558.65",
 }
-
-# fedcof Table 5 (DomainNet, MobileNetV2, 6 clients each holding the 10 classes).
-FEDCOF_T5_PRINTED: dict[str, str] = {
-    "FedNCM": "0.3",
-    "Fed3R": "39.6",
-    "FedCOF": "0.3",
-    "FedCOF (2 means/class)": "0.6",
-    "FedCOF (10 means/class)": "3.1",
-}
-
 
 def fedcof_table5_cells() -> list[Cell]:
     """fedcof Table 5 (DomainNet feature shift): stated formula, every client holding all 10 classes."""
     facts = dataset_facts("domainnet10")
-    k, c, d = facts.num_clients, facts.num_classes, 1280
+    k, c, d = facts.num_clients, facts.num_classes, feature_dim("mobilenet_v2")
     present = [c] * k
-    floats = {
-        "FedNCM": fedncm_traffic(present, d, counts_charged=False).uplink_floats,
-        "Fed3R": fed3r_traffic(present, d).uplink_floats,
-        "FedCOF": fedcof_traffic(present, d, counts_charged=False).uplink_floats,
-        "FedCOF (2 means/class)": fedcof_traffic([2 * c] * k, d, counts_charged=False).uplink_floats,
-        "FedCOF (10 means/class)": fedcof_traffic([10 * c] * k, d, counts_charged=False).uplink_floats,
+    floats = {  # by the method ids of expected/fedcof/table5.yaml
+        "fedncm": fedncm_traffic(present, d, counts_charged=False).uplink_floats,
+        "fed3r": fed3r_traffic(present, d).uplink_floats,
+        "fedcof": fedcof_traffic(present, d, counts_charged=False).uplink_floats,
+        "fedcof_2means": fedcof_traffic([2 * c] * k, d, counts_charged=False).uplink_floats,
+        "fedcof_10means": fedcof_traffic([10 * c] * k, d, counts_charged=False).uplink_floats,
     }
     cells = []
-    for method, text in FEDCOF_T5_PRINTED.items():
-        printed = Printed.parse(text)
+    for cell_id in reported_costs("fedcof", "5"):  # domainnet/<method>/comm_mb
+        row, method, _ = cell_id.split("/")
+        printed = printed_value("fedcof", "5", cell_id)
         value = floats[method] * cv.BYTES_FP32 / cv.MB_DECIMAL
         cells.append(
             Cell(
                 paper="fedcof",
                 table="Table 5",
-                row="domainnet10",
+                row=row,
                 method=method,
                 column="comm MB (mobilenet_v2)",
+                cell_id=cell_id,
                 printed=printed,
                 stated=value,
                 computed=value,
@@ -756,14 +646,14 @@ def fedcof_table5_cells() -> list[Cell]:
     return cells
 
 
-# fedcof Table 6, Fed-LP row (SqueezeNet): (dataset, rounds, clients per round, printed MB). App. K: 200
+# fedcof Table 6, Fed-LP row (SqueezeNet): (dataset, rounds, clients per round); printed MB from expected/. App. K: 200
 # rounds with 30 of 100 clients; iNat 5000 rounds at 30% participation of 9275 clients.
-FEDCOF_T6_FEDLP: tuple[tuple[str, int, float, str], ...] = (
-    ("cifar100", 200, 30, "2458"),
-    ("imagenet_r", 200, 30, "4916"),
-    ("cub200", 200, 30, "4916"),
-    ("stanford_cars", 200, 30, "4817"),
-    ("inat120k", 5000, 0.3 * 9275, "1.6e6"),
+FEDCOF_T6_FEDLP: tuple[tuple[str, int, float], ...] = (
+    ("cifar100", 200, 30),
+    ("imagenet_r", 200, 30),
+    ("cub200", 200, 30),
+    ("stanford_cars", 200, 30),
+    ("inat_120k", 5000, 0.3 * 9275),
 )
 
 
@@ -773,8 +663,9 @@ def fedcof_table6_fedlp_cells() -> list[Cell]:
     Stated: "from all clients to server" (uplink only); the departure charges the download too.
     """
     cells = []
-    for dataset, rounds, clients, text in FEDCOF_T6_FEDLP:
-        printed = Printed.parse(text)
+    for dataset, rounds, clients in FEDCOF_T6_FEDLP:
+        cell_id = f"{dataset}/fed_lp/comm_mb"
+        printed = printed_value("fedcof", "6", cell_id)
         c = dataset_facts(dataset).num_classes
         traffic = lp_round_traffic(512, c, clients, bias=False).times(rounds)
 
@@ -786,15 +677,16 @@ def fedcof_table6_fedlp_cells() -> list[Cell]:
         note = ""
         if verdict == MISMATCH and c == 200:
             note = "both directions give 4915.2; 4916 = 2 x 2458 (the rounded CIFAR-100 value doubled)"
-        if verdict == MISMATCH and dataset == "inat120k":
+        if verdict == MISMATCH and dataset == "inat_120k":
             note = "uplink 3.4e7, both 6.9e7 MB; 1.6e6 not reproduced"
         cells.append(
             Cell(
                 paper="fedcof",
                 table="Table 6",
                 row=dataset,
-                method="Fed-LP",
+                method="fed_lp",
                 column="comm MB (squeezenet1_1)",
+                cell_id=cell_id,
                 printed=printed,
                 stated=evaluate(frozenset()),
                 computed=value,
@@ -811,15 +703,6 @@ def fedcof_table6_fedlp_cells() -> list[Cell]:
 # legate2023ws Table 1 (compute column)
 # ====================================================================================================
 
-# As transcribed from the workshop version's Table 1 (no FedNCM+FT cell in the CIFAR-10 x32 row).
-LEGATE_WS_T1_COMPUTE: dict[str, dict[str, str]] = {
-    "CIFAR-10": {"Random": "4.5e8", "FT": "2.5e7", "FedNCM+FT": "2.5e7", "LP": "7.5e7", "FedNCM": "1"},
-    "CIFAR-10 x32": {"Random": "4.5e8", "FT": "7.5e7", "LP": "2.5e7", "FedNCM": "1"},
-    "Flowers-102": {"Random": "3.7e7", "FT": "3.15e6", "FedNCM+FT": "3.15e6", "LP": "1.05e6", "FedNCM": "1"},
-    "CUB": {"Random": "2.2e8", "FT": "1.9e7", "FedNCM+FT": "1.9e7", "LP": "6.3e6", "FedNCM": "1"},
-}
-
-
 def legate2023ws_table1_compute_cells() -> list[Cell]:
     """The workshop version's compute column (19 cells) against legate2023 Eq. 5-6 and Table 4's rounds.
 
@@ -828,39 +711,40 @@ def legate2023ws_table1_compute_cells() -> list[Cell]:
     here, with the NeurIPS departures as options. A mismatch's note gives the round count it would need.
     """
     cells: list[Cell] = []
-    for row, methods in LEGATE_WS_T1_COMPUTE.items():
-        for method, text in methods.items():
-            printed = Printed.parse(text)
+    for cell_id in reported_costs("legate2023ws", "1"):
+        row, method, metric = cell_id.split("/")
+        if metric != "compute_f":
+            continue
+        printed = printed_value("legate2023ws", "1", cell_id)
 
-            def evaluate(deps: frozenset[str], row: str = row, method: str = method) -> float:
-                return legate2023_compute_f(row, method, deps)
+        def evaluate(deps: frozenset[str], row: str = row, method: str = method) -> float:
+            return legate2023_compute_f(row, method, deps)
 
-            value, deps, verdict, ours, ours_deps = reproduce(
-                printed, evaluate, _legate_options(row, method, COMPUTE)
+        value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, _legate_options(row, method, COMPUTE))
+        rounds = _rounds(row, method, frozenset(deps))
+        note = ""
+        if verdict == MISMATCH and method != "fedncm":
+            implied = printed.value / (ours / rounds)
+            note = f"Eq. 5/6 would need R = {implied:.0f} at F = {_participation(row, method, frozenset()):g}"
+        cells.append(
+            Cell(
+                paper="legate2023ws",
+                table="Table 1",
+                row=row,
+                method=method,
+                column=COMPUTE,
+                cell_id=cell_id,
+                printed=printed,
+                stated=evaluate(frozenset()),
+                computed=value,
+                departures=deps,
+                verdict=verdict,
+                inputs=f"NeurIPS Eq. 5/6, R={rounds}, F={_participation(row, method, frozenset(deps)):g}",
+                note=note,
+                ours=ours,
+                ours_departures=ours_deps,
             )
-            rounds = _rounds(row, method, frozenset(deps))
-            note = ""
-            if verdict == MISMATCH and method != "FedNCM":
-                implied = printed.value / (ours / rounds)
-                note = f"Eq. 5/6 would need R = {implied:.0f} at F = {_participation(row, method, frozenset()):g}"
-            cells.append(
-                Cell(
-                    paper="legate2023ws",
-                    table="Table 1",
-                    row=row,
-                    method=method,
-                    column=COMPUTE,
-                    printed=printed,
-                    stated=evaluate(frozenset()),
-                    computed=value,
-                    departures=deps,
-                    verdict=verdict,
-                    inputs=f"NeurIPS Eq. 5/6, R={rounds}, F={_participation(row, method, frozenset(deps)):g}",
-                    note=note,
-                    ours=ours,
-                    ours_departures=ours_deps,
-                )
-            )
+        )
     return cells
 
 
@@ -871,34 +755,21 @@ def legate2023ws_table1_compute_cells() -> list[Cell]:
 FEDCOF_CLIENTS_PER_ROUND = 30  # App. K and the Table 7/8 captions: 30 of 100 clients per round
 FEDCOF_FINETUNE_ROUNDS = 100  # Table 7 caption: fine-tuning after initialisation, 100 rounds
 
-# (backbone, dataset, method, rounds, printed MB)
-FEDCOF_TRAINING_PRINTED: dict[str, tuple[tuple[str, str, str, int, str], ...]] = {
-    "Table 7": (
-        ("resnet18", "cifar100", "FedAvg", 200, "538k"),
-        ("resnet18", "imagenet_r", "FedAvg", 200, "541k"),
-        ("resnet18", "cifar100", "FedAdam", 200, "538k"),
-        ("resnet18", "imagenet_r", "FedAdam", 200, "541k"),
-    ),
-    "Table 8": (
-        ("squeezenet1_1", "cifar10", "FedAvg (random init)", 400, "74840"),
-        ("squeezenet1_1", "cifar100", "FedAvg (random init)", 400, "79248"),
-        ("squeezenet1_1", "cifar10", "FedAdam (random init)", 400, "74840"),
-        ("squeezenet1_1", "cifar100", "FedAdam (random init)", 400, "79248"),
-        ("squeezenet1_1", "cifar10", "FedAvg", 200, "37420"),
-        ("squeezenet1_1", "cifar100", "FedAvg", 200, "39624"),
-        ("squeezenet1_1", "cifar10", "FedAdam", 200, "37420"),
-        ("squeezenet1_1", "cifar100", "FedAdam", 200, "39624"),
-    ),
-}
-# Table 7, fine-tuning with FedAdam after a training-free initialisation: (dataset, init method, printed).
-FEDCOF_T7_INIT_FT: tuple[tuple[str, str, str], ...] = (
-    ("cifar100", "FedNCM", "269k"),
-    ("imagenet_r", "FedNCM", "271k"),
-    ("cifar100", "Fed3R", "269k"),
-    ("imagenet_r", "Fed3R", "271k"),
-    ("cifar100", "FedCOF", "269k"),
-    ("imagenet_r", "FedCOF", "271k"),
-)
+def _training_setup(table: str, cell_id: str) -> tuple[str, int] | None:
+    """(backbone, rounds) of a FedAvg / FedAdam cell of fedcof Table 7 (ResNet18, 200 rounds) or Table 8
+    (SqueezeNet, 200 rounds from the pre-trained model, 400 from a random init; App. K); ``None`` for the
+    table's other cells."""
+    parts = cell_id.split("/")
+    if parts[1] not in ("fedavg", "fedadam"):
+        return None
+    if table == "7":
+        return "resnet18", 200
+    return "squeezenet1_1", 400 if parts[2] == "random_init" else 200
+
+
+#: fedcof Table 7, fine-tuning with FedAdam after a training-free initialisation: the init methods
+#: (``<init>_fedadam`` in expected/fedcof/table7.yaml).
+FEDCOF_T7_INITS = ("fedncm", "fed3r", "fedcof")
 TRAINING_OPTIONS = (cv.BOTH_DIRECTIONS.name, cv.HEAD_BIAS_CHARGED.name, cv.BINARY_PREFIX.name)
 
 
@@ -910,19 +781,18 @@ def fedcof_training_mb(backbone: str, dataset: str, rounds: int, deps: frozenset
     ``binary_prefix`` (MiB).
     """
     from benchmark.costs.comm import ft_round_traffic
-    from benchmark.costs.model_facts import FEATURE_DIMS
 
     c = dataset_facts(dataset).num_classes
     base = feature_extractor_params(backbone)
     bias = cv.HEAD_BIAS_CHARGED.name in deps
-    traffic = ft_round_traffic(base, FEATURE_DIMS[backbone], c, FEDCOF_CLIENTS_PER_ROUND, bias=bias)
+    traffic = ft_round_traffic(base, feature_dim(backbone), c, FEDCOF_CLIENTS_PER_ROUND, bias=bias)
     nbytes = traffic.times(rounds).nbytes(
         cv.BYTES_FP32, directions=2 if cv.BOTH_DIRECTIONS.name in deps else 1
     )
     return nbytes / (cv.MiB if cv.BINARY_PREFIX.name in deps else cv.MB_DECIMAL)
 
 
-def _training_note(printed: Printed, backbone: str, dataset: str, rounds: int, value: float) -> str:
+def _training_note(printed: PrintedNumber, backbone: str, dataset: str, rounds: int, value: float) -> str:
     both = fedcof_training_mb(backbone, dataset, rounds, frozenset({cv.BOTH_DIRECTIONS.name}))
     if truncated_thousands_agree(both, printed.text) and not printed.agrees(both):
         return f"both directions give {both / 1e3:.3f}k: the printed 'k' value is cut, not rounded"
@@ -941,9 +811,14 @@ def _training_note(printed: Printed, backbone: str, dataset: str, rounds: int, v
 def fedcof_training_cells() -> list[Cell]:
     """fedcof Table 7 (ResNet18) and Table 8 (SqueezeNet) FedAvg/FedAdam communication (12 cells)."""
     cells: list[Cell] = []
-    for table, rows in FEDCOF_TRAINING_PRINTED.items():
-        for backbone, dataset, method, rounds, text in rows:
-            printed = Printed.parse(text)
+    for table in ("7", "8"):
+        for cell_id in reported_costs("fedcof", table):
+            setup = _training_setup(table, cell_id)
+            if setup is None:
+                continue
+            backbone, rounds = setup
+            dataset, method = cell_id.split("/")[0], "/".join(cell_id.split("/")[1:-1])
+            printed = printed_value("fedcof", table, cell_id)
 
             def evaluate(
                 deps: frozenset[str], b: str = backbone, ds: str = dataset, r: int = rounds
@@ -954,10 +829,11 @@ def fedcof_training_cells() -> list[Cell]:
             cells.append(
                 Cell(
                     paper="fedcof",
-                    table=table,
+                    table=f"Table {table}",
                     row=dataset,
                     method=method,
                     column=f"comm MB ({backbone})",
+                    cell_id=cell_id,
                     printed=printed,
                     stated=evaluate(frozenset()),
                     computed=value,
@@ -979,8 +855,13 @@ def fedcof_table7_init_ft_cells(init_mb: Mapping[tuple[str, str], float]) -> lis
     """fedcof Table 7 "<init>+FedAdam": the initialisation's uplink (``init_mb[(dataset, init)]``, MB, as in
     Table 3 at d = 512) plus 100 FedAdam rounds of ResNet18 (as :func:`fedcof_training_mb`)."""
     cells: list[Cell] = []
-    for dataset, init, text in FEDCOF_T7_INIT_FT:
-        printed = Printed.parse(text)
+    for cell_id in reported_costs("fedcof", "7"):  # <dataset>/<init>_fedadam/comm_mb
+        dataset, method, _ = cell_id.split("/")
+        init = method.removesuffix("_fedadam")
+        if init == method or init not in FEDCOF_T7_INITS:
+            continue
+        printed = printed_value("fedcof", "7", cell_id)
+        label = reported_costs("fedcof", "7")[cell_id].row[0].removesuffix("+FedAdam")  # the paper's name
         first = init_mb[(dataset, init)]
 
         def evaluate(deps: frozenset[str], ds: str = dataset, first: float = first) -> float:
@@ -993,14 +874,15 @@ def fedcof_table7_init_ft_cells(init_mb: Mapping[tuple[str, str], float]) -> lis
                 "resnet18", dataset, FEDCOF_FINETUNE_ROUNDS, frozenset({cv.BOTH_DIRECTIONS.name})
             )
             if printed.agrees(ft):
-                note = f"fine-tuning alone, both directions, gives {ft / 1e3:.3f}k: the {first:.1f} MB of the {init} stage are not counted"
+                note = f"fine-tuning alone, both directions, gives {ft / 1e3:.3f}k: the {first:.1f} MB of the {label} stage are not counted"
         cells.append(
             Cell(
                 paper="fedcof",
                 table="Table 7",
                 row=dataset,
-                method=f"{init}+FedAdam",
+                method=method,
                 column="comm MB (resnet18)",
+                cell_id=cell_id,
                 printed=printed,
                 stated=evaluate(frozenset()),
                 computed=value,
@@ -1028,14 +910,6 @@ SLORA_ROUNDS, SLORA_PRIMING_FRACTION, SLORA_DENSITY, SLORA_RANK = 50, 0.2, 0.1, 
 # layer, the placement of Hu et al. (2021) for RoBERTa.
 LORA_QV_PARAMS = ROBERTA_LARGE_LAYERS * 2 * 2 * ROBERTA_LARGE_HIDDEN * SLORA_RANK
 
-# dataset -> (FedMeZO rounds, FedMeZO printed GB, SLoRA printed GB)
-BERNIER_T41_PRINTED: dict[str, tuple[int, str, str]] = {
-    "sst2": (2621, "7.863e-5", "69.254"),
-    "sst5": (969, "2.907e-5", "69.254"),
-    "mnli": (1705, "5.115e-5", "69.254"),
-}
-
-
 def fedmezo_comm_gb(rounds: int, clients: int = BERNIER_CLIENTS, num_z: int = BERNIER_NUM_Z) -> float:
     """bernier2024 Eq. 6: ``Cost = R * (K + 2 * K * num_z) * 1e-9`` GB (one byte per seed / scalar)."""
     return rounds * (clients + 2 * clients * num_z) * 1e-9
@@ -1051,31 +925,40 @@ def slora_comm_gb(lora_params: int = LORA_QV_PARAMS) -> float:
 
 
 def bernier2024_table4_1_cells() -> list[Cell]:
-    """bernier2024 Table 4.1 communication (GB): FedMeZO by Eq. 6, SLoRA by Eq. 7 (6 distinct cells)."""
+    """bernier2024 Table 4.1 communication (GB): FedMeZO by Eq. 6 with the table's own round counts, SLoRA by
+    Eq. 7 (12 cells, ``<dataset>/<method>/<iid|noniid>/comm_gb``)."""
     cells: list[Cell] = []
     r1 = round(SLORA_ROUNDS * SLORA_PRIMING_FRACTION)
-    for dataset, (rounds, mezo_text, slora_text) in BERNIER_T41_PRINTED.items():
-        printed = Printed.parse(mezo_text)
-        value = fedmezo_comm_gb(rounds)
-        per_client_round = printed.value * 1e9 / (rounds * BERNIER_CLIENTS)
-        ok = printed.agrees(value)
-        cells.append(
-            Cell(
-                paper="bernier2024", table="Table 4.1", row=dataset, method="FedMeZO", column="comm (GB)",
-                printed=printed, stated=value, computed=value, departures=(), verdict=MATCH if ok else MISMATCH,
-                inputs=f"R={rounds}, K={BERNIER_CLIENTS}, num_z={BERNIER_NUM_Z}",
-                note="" if ok else f"the printed value is {per_client_round:.2f} bytes per client per round "
-                f"(Eq. 6: {1 + 2 * BERNIER_NUM_Z}), i.e. Eq. 6 with num_z = 1",
-            )
-        )  # fmt: skip
-        printed = Printed.parse(slora_text)
+    table = {c.id: c for c in load_table("bernier2024", "4_1").cells}
+    for cell_id in reported_costs("bernier2024", "4_1"):
+        dataset, method, split, _ = cell_id.split("/")
+        printed = printed_value("bernier2024", "4_1", cell_id)
+        if method == "fedmezo":
+            rounds_cell = table[f"{dataset}/{method}/{split}/rounds"]
+            assert rounds_cell.mean is not None
+            rounds = int(rounds_cell.mean)
+            value = fedmezo_comm_gb(rounds)
+            per_client_round = printed.value * 1e9 / (rounds * BERNIER_CLIENTS)
+            ok = printed.agrees(value)
+            cells.append(
+                Cell(
+                    paper="bernier2024", table="Table 4.1", row=dataset, method=method, column="comm (GB)",
+                    cell_id=cell_id, printed=printed, stated=value, computed=value, departures=(),
+                    verdict=MATCH if ok else MISMATCH,
+                    inputs=f"R={rounds}, K={BERNIER_CLIENTS}, num_z={BERNIER_NUM_Z}",
+                    note="" if ok else f"the printed value is {per_client_round:.2f} bytes per client per round "
+                    f"(Eq. 6: {1 + 2 * BERNIER_NUM_Z}), i.e. Eq. 6 with num_z = 1",
+                )
+            )  # fmt: skip
+            continue
         value = slora_comm_gb()
         ok = printed.agrees(value)
         lora_needed = (printed.value - slora_comm_gb(0)) / ((SLORA_ROUNDS - r1) * BERNIER_CLIENTS)
         cells.append(
             Cell(
-                paper="bernier2024", table="Table 4.1", row=dataset, method="SLoRA", column="comm (GB)",
-                printed=printed, stated=value, computed=value, departures=(), verdict=MATCH if ok else MISMATCH,
+                paper="bernier2024", table="Table 4.1", row=dataset, method=method, column="comm (GB)",
+                cell_id=cell_id, printed=printed, stated=value, computed=value, departures=(),
+                verdict=MATCH if ok else MISMATCH,
                 inputs=f"R={SLORA_ROUNDS} ({r1} priming at density {SLORA_DENSITY}), K={BERNIER_CLIENTS}, "
                 f"model 355M params, LoRA_size={LORA_QV_PARAMS} params (rank {SLORA_RANK} on W_q, W_v)",
                 note="" if ok else f"Eq. 7 would need LoRA_size = {lora_needed:.4f} GB per client and round "
@@ -1118,15 +1001,16 @@ def t7_init_mb(fedcof_t3: Sequence[Cell]) -> dict[tuple[str, str], float]:
 
 
 def cells_markdown(cells: Sequence[Cell]) -> str:
-    """A markdown table of ``cells``: printed, stated, computed, departures, verdict, inputs and note."""
+    """A markdown table of ``cells``: printed (``×10^`` written ``e``), stated, computed, departures, verdict,
+    inputs and note."""
     lines = [
-        "| table | row | method | column | printed | stated | computed | departures | verdict | inputs / note |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| table | cell (expected/ id) | column | printed | stated | computed | departures | verdict | inputs / note |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         extra = c.inputs + (f"; {c.note}" if c.note else "")
         lines.append(
-            f"| {c.paper} {c.table} | {c.row} | {c.method} | {c.column} | {c.printed.text} | {c.stated:.6g} "
+            f"| {c.paper} {c.table} | {c.cell_id} | {c.column} | {c.printed.ascii} | {c.stated:.6g} "
             f"| {c.computed:.6g} | {', '.join(c.departures) or '-'} | {c.verdict} | {extra} |"
         )
     return "\n".join(lines) + "\n"

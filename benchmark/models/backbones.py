@@ -85,7 +85,10 @@ class BackboneSpec:
     torchvision_url: str
     state_prefix: str  # key prefix in a torchvision checkpoint that the body keeps ('' = whole net)
     substitute: SubstituteFile | None
-    default_gamma: float  # FedCOF shrinkage the fedcof code uses for this model
+    # FedCOF shrinkage gamma the fedcof code uses for this model (fedcof Sec. 5 "Implementation Details";
+    # bash_for_testmethods): 1 for SqueezeNet and ViT-B/16, 0.1 for MobileNetV2. ResNet is not in the paper
+    # text; the path-B code default ``--shrink 1.0`` applies to it. Read by closed_form.fedcof.default_gamma.
+    default_gamma: float
 
 
 #: The backbones by name (registered below with :func:`register_backbone`).

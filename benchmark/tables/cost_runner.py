@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmark.costs import conventions as cv
 from benchmark.costs import paper_cells as pc
-from benchmark.costs.model_facts import FEATURE_DIMS, dataset_facts, feature_extractor_params
+from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
 from benchmark.errors import ConfigError
 from benchmark.expected import parse_printed_number
 
@@ -73,56 +73,30 @@ class CostResult:
         return self.classification in PASSING
 
 
-# ---------------------------------------------------------------------------------------------------
-# names: expected/ ids -> benchmark.costs.paper_cells labels
-# ---------------------------------------------------------------------------------------------------
-
-_LEGATE_ROWS = {
-    "cifar10": "CIFAR-10",
-    "cifar10_32": "CIFAR-10 x32",
-    "flowers102": "Flowers-102",
-    "cub200": "CUB",
-    "stanford_cars": "Stanford Cars",
-    "eurosat_sub": "EuroSAT-Sub",
-}
-_LEGATE_METHODS = {"random": "Random", "ft": "FT", "fedncm_ft": "FedNCM+FT", "lp": "LP", "fedncm": "FedNCM"}
-_FEDCOF_DATASETS = {
-    "cifar100": "cifar100",
-    "imagenet_r": "imagenet_r",
-    "cub200": "cub200",
-    "stanford_cars": "stanford_cars",
-    "inat_120k": "inat120k",
-    "cifar10": "cifar10",
-}
 _FEDCOF_REGISTRY_NAMES = {"inat_120k": "inat_user_120k"}  # expected/ name -> dataset registry name
-_FEDCOF_METHODS = {"fedncm": "FedNCM", "fed3r": "Fed3R", "fedcof": "FedCOF", "fedcof_oracle": "FedCOF oracle"}
-_T5_METHODS = {
-    "fedncm": "FedNCM",
-    "fed3r": "Fed3R",
-    "fedcof": "FedCOF",
-    "fedcof_2means": "FedCOF (2 means/class)",
-    "fedcof_10means": "FedCOF (10 means/class)",
-}
-_T3_COLUMN_BY_DIM = {d: b for b, d in pc.FEDCOF_BACKBONES}  # 512 -> squeezenet1_1, 1280, 768
-
-
-def _id_parts(cell: Mapping[str, Any]) -> list[str]:
-    return str(cell["id"]).split("/")
 
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _check_transcription(cell: Mapping[str, Any], printed: pc.Printed, where: str) -> None:
-    """The cost model's own transcription must denote the number ``expected/`` holds."""
-    ours = parse_printed_number(str(cell["printed"]))
-    if not math.isclose(ours.value, printed.value, rel_tol=1e-12, abs_tol=0.0):
-        raise ConfigError(
-            f"expected/ cell {cell['id']!r} prints {cell['printed']!r} but benchmark/costs/paper_cells.py "
-            f"({where}) transcribes {printed.text!r}",
-            "correct whichever transcription differs from the paper",
-        )
+#: A cost model: ``(cell, paper, table, data_root, seeds) -> CostResult`` for one printed cost cell.
+CostModel = Callable[[Mapping[str, Any], str, str, str | None, tuple[int, ...]], CostResult]
+_COST_MODELS: dict[tuple[str, str], CostModel] = {}
+
+
+def cost_model(*tables: tuple[str, str]) -> Callable[[CostModel], CostModel]:
+    """Register the decorated function as the cost model of ``tables`` (``(paper, table)`` of
+    ``expected/``); :data:`COST_TABLES` and :func:`cost_result`'s dispatch derive from these registrations."""
+
+    def register(fn: CostModel) -> CostModel:
+        for key in tables:
+            if key in _COST_MODELS:
+                raise ValueError(f"cost model for {key} registered twice")
+            _COST_MODELS[key] = fn
+        return fn
+
+    return register
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -137,7 +111,7 @@ def _describe(c: pc.Cell) -> str:
             parts.append(f"with {', '.join(c.departures)}: {_fmt(c.computed)}")
     elif c.ours_departures:
         parts.append(f"with {', '.join(c.ours_departures)}: {_fmt(c.unfitted)}")
-    parts.append(f"printed {c.printed.text}")
+    parts.append(f"printed {c.printed.ascii}")
     if c.verdict == pc.CONSISTENT:
         parts.append(f"reproduced only with {', '.join(c.departures)} ({c.inputs}): {_fmt(c.computed)}")
     elif c.verdict == pc.MISMATCH:
@@ -147,8 +121,7 @@ def _describe(c: pc.Cell) -> str:
     return "; ".join(parts)
 
 
-def _from_cell(c: pc.Cell, cell: Mapping[str, Any], facts: str, torchvision: bool) -> CostResult:
-    _check_transcription(cell, c.printed, c.key)
+def _from_cell(c: pc.Cell, facts: str, torchvision: bool) -> CostResult:
     return CostResult(
         status="ok",
         values=(c.unfitted,),
@@ -175,14 +148,15 @@ def _pick(cells: Sequence[pc.Cell], **match: str) -> pc.Cell:
     found = [c for c in cells if all(getattr(c, k) == v for k, v in match.items())]
     if len(found) != 1:
         raise ConfigError(
-            f"cost model has {len(found)} cells for {match}", "see benchmark/costs/paper_cells.py"
+            f"the cost model has {len(found)} cells for {match} (one per legible cost cell of expected/)",
+            "check the cell id against expected/<paper>/table<N>.yaml and benchmark/costs/paper_cells.py",
         )
     return found[0]
 
 
 @functools.cache
-def _legate_t2() -> tuple[pc.Cell, ...]:
-    return tuple(pc.legate2023_table2_cells())
+def _legate_t2(paper: str = "legate2023", table: str = "2") -> tuple[pc.Cell, ...]:
+    return tuple(pc.legate2023_table2_cells((paper, table)))
 
 
 @functools.cache
@@ -213,19 +187,15 @@ def _legate_facts() -> str:
     )
 
 
-def _legate(cell: Mapping[str, Any], workshop: bool) -> CostResult:
-    parts = _id_parts(cell)
-    row, method = _LEGATE_ROWS[parts[0]], _LEGATE_METHODS[parts[1]]
-    if cell["metric"] == "compute_f":
-        column = pc.COMPUTE
-    elif workshop:
-        column = f"comm ({cell['unit']})"
-    else:
-        column = pc.COMM_GB
-    cells = _legate_ws() if workshop else _legate_t2()
-    c = _pick(cells, row=row, method=method, column=column)
-    res = _from_cell(c, cell, _legate_facts(), torchvision=True)
-    if workshop and column == pc.COMPUTE:
+@cost_model(("legate2023", "2"), ("bernier2024", "3_2"), ("legate2023ws", "1"))
+def _legate(
+    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+) -> CostResult:
+    """legate2023 Table 2 (and its reprint, bernier2024 Table 3.2) and the workshop version's Table 1."""
+    workshop = paper == "legate2023ws"
+    c = _pick(_legate_ws() if workshop else _legate_t2(paper, table), cell_id=str(cell["id"]))
+    res = _from_cell(c, _legate_facts(), torchvision=True)
+    if workshop and cell["metric"] == "compute_f":
         return _input_not_stated(
             res,
             "the round counts of the compute column (legate2023ws states neither Eq. 5-6 nor rounds; the "
@@ -281,7 +251,7 @@ def _fedcof_pairs(
         return missing
     if part.get("kind") != "dirichlet":
         return f"partition {part.get('kind')!r}: only the fedcof Dirichlet sharder is replayed"
-    k = int(proto.get("clients") or dataset_facts(_FEDCOF_DATASETS[dataset]).num_clients)
+    k = int(proto.get("clients") or dataset_facts(dataset).num_clients)
     return _replayed_pairs(dataset, data_root, tuple(int(s) for s in seeds), k, float(part["alpha"]))
 
 
@@ -305,19 +275,17 @@ def _fedcof_free(
     cell: Mapping[str, Any], d: int, data_root: str | None, seeds: Sequence[int], model: str
 ) -> CostResult:
     """FedNCM / Fed3R / FedCOF / oracle uplink MB (fedcof Table 1 messages, App. I conventions)."""
-    dataset = cell["protocol"]["dataset"]
-    ds, method = _FEDCOF_DATASETS[dataset], _FEDCOF_METHODS[cell["protocol"]["method"]]
-    ref = _pick(_fedcof_t3_inferred(), row=ds, method=method, column=f"comm MB ({_T3_COLUMN_BY_DIM[d]})")
+    dataset, method = str(cell["protocol"]["dataset"]), str(cell["protocol"]["method"])
+    ref = _t3_reference(dataset, method, d)
     facts = f"feature dimension d = {d} ({model}); K and C from fedcof §5 / App. H; no parameter counts"
-    printed = pc.Printed.parse(str(cell["printed"]).replace("×10^", "e"))
-    _check_transcription(cell, printed, ref.key)
+    printed = parse_printed_number(str(cell["printed"]))
     got = _fedcof_pairs(cell, data_root, seeds)
     if isinstance(got, str):  # no partition here: the stated value, and what the inferred pairs give
-        res = _from_cell(ref, cell, facts, torchvision=False)
+        res = _from_cell(ref, facts, torchvision=False)
         how = f"pair count inferred from the printed cells, not replayed: {got}"
         return _needs_partition(replace(res, note=f"{res.note}; {how}"), got)
     replayed, checksum = got
-    facts_k = dataset_facts(ds)
+    facts_k = dataset_facts(dataset)
     k, c = facts_k.num_clients, facts_k.num_classes
 
     def per_seed(deps: frozenset[str]) -> list[float]:
@@ -340,7 +308,7 @@ def _fedcof_free(
     note = (
         f"{verdict}: Table 1's dCK formula gives {_fmt(mean(frozenset()))}; present classes only on the "
         f"replayed fedcof partitions ({pairs_text} pairs) give "
-        f"{', '.join(_fmt(v) for v in per_seed(present))}, mean {_fmt(mean(present))}; printed {printed.text}"
+        f"{', '.join(_fmt(v) for v in per_seed(present))}, mean {_fmt(mean(present))}; printed {printed.ascii}"
     )
     if verdict == pc.CONSISTENT:
         note += (
@@ -365,22 +333,20 @@ def _fedcof_free(
 
 def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Sequence[int]) -> CostResult:
     """fedcof Table 7 "<init>+FedAdam": the initialisation's uplink plus 100 FedAdam rounds (ResNet18)."""
-    dataset = cell["protocol"]["dataset"]
-    init = _FEDCOF_METHODS[str(cell["protocol"]["method"]).removesuffix("_fedadam")]
-    ref = _pick(_fedcof_other(), table="Table 7", row=_FEDCOF_DATASETS[dataset], method=f"{init}+FedAdam")
+    dataset = str(cell["protocol"]["dataset"])
+    init_id = str(cell["protocol"]["method"]).removesuffix("_fedadam")
+    ref = _pick(_fedcof_other(), table="Table 7", cell_id=str(cell["id"]))
+    init = pc.reported_costs("fedcof", "7")[ref.cell_id].row[0].removesuffix("+FedAdam")  # the paper's name
     facts = _training_facts("resnet18")
-    init_cell = {
-        **cell,
-        "protocol": {**cell["protocol"], "method": cell["protocol"]["method"].removesuffix("_fedadam")},
-    }
+    init_cell = {**cell, "protocol": {**cell["protocol"], "method": init_id}}
     got = _fedcof_pairs(init_cell, data_root, seeds)
     if isinstance(got, str):
-        res = _from_cell(ref, cell, facts, torchvision=True)
+        res = _from_cell(ref, facts, torchvision=True)
         res = replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got}")
         return _needs_partition(res, got)
-    _check_transcription(cell, ref.printed, ref.key)
+    d = feature_dim("resnet18")
     first = _fedcof_free(
-        init_cell | {"printed": _init_printed(dataset, init)}, 512, data_root, seeds, "resnet18"
+        init_cell | {"printed": _init_printed(dataset, init_id, d)}, d, data_root, seeds, "resnet18"
     )
 
     def mean(deps: frozenset[str]) -> float:
@@ -394,7 +360,7 @@ def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Seque
     note = f"{verdict}: stated formula (uplink) {_fmt(mean(frozenset()))}"
     if ours_deps:
         note += f"; with {', '.join(ours_deps)}: {_fmt(ft)} + the initialisation's {_fmt(init_mean)}"
-    note += f"; printed {ref.printed.text}"
+    note += f"; printed {ref.printed.ascii}"
     if verdict == pc.MISMATCH:
         both = pc.fedcof_training_mb(
             "resnet18", dataset, pc.FEDCOF_FINETUNE_ROUNDS, frozenset({cv.BOTH_DIRECTIONS.name})
@@ -419,52 +385,69 @@ def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Seque
     )
 
 
-def _init_printed(dataset: str, init: str) -> str:
-    """The Table 3 SqueezeNet print of the initialisation (d = 512, as ResNet18), for the cross-check."""
-    row = pc.FEDCOF_T3_PRINTED[_FEDCOF_DATASETS[dataset]][init]
-    return row[0]
+def _t3_reference(dataset: str, method: str, d: int) -> pc.Cell:
+    """The fedcof Table 3 cell of ``dataset`` and ``method`` whose backbone has feature dimension ``d`` (the
+    SqueezeNet column for ResNet18's 512)."""
+    for c in _fedcof_t3_inferred():
+        if c.row == dataset and c.method == method and feature_dim(c.cell_id.split("/")[1]) == d:
+            return c
+    raise ConfigError(
+        f"fedcof Table 3 has no cell for {dataset}/{method} at d = {d}", "see expected/fedcof/table3.yaml"
+    )
+
+
+def _init_printed(dataset: str, init: str, d: int) -> str:
+    """The Table 3 print of the initialisation at the same d (SqueezeNet's 512 for ResNet18), for the
+    cross-check."""
+    return pc.reported_costs("fedcof", "3")[_t3_reference(dataset, init, d).cell_id].printed
 
 
 def _training_facts(backbone: str) -> str:
     return (
         f"{backbone} extractor: {feature_extractor_params(backbone):,} parameters counted on torchvision's "
-        f"constructor (meta device), head d x C without bias (d = {FEATURE_DIMS[backbone]})"
+        f"constructor (meta device), head d x C without bias (d = {feature_dim(backbone)})"
     )
 
 
-def _fedcof(cell: Mapping[str, Any], table: str, data_root: str | None, seeds: Sequence[int]) -> CostResult:
+@cost_model(("fedcof", "3"), ("fedcof", "5"), ("fedcof", "6"), ("fedcof", "7"), ("fedcof", "8"))
+def _fedcof(
+    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+) -> CostResult:
     proto = cell["protocol"]
-    method, dataset, model = str(proto.get("method")), proto.get("dataset"), str(proto.get("model"))
+    method, model = str(proto.get("method")), str(proto.get("model"))
     if table == "5":
-        c = _pick(_fedcof_other(), table="Table 5", method=_T5_METHODS[_id_parts(cell)[1]])
+        c = _pick(_fedcof_other(), table="Table 5", cell_id=str(cell["id"]))
         facts = "d = 1280 (MobileNetV2); 6 clients each holding the 10 classes, as stated (fedcof App. F)"
-        return _from_cell(c, cell, facts, torchvision=False)
+        return _from_cell(c, facts, torchvision=False)
     if table == "6" and method == "fed_lp":
-        c = _pick(_fedcof_other(), table="Table 6", row=_FEDCOF_DATASETS[dataset])
-        return _from_cell(c, cell, "head 512 x C without bias (SqueezeNet d = 512)", torchvision=False)
+        c = _pick(_fedcof_other(), table="Table 6", cell_id=str(cell["id"]))
+        return _from_cell(c, "head 512 x C without bias (SqueezeNet d = 512)", torchvision=False)
     if method in ("fedavg", "fedadam"):
-        label = {"fedavg": "FedAvg", "fedadam": "FedAdam"}[method]
-        if table == "8" and "random_init" in str(cell["id"]):
-            label += " (random init)"
-        c = _pick(_fedcof_other(), table=f"Table {table}", row=_FEDCOF_DATASETS[dataset], method=label)
-        return _from_cell(c, cell, _training_facts(model), torchvision=True)
+        c = _pick(_fedcof_other(), table=f"Table {table}", cell_id=str(cell["id"]))
+        return _from_cell(c, _training_facts(model), torchvision=True)
     if method.endswith("_fedadam"):
         return _fedcof_init_ft(cell, data_root, seeds)
-    if method in _FEDCOF_METHODS:
-        return _fedcof_free(cell, FEATURE_DIMS[model], data_root, seeds, model)
+    if method in pc.FEDCOF_TRAINING_FREE:
+        return _fedcof_free(cell, feature_dim(model), data_root, seeds, model)
     return CostResult("not_run", reason=f"no cost model for fedcof Table {table} method {method!r}")
 
 
-def _bernier(cell: Mapping[str, Any]) -> CostResult:
-    parts = _id_parts(cell)
-    method = {"fedmezo": "FedMeZO", "slora": "SLoRA"}[parts[1]]
-    c = _pick(pc.bernier2024_table4_1_cells(), row=parts[0], method=method)
+@functools.cache
+def _bernier_cells() -> tuple[pc.Cell, ...]:
+    return tuple(pc.bernier2024_table4_1_cells())
+
+
+@cost_model(("bernier2024", "4_1"))
+def _bernier(
+    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+) -> CostResult:
+    c = _pick(_bernier_cells(), cell_id=str(cell["id"]))
     facts = (
         "RoBERTa-large size as the thesis states it (355M parameters, §4.1), not counted on a constructor; "
         "LoRA on W_q and W_v (Hu et al. 2021) is a convention, the thesis gives only the rank"
     )
-    res = _from_cell(c, cell, facts, torchvision=False)
-    if method == "SLoRA":
+    res = _from_cell(c, facts, torchvision=False)
+    if c.method == "slora":
         return _input_not_stated(
             res,
             "the LoRA size of Eq. 7 (the thesis gives only rank 16; LoRA on W_q and W_v of RoBERTa-large's 24 "
@@ -473,18 +456,9 @@ def _bernier(cell: Mapping[str, Any]) -> CostResult:
     return res
 
 
-#: Tables whose printed cost cells this runner computes (``(paper, table)`` as in ``expected/``).
-COST_TABLES: tuple[tuple[str, str], ...] = (
-    ("legate2023", "2"),
-    ("bernier2024", "3_2"),
-    ("legate2023ws", "1"),
-    ("bernier2024", "4_1"),
-    ("fedcof", "3"),
-    ("fedcof", "5"),
-    ("fedcof", "6"),
-    ("fedcof", "7"),
-    ("fedcof", "8"),
-)
+#: Tables whose printed cost cells this runner computes (``(paper, table)`` as in ``expected/``), derived
+#: from the registered cost models.
+COST_TABLES: tuple[tuple[str, str], ...] = tuple(_COST_MODELS)
 
 
 def cost_result(
@@ -502,10 +476,7 @@ def cost_result(
     partition and the dataset's labels are under ``data_root``.
     """
     table = str(table)
-    if (paper, table) not in COST_TABLES:
+    model = _COST_MODELS.get((paper, table))
+    if model is None:
         return CostResult("not_run", reason=f"no cost model for {paper} Table {table}")
-    if paper == "fedcof":
-        return _fedcof(cell, table, data_root, tuple(seeds))
-    if paper == "bernier2024" and table == "4_1":
-        return _bernier(cell)
-    return _legate(cell, workshop=paper == "legate2023ws")
+    return model(cell, paper, table, data_root, tuple(seeds))
