@@ -1,6 +1,7 @@
 """Named federated-training protocols: the paper settings this suite runs on cached features.
 
-A :class:`Protocol` is one paper setting (dataset, backbone, federation, rounds, server optimiser, selection
+The values live in the catalogue ``benchmark/protocols/fl.yaml`` (with each protocol's ``source`` and ``notes``),
+loaded and validated on import (:func:`load_protocols`). A :class:`Protocol` is one paper setting (dataset, backbone, federation, rounds, server optimiser, selection
 rule); its :class:`MethodSpec` entries are the methods run under it (the tidy ``method`` name, what trains,
 the initial head, the learning rate and where each value comes from). :func:`get_protocol` returns one by
 name; :meth:`Protocol.fl_config` turns (protocol, method, seed) into the engine's :class:`FLConfig`.
@@ -40,13 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt
+from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
 EvalEvery = int | Literal["flsim_epoch"]
@@ -242,101 +246,77 @@ class Protocol:
             self.fl_config(name, seed=0, device="cpu", progress=False)
 
 
-# ------------------------------------------------------------------------------------------------ registry
-_LEGATE_GRID = "legate2023 App. B FedAvg grid {0.1 ... 0.001}, chosen on a validation split"
-
-_PROTOCOLS: dict[str, Protocol] = {}
-
-
-def register_protocol(p: Protocol) -> Protocol:
-    """Add ``p`` to the registry (a name registered twice is an error)."""
-    if p.name in _PROTOCOLS:
-        raise ValueError(f"protocol {p.name!r} registered twice")
-    p.validate()
-    _PROTOCOLS[p.name] = p
-    return p
+# ------------------------------------------------------------------------------------------------ catalogue
+#: Protocol fields the catalogue may not set: the name is the entry's key, the methods are parsed apart.
+_DERIVED = ("name", "methods")
 
 
-register_protocol(
-    Protocol(
-        name="legate2023_cifar10",
-        paper="legate2023",
-        source="Table 2 (CIFAR-10 LP), Table 4 (rounds), Table 5 (MLP head), §4, App. B, App. C.1",
-        dataset="cifar10",
-        backbone="squeezenet1_1",
-        preprocess="legate2023_cifar",
-        methods={
-            "lp": MethodSpec(
-                client_lr=0.01,
-                lr_source=f"{_LEGATE_GRID} (benchmark/fl/lr_grid/legate2023_cifar10-lp.json)",
-            ),
-            "mlp_head": MethodSpec(
-                client_lr=0.05,
-                lr_source=(
-                    f"{_LEGATE_GRID} (benchmark/fl/lr_grid/legate2023_cifar10-mlp_head.json; the grid ran on a "
-                    "lent H100, 9 runs of 800 rounds, ~2 min in all)"
-                ),
-                head="mlp",
-                note="Table 5 states neither width nor rounds: width d = 512, LP's 200 rounds (Table 4).",
-            ),
-        },
-        rounds=200,
-        notes=(
-            "Table 4: 200 rounds for CIFAR-10 LP; run as 200 FLSim epochs = 800 rounds by default.",
-            "The CIFAR-10 lr of the paper comes from Nguyen et al. (2023) and is not printed (§4, App. B).",
-        ),
+def _known_partitioners() -> tuple[str, ...]:
+    from benchmark.data.partition import available_partitioners
+
+    return available_partitioners()
+
+
+def _parse_method(raw: Any, where: Where) -> MethodSpec:
+    hints = typing.get_type_hints(MethodSpec)
+    fields = {f.name: hints[f.name] for f in dataclasses.fields(MethodSpec)}
+    data = check_mapping(
+        raw, where, allowed={k: hint_name(h) for k, h in fields.items()}, required=("client_lr", "lr_source")
     )
-)
+    kw = {k: coerce(v, fields[k], where.at(k)) for k, v in data.items()}
+    if kw.get("init") is not None:
+        check_name(kw["init"], where.at("init"), lambda: _INIT_METHODS, "federated closed-form method")
+    return MethodSpec(**kw)
 
-register_protocol(
-    Protocol(
-        name="fedcof_cifar100_lp",
-        paper="fedcof",
-        source="Table 6 (Fed-LP, CIFAR-100), Fig. 7 (LP after initialisation), App. J, App. K",
-        dataset="cifar100",
-        backbone="squeezenet1_1",
-        preprocess="fedcof_cifar",
-        partition_scheme="dirichlet_fedcof",  # the fedcof code's seeded sharder, as Table 6's closed-form cells
-        methods={
-            "fed_lp": MethodSpec(
-                client_lr=0.01, lr_source="fedcof App. K: 'FedAvg with a client learning rate of 0.01'"
-            ),
-            "fedncm_lp": MethodSpec(
-                client_lr=0.01,
-                lr_source="fedcof App. J: 'client lr of 0.01 and server lr of 1.0 for FedNCM'",
-                init="fedncm",
-            ),
-            "fed3r_lp": MethodSpec(
-                client_lr=0.001,
-                lr_source="fedcof App. J: 'For Fed3R and FedCOF initializations, we use a client lr of 0.001'",
-                init="fed3r_fedcof",
-            ),
-            "fedcof_lp": MethodSpec(
-                client_lr=0.001,
-                lr_source="fedcof App. J: 'For Fed3R and FedCOF initializations, we use a client lr of 0.001'",
-                init="fedcof",
-            ),
-        },
-        rounds=200,
-        notes=(
-            "App. J/K: FedAvg, 200 rounds, 1 local epoch, 30 clients per round, server lr 1.0; run as 200 "
-            "FLSim epochs (the fedcof README's --epochs 200) by default.",
-            "'We follow the same settings as in Table 3' (App. K): Dirichlet 0.1 over 100 clients, seeds 0-4.",
-            "Closed-form inits use path B of the fedcof code (multi-round, FedCOF with the extra gamma ridge "
-            "and the noisy-copy covariance of single-client classes), paper_protocol_options('fedcof-multiround').",
-            "The LP head keeps a bias (legate2023 architecture, Linear(512, C)); closed-form heads start with b = 0.",
-        ),
+
+def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
+    """One catalogue entry as a validated :class:`Protocol`; :class:`ConfigError` naming file, protocol, field."""
+    from benchmark.data.registry import DATASETS
+    from benchmark.features.preprocess import PRESETS
+    from benchmark.models.backbones import BACKBONES
+
+    hints = typing.get_type_hints(Protocol)
+    fields = {f.name: hints[f.name] for f in dataclasses.fields(Protocol) if f.name not in _DERIVED}
+    allowed = {k: hint_name(h) for k, h in fields.items()} | {"methods": "mapping of method name -> MethodSpec"}
+    data = check_mapping(
+        raw, where, allowed=allowed, required=("paper", "source", "dataset", "backbone", "preprocess", "methods")
     )
-)
+    kw = {k: coerce(v, fields[k], where.at(k)) for k, v in data.items() if k != "methods"}
+    check_name(kw["dataset"], where.at("dataset"), lambda: DATASETS, "dataset")
+    check_name(kw["backbone"], where.at("backbone"), lambda: BACKBONES, "backbone")
+    check_name(kw["preprocess"], where.at("preprocess"), lambda: PRESETS, "preprocessing preset")
+    if "partition_scheme" in kw:
+        check_name(kw["partition_scheme"], where.at("partition_scheme"), _known_partitioners, "partition scheme")
+    methods_raw = check_mapping(data["methods"], where.at("methods"))
+    if not methods_raw:
+        raise where.at("methods").error("no method", "list at least one method")
+    methods = {m: _parse_method(spec, where.at(f"methods.{m}")) for m, spec in methods_raw.items()}
+    protocol = Protocol(name=name, methods=methods, **kw)
+    try:
+        protocol.validate()
+    except ConfigError as err:
+        raise where.error(err.what, err.fix) from None
+    return protocol
+
+
+def load_protocols(folder: Path | None = None) -> dict[str, Protocol]:
+    """Every protocol of ``fl.yaml`` (in ``folder``, default: :mod:`benchmark.protocols`), validated."""
+    path, data = load_catalogue("fl", folder)
+    top = check_mapping(data, Where(path), allowed={"protocols": "mapping of name -> protocol"}, required=("protocols",))
+    entries = check_mapping(top["protocols"], Where(path, field="protocols"))
+    return {name: parse_protocol(name, raw, Where(path, name)) for name, raw in entries.items()}
+
+
+_PROTOCOLS: dict[str, Protocol] = load_protocols()
 
 
 def list_protocols() -> list[str]:
-    """Names of all registered protocols."""
+    """Names of all catalogued protocols."""
     return sorted(_PROTOCOLS)
 
 
 def get_protocol(name: str) -> Protocol:
-    """Registry entry ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
+    """Catalogue entry ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
     try:
         return _PROTOCOLS[name]
     except KeyError:
