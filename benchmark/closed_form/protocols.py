@@ -1,5 +1,9 @@
 """Closed-form run protocols: which methods one run computes, and with which options.
 
+The values live in the catalogue ``benchmark/protocols/closed_form.yaml`` (per protocol its ``source`` and
+``note``; per paper key the reference-code options of :func:`~benchmark.closed_form.paper_protocol_options`),
+loaded and validated on import (:func:`load_closed_form_catalogue`).
+
 A paper table is reproduced under that paper's protocol, the options its reference code used
 (:func:`~benchmark.closed_form.registry.paper_protocol_options`, papers-code.md §1.4, §2.4, §6). The protocol
 is part of the run file's path (``results/runs/closed_form/.../<protocol>/seed<k>.csv``), so runs of two
@@ -26,32 +30,147 @@ protocol          methods and options
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmark.closed_form.registry import METHODS, suite_methods
-from benchmark.errors import UnknownNameError
+from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.protocols import Where, check_mapping, check_name, load_catalogue
 
 #: Every closed-form method of the suite, in the order runs compute them (derived from the registry).
 ALL_METHODS: tuple[str, ...] = suite_methods()
-_GAMMA_METHODS = tuple(m for m in ALL_METHODS if METHODS.get(m).suite_gamma)
-#: The federated methods of fedcof's tables (protocol data, not a copy of the registry: a newly registered
-#: method is in ``suite`` only).
-_FEDCOF_FEDERATED = ("fedncm", "fed3r_fedcof", "fed3r_official", "fedcof", "fedcof_oracle")
+#: Option values filled in at run time: fedcof's gamma of the run's backbone, the run's seed (0 if none).
+BACKBONE_GAMMA = "@backbone_gamma"
+RUN_SEED = "@run_seed"
+_RUNTIME = (BACKBONE_GAMMA, RUN_SEED)
 
-PROTOCOLS: dict[str, tuple[str, ...]] = {
-    "fedcof": (*_FEDCOF_FEDERATED, "centralised_ncm", "centralised_ridge", "centralised_within_class"),
-    "legate2023": ("fedncm", "centralised_ncm"),
-    "legate2023-code": ("fedncm",),
-    "suite": ALL_METHODS,
-}
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """One method of a protocol: the options of paper key ``paper_options`` (if any), ``options`` over them."""
+
+    paper_options: str | None
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ClosedFormCatalogue:
+    """``closed_form.yaml``, validated."""
+
+    paper_options: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    """paper key -> method -> options (may hold the run-time values :data:`BACKBONE_GAMMA` / :data:`RUN_SEED`)."""
+    protocols: Mapping[str, Mapping[str, MethodEntry]]
+    """protocol -> method -> entry, in run order."""
+    paper_protocol: Mapping[str, str]
+    sources: Mapping[str, str]
+    """protocol or paper key -> its ``source`` (and ``note``) citation."""
+
+
+def _options(raw: Any, where: Where) -> dict[str, Any]:
+    opts = check_mapping(raw, where)
+    for key, value in opts.items():
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise where.at(key).error(f"wrong type: expected a number, string or boolean, got {value!r}")
+        if isinstance(value, str) and value.startswith("@") and value not in _RUNTIME:
+            raise where.at(key).error(f"unknown run-time value {value!r}", f"use one of: {', '.join(_RUNTIME)}")
+    return dict(opts)
+
+
+def _source(data: Mapping[str, Any], where: Where) -> str:
+    for key in ("source", "note"):
+        if key in data and not isinstance(data[key], str):
+            raise where.at(key).error(f"wrong type: expected str, got {type(data[key]).__name__}")
+    return " ".join(data[k] for k in ("source", "note") if k in data)
+
+
+def load_closed_form_catalogue(folder: Path | None = None) -> ClosedFormCatalogue:
+    """``closed_form.yaml`` (in ``folder``, default :mod:`benchmark.protocols`) validated: unknown fields, wrong
+    types, unregistered methods and unknown paper keys raise :class:`ConfigError` naming file, protocol, field."""
+    path, data = load_catalogue("closed_form", folder)
+    top = check_mapping(
+        data,
+        Where(path),
+        allowed={"paper_options": "paper key -> options", "protocols": "name -> protocol",
+                 "paper_protocol": "paper -> protocol"},
+        required=("paper_options", "protocols", "paper_protocol"),
+    )  # fmt: skip
+    sources: dict[str, str] = {}
+    papers: dict[str, dict[str, dict[str, Any]]] = {}
+    for paper, raw in check_mapping(top["paper_options"], Where(path, field="paper_options")).items():
+        where = Where(path, paper, "paper_options")
+        entry = check_mapping(raw, where, allowed={"source": "citation", "methods": "method -> options"},
+                              required=("source", "methods"))  # fmt: skip
+        sources[paper] = _source(entry, where)
+        papers[paper] = {
+            check_name(m, where.at(f"methods.{m}"), lambda: METHODS, "closed-form method"): _options(
+                o, where.at(f"methods.{m}")
+            )
+            for m, o in check_mapping(entry["methods"], where.at("methods")).items()
+        }
+    protocols: dict[str, dict[str, MethodEntry]] = {}
+    for name, raw in check_mapping(top["protocols"], Where(path, field="protocols")).items():
+        where = Where(path, name)
+        entry = check_mapping(
+            raw, where, allowed={"source": "citation", "note": "text", "methods": "'all' or method -> entry"},
+            required=("source", "methods"),
+        )  # fmt: skip
+        sources[name] = _source(entry, where)
+        if entry["methods"] == "all":
+            protocols[name] = {
+                m: MethodEntry(None, {"gamma": BACKBONE_GAMMA} if METHODS.get(m).suite_gamma else {})
+                for m in ALL_METHODS
+            }
+            continue
+        methods: dict[str, MethodEntry] = {}
+        for m, spec in check_mapping(entry["methods"], where.at("methods")).items():
+            mw = where.at(f"methods.{m}")
+            check_name(m, mw, lambda: METHODS, "closed-form method")
+            spec = check_mapping(
+                spec, mw, allowed={"paper_options": "paper key", "options": "option -> value"}
+            )
+            key = spec.get("paper_options")
+            if key is not None:
+                check_name(key, mw.at("paper_options"), lambda: papers, "paper key")
+                if m not in papers[key]:
+                    raise mw.at("paper_options").error(
+                        f"paper key {key!r} has no options for {m!r}", f"use one of: {', '.join(papers[key])}"
+                    )
+            methods[m] = MethodEntry(key, _options(spec.get("options", {}), mw.at("options")))
+        if not methods:
+            raise where.at("methods").error("no method", "list at least one method or write 'all'")
+        protocols[name] = methods
+    paper_protocol = {
+        paper: check_name(p, Where(path, field=f"paper_protocol.{paper}"), lambda: protocols, "protocol")
+        for paper, p in check_mapping(top["paper_protocol"], Where(path, field="paper_protocol")).items()
+    }
+    return ClosedFormCatalogue(papers, protocols, paper_protocol, sources)
+
+
+CATALOGUE = load_closed_form_catalogue()
+
+PROTOCOLS: dict[str, tuple[str, ...]] = {name: tuple(m) for name, m in CATALOGUE.protocols.items()}
 
 #: The protocol a paper's tables run under when a spec does not name one.
-PAPER_PROTOCOL: dict[str, str] = {
-    "fedcof": "fedcof",
-    "legate2023": "legate2023",
-    "legate2023ws": "legate2023",
-    "bernier2024": "legate2023",
-}
+PAPER_PROTOCOL: dict[str, str] = dict(CATALOGUE.paper_protocol)
+
+
+def resolve_options(
+    options: Mapping[str, Any], *, model_name: str | None, seed: int | None, what: str
+) -> dict[str, Any]:
+    """``options`` with the run-time values filled in (:data:`BACKBONE_GAMMA` needs ``model_name``)."""
+    from benchmark.closed_form.fedcof import default_gamma
+
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value == BACKBONE_GAMMA:
+            if model_name is None:
+                raise ConfigError(f"{what} needs model_name", "pass the backbone name")
+            value = default_gamma(model_name)
+        elif value == RUN_SEED:
+            value = 0 if seed is None else int(seed)
+        out[key] = value
+    return out
 
 
 def check_protocol(protocol: str) -> str:
@@ -71,26 +190,18 @@ def protocol_methods(protocol: str) -> tuple[str, ...]:
 def protocol_options(protocol: str, model_name: str, *, seed: int | None = None) -> dict[str, dict[str, Any]]:
     """Per-method options of ``protocol`` for backbone ``model_name`` (``seed``: the run's seed, used by
     ``legate2023-code``'s random bias)."""
-    from benchmark.closed_form.fedcof import default_gamma
     from benchmark.closed_form.registry import paper_protocol_options
 
-    check_protocol(protocol)
-    if protocol == "suite":
-        return {m: ({"gamma": default_gamma(model_name)} if m in _GAMMA_METHODS else {}) for m in ALL_METHODS}
-    if protocol == "fedcof":
-        opts = {
-            m: paper_protocol_options(m, paper="fedcof", model_name=model_name) for m in _FEDCOF_FEDERATED
-        }
-        opts.update(
-            centralised_ncm={},
-            centralised_ridge={"lam": 0.01, "solver": "pinv32"},
-            centralised_within_class={"gamma": 0.0, "ridge": 0.01, "solver": "pinv32"},
+    out: dict[str, dict[str, Any]] = {}
+    for method, entry in CATALOGUE.protocols[check_protocol(protocol)].items():
+        base = (
+            paper_protocol_options(method, paper=entry.paper_options, model_name=model_name)
+            if entry.paper_options is not None
+            else {}
         )
-        return opts
-    fedncm = paper_protocol_options("fedncm", paper=protocol)
-    if protocol == "legate2023-code":
-        return {"fedncm": {**fedncm, "seed": 0 if seed is None else int(seed)}}
-    return {"fedncm": fedncm, "centralised_ncm": {}}
+        extra = resolve_options(entry.options, model_name=model_name, seed=seed, what=f"protocol {protocol!r}")
+        out[method] = {**base, **extra}
+    return out
 
 
 def merge_options(

@@ -363,6 +363,8 @@ def paper_protocol_options(
 ) -> dict[str, Any]:
     """Options reproducing the reference code behind a paper's tables (papers-code.md 1.4, 2.4, 3, 6).
 
+    The values are the ``paper_options`` of the catalogue ``benchmark/protocols/closed_form.yaml``:
+
     * ``paper="fedcof"`` (fedcof Table 3, path A of its code): every server in float32 with ``pinv``
       (``solver="pinv32"``); FedNCM without bias; Fed3R ``lam=0.01``; FedCOF/oracle ``gamma`` by backbone
       (:func:`~benchmark.closed_form.fedcof.default_gamma`, needs ``model_name``), no extra ridge
@@ -376,36 +378,17 @@ def paper_protocol_options(
       ``nn.Linear`` bias init kept (``bias="random"``, papers-code.md 1.4), float32. An explicit option,
       never the default of the legate2023 tables.
     """
-    from benchmark.closed_form.fedcof import default_gamma
+    from benchmark.closed_form.protocols import CATALOGUE, resolve_options
 
     get_method(method)
-
-    def gamma() -> float:
-        if model_name is None:
-            raise ConfigError(
-                f"paper_protocol_options({method!r}) needs model_name", "pass the backbone name"
-            )
-        return default_gamma(model_name)
-
-    if paper in ("legate2023", "legate2023-code"):
-        if method != "fedncm":
-            raise ConfigError(f"legate2023 has no closed-form method {method!r}", "use method='fedncm'")
-        return {"bias": "zero" if paper == "legate2023" else "random", "solver": "pinv32"}
-    if paper not in ("fedcof", "fedcof-multiround"):
+    papers = list(CATALOGUE.paper_options)
+    if paper not in CATALOGUE.paper_options:
         raise UnknownNameError(
-            f"unknown paper protocol {paper!r}",
-            "use fedcof, fedcof-multiround, legate2023 or legate2023-code",
+            f"unknown paper protocol {paper!r}", f"use {', '.join(papers[:-1])} or {papers[-1]}"
         )
-    table: dict[str, Callable[[], dict[str, Any]]] = {
-        "fedncm": lambda: {"bias": "zero", "solver": "pinv32"},
-        "fed3r_fedcof": lambda: {"lam": 0.01, "solver": "pinv32"},
-        "fed3r_official": lambda: {"lam": 0.01, "solver": "solve32"},
-        "fedcof": lambda: {"gamma": gamma(), "ridge": 0.0, "single_client": "zero", "solver": "pinv32"},
-        "fedcof_oracle": lambda: {"gamma": gamma(), "ridge": 0.0, "solver": "pinv32"},
-    }
+    table = CATALOGUE.paper_options[paper]
     if method not in table:
-        raise ConfigError(f"no paper protocol for method {method!r}", f"use one of: {', '.join(table)}")
-    opts = table[method]()
-    if paper == "fedcof-multiround" and method == "fedcof":
-        opts.update(ridge=opts["gamma"], single_client="path_b_noise")
-    return opts
+        raise ConfigError(
+            f"paper protocol {paper!r} has no closed-form method {method!r}", f"use one of: {', '.join(table)}"
+        )
+    return resolve_options(table[method], model_name=model_name, seed=None, what=f"paper_protocol_options({method!r})")
