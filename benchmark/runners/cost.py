@@ -99,6 +99,11 @@ def pairs_from_jobs(plan: Any) -> Any:
                 raise ConfigError(
                     f"plan job {j.path} is not the partition {need.partition}", "re-plan the target"
                 )
+            if not Path(j.path).is_file():
+                raise ConfigError(
+                    f"no class counts {j.path} for cell {plan.cell.id}",
+                    "build the target with snakemake or `flb run`, which run its jobs first",
+                )
             raw = json.loads(Path(j.path).read_text())
             out.append(ClassPairs(int(raw["seed"]), int(raw["pairs"]), str(raw["partition_sha256"])))
             checksums.add(str(raw["data_checksum"]))
