@@ -1,15 +1,120 @@
 """The ``cost`` runner: printed compute / communication cells, recomputed by the cost model
 (:mod:`benchmark.tables.cost_runner`, :mod:`benchmark.costs`). Costs are arithmetic: they need no dataset,
-weights or tier permission to be planned, and plan no job (fedcof's partition-dependent costs replay the
-partition from the dataset's labels at assembly, where those are under the plan's ``data_root``)."""
+weights or tier permission to be planned, and most plan no job.
+
+fedcof's partition-dependent costs (uplink of the training-free methods: the (client, present class) pairs of
+the fedcof sharder's partitions, seeds of the table) are jobs: for such a cell this runner plans, per seed,
+the :class:`~benchmark.jobs.PartitionJob` of the partition (``dirichlet_fedcof`` on the full train split, the
+same file a closed-form run on it reads) and a :class:`ClassCountsJob` that counts each client's classes in
+it. At assembly :meth:`CostRunner.collect` reads those counts; it loads no dataset. A cell whose partition
+cannot be drawn here (dataset absent) plans no job and keeps the reason, found while planning, in the plan
+(``params["partition"]``).
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
+from benchmark.errors import ConfigError
+from benchmark.jobs import Job, PartitionJob, parse_partition_tag, partition_tag, register_job
 from benchmark.runners import CellResult, Runner, register_runner
+
+
+@register_job
+@dataclass(frozen=True)
+class ClassCountsJob(Job):
+    """Per-client class counts of one partition file (its input), with its (client, present class) pair
+    count, the partition's sha256 and the checksum of the data it indexes: what a partition-dependent cost
+    cell needs (fedcof Table 1 messages, App. I: a client sends statistics for the classes it holds)."""
+
+    KIND: ClassVar[str] = "class_counts"
+    PATTERN: ClassVar[str] = "results/costs/class_counts/{dataset}/{subset}/{ptag}/seed{seed}.json"
+    dataset: str
+    subset: str
+    ptag: str
+    seed: int
+
+    def partition(self) -> PartitionJob:
+        return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)
+
+    def inputs(self) -> tuple[Job, ...]:
+        return (self.partition(),)
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.data.partition import Partition
+        from benchmark.io import atomic_write_json
+        from benchmark.pipeline import split_labels
+        from benchmark.tables.cost_runner import class_pairs
+
+        src = self.partition().path
+        part = Partition.from_json(src)
+        data = split_labels(self.dataset, "train", self.subset, 0, config.get("data_root"))
+        if part.data is not None and part.data.data_checksum != data.checksum:
+            raise ConfigError(
+                f"{src} indexes data of checksum {part.data.data_checksum[:12]}, the labels under the data "
+                f"root have {data.checksum[:12]}",
+                "delete the partition file and rebuild it from this data root",
+            )
+        counts = part.client_class_counts(data.labels, data.num_classes)
+        atomic_write_json(
+            self.path,
+            {
+                "partition": src, "seed": self.seed, "partition_sha256": part.sha256,
+                "data_checksum": data.checksum, "num_classes": int(data.num_classes),
+                "pairs": class_pairs(part, data.labels, data.num_classes),
+                "counts": counts.astype(int).tolist(),
+            },
+        )  # fmt: skip
+
+
+def class_counts_jobs(need: Any) -> tuple[ClassCountsJob, ...]:
+    """The jobs of a :class:`~benchmark.tables.cost_runner.PartitionNeed`, one per seed."""
+    tag = partition_tag(need.partition)
+    return tuple(ClassCountsJob(need.dataset, need.SUBSET, tag, s) for s in need.seeds)
+
+
+def pairs_from_jobs(plan: Any) -> Any:
+    """The :data:`~benchmark.tables.cost_runner.PairsSource` of a planned cell: the reason recorded while
+    planning, or the pair counts its :class:`ClassCountsJob` outputs hold (no dataset is read)."""
+    from benchmark.tables.cost_runner import ClassPairs
+
+    def source(need: Any) -> Any:
+        recorded = plan.params.get("partition")
+        if isinstance(recorded, str):
+            return recorded
+        jobs = [j for j in plan.jobs if isinstance(j, ClassCountsJob)]
+        if not jobs or [j.seed for j in jobs] != list(need.seeds):
+            raise ConfigError(
+                f"the plan of cell {plan.cell.id} has no class-count jobs for seeds {list(need.seeds)}",
+                "re-plan the target (delete results/plans/<target>.json)",
+            )
+        out, checksums = [], set()
+        for j in jobs:
+            if parse_partition_tag(j.ptag)[1] != {"alpha": need.alpha, "num_clients": need.num_clients}:
+                raise ConfigError(
+                    f"plan job {j.path} is not the partition {need.partition}", "re-plan the target"
+                )
+            if not Path(j.path).is_file():
+                raise ConfigError(
+                    f"no class counts {j.path} for cell {plan.cell.id}",
+                    "build the target with snakemake or `flb run`, which run its jobs first",
+                )
+            raw = json.loads(Path(j.path).read_text())
+            out.append(ClassPairs(int(raw["seed"]), int(raw["pairs"]), str(raw["partition_sha256"])))
+            checksums.add(str(raw["data_checksum"]))
+        if len(checksums) != 1:
+            raise ConfigError(
+                f"the class counts of cell {plan.cell.id} come from different data ({sorted(checksums)})",
+                "rebuild the partitions from one data root",
+            )
+        return tuple(out), checksums.pop()
+
+    return source
 
 
 class CostRunner(Runner):
@@ -17,6 +122,13 @@ class CostRunner(Runner):
     needs_data = False
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        from benchmark.tables.cost_runner import needs_partitions
+
+        need = needs_partitions(spec.expected_paper, spec.expected_table, _cell_dict(plan.cell), spec.seeds)
+        if need is not None:
+            reason = need.unavailable(config.get("data_root"))
+            plan.params = {**plan.params, "partition": reason or need.partition}
+            plan.jobs = () if reason else class_counts_jobs(need)
         plan.status = "planned"
         return plan
 
@@ -34,6 +146,7 @@ class CostRunner(Runner):
             _cell_dict(cell),
             data_root=settings.get("data_root"),
             seeds=spec.seeds,
+            pairs=pairs_from_jobs(plan),
         )
         wall = round(time.perf_counter() - t0, 4)
         out = CellResult(note=res.note)

@@ -21,6 +21,12 @@ fedcof's training-free costs depend on the partition through the number of (clie
 Where the dataset's labels are on disk (CIFAR-100 here), the fedcof code's sharder is replayed for each seed
 of the table (:func:`benchmark.data.partition.dirichlet_fedcof`, seeds 0-4, alpha = 0.1, K = 100) and the
 cell is judged on the mean over the seeds; elsewhere the note says that the pair count was inferred.
+
+The pair counts come from a :data:`PairsSource`. In a workflow run they are outputs of jobs: the ``cost``
+runner plug-in (:mod:`benchmark.runners.cost`) plans, for each such cell, the partitions it needs
+(:func:`partition_need`, one :class:`~benchmark.jobs.PartitionJob` per seed) and a job that counts each
+client's classes from the partition file, and reads those counts at assembly, which loads no dataset. Called
+directly (tests, the snapshot), :func:`replay_in_process` draws the same partitions here.
 """
 
 from __future__ import annotations
@@ -80,8 +86,9 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-#: A cost model: ``(cell, paper, table, data_root, seeds) -> CostResult`` for one printed cost cell.
-CostModel = Callable[[Mapping[str, Any], str, str, str | None, tuple[int, ...]], CostResult]
+#: A cost model: ``(cell, paper, table, pairs, seeds) -> CostResult`` for one printed cost cell (``pairs``:
+#: where a partition-dependent cost takes the (client, class) pair counts of its partition ``seeds`` from).
+CostModel = Callable[[Mapping[str, Any], str, str, "PairsSource", tuple[int, ...]], CostResult]
 _COST_MODELS: dict[tuple[str, str], CostModel] = {}
 
 
@@ -189,7 +196,7 @@ def _legate_facts() -> str:
 
 @cost_model(("legate2023", "2"), ("bernier2024", "3_2"), ("legate2023ws", "1"))
 def _legate(
-    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+    cell: Mapping[str, Any], paper: str, table: str, pairs: PairsSource, seeds: tuple[int, ...]
 ) -> CostResult:
     """legate2023 Table 2 (and its reprint, bernier2024 Table 3.2) and the workshop version's Table 1."""
     workshop = paper == "legate2023ws"
@@ -210,49 +217,114 @@ def _legate(
 
 
 @dataclass(frozen=True)
-class _Pairs:
+class ClassPairs:
+    """The (client, present class) pair count of one partition seed, and the partition's sha256."""
+
     seed: int
     pairs: int
     sha256: str
 
 
+#: Pair counts of every seed of a cell's partitions and the checksum of the data they index.
+Replayed = tuple[tuple[ClassPairs, ...], str]
+
+
+@dataclass(frozen=True)
+class PartitionNeed:
+    """The partitions a partition-dependent cost cell is computed on: the fedcof sharder
+    (``dirichlet_fedcof``) of ``dataset``'s full train split (``dataset``: the registry name) over
+    ``num_clients`` clients at ``alpha``, for each partition seed of the table. ``kind`` is the partition
+    kind the cell's protocol states (only ``dirichlet`` is replayed)."""
+
+    dataset: str
+    num_clients: int
+    alpha: float | None
+    kind: str | None
+    seeds: tuple[int, ...]
+
+    SCHEME = "dirichlet_fedcof"
+    SUBSET = "all"
+
+    @property
+    def partition(self) -> dict[str, Any]:
+        """The scheme and parameters (``benchmark.jobs.partition_tag`` input)."""
+        return {"scheme": self.SCHEME, "alpha": self.alpha, "num_clients": self.num_clients}
+
+    def unavailable(self, data_root: str | None) -> str | None:
+        """Why the partitions cannot be drawn here (the dataset is absent, or not the fedcof sharder's
+        partition); ``None`` when they can. Loads the dataset (planning, never assembly)."""
+        from benchmark.tables.availability import dataset_missing
+
+        missing = dataset_missing(self.dataset, data_root)
+        if missing:
+            return missing
+        if self.kind != "dirichlet":
+            return f"partition {self.kind!r}: only the fedcof Dirichlet sharder is replayed"
+        return None
+
+
+#: Where pair counts come from: a :class:`PartitionNeed` -> the pairs of each seed, or why there are none.
+PairsSource = Callable[[PartitionNeed], "Replayed | str"]
+
+
+def partition_need(cell: Mapping[str, Any], seeds: Sequence[int]) -> PartitionNeed:
+    """The partitions the pair count of ``cell`` (a fedcof training-free or init+FedAdam cell) rests on."""
+    proto = cell.get("protocol", {})
+    part = proto.get("partition") or {}
+    dataset = str(proto.get("dataset"))
+    alpha = part.get("alpha")
+    k = int(proto.get("clients") or dataset_facts(dataset).num_clients)
+    return PartitionNeed(
+        _FEDCOF_REGISTRY_NAMES.get(dataset, dataset),
+        k,
+        None if alpha is None else float(alpha),
+        part.get("kind"),
+        tuple(int(s) for s in seeds),
+    )
+
+
+def class_pairs(part: Any, labels: Any, num_classes: int) -> int:
+    """(client, present class) pairs of a :class:`~benchmark.data.partition.Partition` of ``labels``."""
+    return int((part.client_class_counts(labels, num_classes) > 0).sum())
+
+
 @functools.cache
-def _replayed_pairs(
-    dataset: str, root: str | None, seeds: tuple[int, ...], num_clients: int, alpha: float
-) -> tuple[tuple[_Pairs, ...], str]:
-    """(client, present class) pairs of the fedcof sharder's partitions of ``dataset``'s train split."""
+def _replayed_pairs(need: PartitionNeed, root: str | None) -> Replayed:
+    """(client, present class) pairs of the fedcof sharder's partitions of ``need.dataset``'s train split."""
     from benchmark.data.partition import make_partition
     from benchmark.data.registry import load_dataset
 
-    data = load_dataset(dataset, "train", root, download=False)
+    data = load_dataset(need.dataset, "train", root, download=False)
     out = []
-    for s in seeds:
-        part = make_partition("dirichlet_fedcof", data.labels, s, num_clients=num_clients, alpha=alpha)
-        counts = part.client_class_counts(data.labels, data.num_classes)
-        out.append(_Pairs(s, int((counts > 0).sum()), part.sha256))
+    for s in need.seeds:
+        part = make_partition(need.SCHEME, data.labels, s, num_clients=need.num_clients, alpha=need.alpha)
+        out.append(ClassPairs(s, class_pairs(part, data.labels, data.num_classes), part.sha256))
     return tuple(out), data.checksum
 
 
-def _partition_missing(dataset: str, root: str | None) -> str | None:
-    from benchmark.tables.availability import dataset_missing
+def replay_in_process(data_root: str | None) -> PairsSource:
+    """A :data:`PairsSource` that draws the partitions here from the labels under ``data_root`` (what the
+    partition and class-count jobs compute, without files)."""
 
-    return dataset_missing(_FEDCOF_REGISTRY_NAMES.get(dataset, dataset), root)
+    def source(need: PartitionNeed) -> Replayed | str:
+        return need.unavailable(data_root) or _replayed_pairs(need, data_root)
+
+    return source
 
 
-def _fedcof_pairs(
-    cell: Mapping[str, Any], data_root: str | None, seeds: Sequence[int]
-) -> tuple[tuple[_Pairs, ...], str] | str:
-    """Replayed pair counts, or the reason why the partition cannot be rebuilt here."""
-    proto = cell.get("protocol", {})
-    part = proto.get("partition") or {}
-    dataset = proto.get("dataset")
-    missing = _partition_missing(dataset, data_root)
-    if missing:
-        return missing
-    if part.get("kind") != "dirichlet":
-        return f"partition {part.get('kind')!r}: only the fedcof Dirichlet sharder is replayed"
-    k = int(proto.get("clients") or dataset_facts(dataset).num_clients)
-    return _replayed_pairs(dataset, data_root, tuple(int(s) for s in seeds), k, float(part["alpha"]))
+def needs_partitions(
+    paper: str, table: str, cell: Mapping[str, Any], seeds: Sequence[int]
+) -> PartitionNeed | None:
+    """The partitions ``cell``'s cost rests on (what the ``cost`` runner plans jobs for); ``None`` when its
+    cost does not depend on the partition. Mirrors the dispatch of the fedcof cost model below."""
+    if paper != "fedcof" or str(table) not in ("3", "6", "7", "8"):
+        return None
+    method = str(cell.get("protocol", {}).get("method"))
+    if (str(table) == "6" and method == "fed_lp") or method in ("fedavg", "fedadam"):
+        return None
+    if method.endswith("_fedadam") or method in pc.FEDCOF_TRAINING_FREE:
+        return partition_need(cell, seeds)
+    return None
 
 
 def _needs_partition(res: CostResult, missing: str) -> CostResult:
@@ -272,14 +344,14 @@ def _needs_partition(res: CostResult, missing: str) -> CostResult:
 
 
 def _fedcof_free(
-    cell: Mapping[str, Any], d: int, data_root: str | None, seeds: Sequence[int], model: str
+    cell: Mapping[str, Any], d: int, pairs: PairsSource, seeds: Sequence[int], model: str
 ) -> CostResult:
     """FedNCM / Fed3R / FedCOF / oracle uplink MB (fedcof Table 1 messages, App. I conventions)."""
     dataset, method = str(cell["protocol"]["dataset"]), str(cell["protocol"]["method"])
     ref = _t3_reference(dataset, method, d)
     facts = f"feature dimension d = {d} ({model}); K and C from fedcof §5 / App. H; no parameter counts"
     printed = parse_printed_number(str(cell["printed"]))
-    got = _fedcof_pairs(cell, data_root, seeds)
+    got = pairs(partition_need(cell, seeds))
     if isinstance(got, str):  # no partition here: the stated value, and what the inferred pairs give
         res = _from_cell(ref, facts, torchvision=False)
         how = f"pair count inferred from the printed cells, not replayed: {got}"
@@ -331,7 +403,7 @@ def _fedcof_free(
     )
 
 
-def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Sequence[int]) -> CostResult:
+def _fedcof_init_ft(cell: Mapping[str, Any], pairs: PairsSource, seeds: Sequence[int]) -> CostResult:
     """fedcof Table 7 "<init>+FedAdam": the initialisation's uplink plus 100 FedAdam rounds (ResNet18)."""
     dataset = str(cell["protocol"]["dataset"])
     init_id = str(cell["protocol"]["method"]).removesuffix("_fedadam")
@@ -339,14 +411,14 @@ def _fedcof_init_ft(cell: Mapping[str, Any], data_root: str | None, seeds: Seque
     init = pc.reported_costs("fedcof", "7")[ref.cell_id].row[0].removesuffix("+FedAdam")  # the paper's name
     facts = _training_facts("resnet18")
     init_cell = {**cell, "protocol": {**cell["protocol"], "method": init_id}}
-    got = _fedcof_pairs(init_cell, data_root, seeds)
+    got = pairs(partition_need(init_cell, seeds))
     if isinstance(got, str):
         res = _from_cell(ref, facts, torchvision=True)
         res = replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got}")
         return _needs_partition(res, got)
     d = feature_dim("resnet18")
     first = _fedcof_free(
-        init_cell | {"printed": _init_printed(dataset, init_id, d)}, d, data_root, seeds, "resnet18"
+        init_cell | {"printed": _init_printed(dataset, init_id, d)}, d, pairs, seeds, "resnet18"
     )
 
     def mean(deps: frozenset[str]) -> float:
@@ -411,7 +483,7 @@ def _training_facts(backbone: str) -> str:
 
 @cost_model(("fedcof", "3"), ("fedcof", "5"), ("fedcof", "6"), ("fedcof", "7"), ("fedcof", "8"))
 def _fedcof(
-    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+    cell: Mapping[str, Any], paper: str, table: str, pairs: PairsSource, seeds: tuple[int, ...]
 ) -> CostResult:
     proto = cell["protocol"]
     method, model = str(proto.get("method")), str(proto.get("model"))
@@ -426,9 +498,9 @@ def _fedcof(
         c = _pick(_fedcof_other(), table=f"Table {table}", cell_id=str(cell["id"]))
         return _from_cell(c, _training_facts(model), torchvision=True)
     if method.endswith("_fedadam"):
-        return _fedcof_init_ft(cell, data_root, seeds)
+        return _fedcof_init_ft(cell, pairs, seeds)
     if method in pc.FEDCOF_TRAINING_FREE:
-        return _fedcof_free(cell, feature_dim(model), data_root, seeds, model)
+        return _fedcof_free(cell, feature_dim(model), pairs, seeds, model)
     return CostResult("not_run", reason=f"no cost model for fedcof Table {table} method {method!r}")
 
 
@@ -439,7 +511,7 @@ def _bernier_cells() -> tuple[pc.Cell, ...]:
 
 @cost_model(("bernier2024", "4_1"))
 def _bernier(
-    cell: Mapping[str, Any], paper: str, table: str, data_root: str | None, seeds: tuple[int, ...]
+    cell: Mapping[str, Any], paper: str, table: str, pairs: PairsSource, seeds: tuple[int, ...]
 ) -> CostResult:
     c = _pick(_bernier_cells(), cell_id=str(cell["id"]))
     facts = (
@@ -468,15 +540,19 @@ def cost_result(
     *,
     data_root: str | None = None,
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    pairs: PairsSource | None = None,
 ) -> CostResult:
     """Our value for one printed cost cell (``cell``: the ``expected/`` cell as a mapping with ``id``,
     ``metric``, ``unit``, ``printed`` and the merged ``protocol``).
 
     ``seeds`` are the partition seeds of the table (fedcof: 0-4), used where the cost depends on the
-    partition and the dataset's labels are under ``data_root``.
+    partition and the dataset's labels are under ``data_root``. ``pairs`` gives the pair counts of those
+    partitions (the ``cost`` runner: read from its jobs' outputs); by default they are drawn here
+    (:func:`replay_in_process` of ``data_root``).
     """
     table = str(table)
     model = _COST_MODELS.get((paper, table))
     if model is None:
         return CostResult("not_run", reason=f"no cost model for {paper} Table {table}")
-    return model(cell, paper, table, data_root, tuple(seeds))
+    source = pairs if pairs is not None else replay_in_process(data_root)
+    return model(cell, paper, table, source, tuple(seeds))

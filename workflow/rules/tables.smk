@@ -47,6 +47,6 @@ rule paper_table:
         target="|".join(TABLES),
     params:
         tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
-        data=DATA,  # so does another data root (cost cells replay partitions from its labels)
+        data=DATA,  # so does another data root (its partitions and class counts feed the cost cells)
     conda: CONDA_ENV
     shell: "{PY} table {wildcards.target} 2> {log}"
