@@ -53,3 +53,15 @@ def real_weights_dir() -> Path:
         if cand.is_dir() and any(cand.glob("*.safetensors")):
             return cand
     pytest.skip("no substitute weights: set FLB_WEIGHTS_DIR or provide shared/data/weights")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch intra-op thread for a module of tiny-tensor tests (threads only add synchronisation there);
+    modules opt in with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

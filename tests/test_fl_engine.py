@@ -37,13 +37,7 @@ from benchmark.seeding import RunSeeds
 C, D = 3, 4  # classes, feature dim of the tiny body
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation (badly so on a shared 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class TinyBody(nn.Module):

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from benchmark.apps.plots import mean_curve, plot_curves
 from benchmark.cli import main as cli_main
@@ -24,12 +23,7 @@ from benchmark.tidy import TIDY_COLUMNS
 D = 16
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write_cache(

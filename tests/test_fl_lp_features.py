@@ -18,13 +18,7 @@ from benchmark.models.classifier import Classifier
 D, C, K = 12, 5, 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add synchronisation (badly so on a shared 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_features(dtype: torch.dtype = torch.float64, seed: int = 0) -> CachedFeatures:

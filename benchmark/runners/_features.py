@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from benchmark.runners import CellResult
@@ -9,6 +10,25 @@ from benchmark.runners import CellResult
 if TYPE_CHECKING:
     from benchmark.tables.plan import CellPlan
     from benchmark.tables.spec import TableSpec
+
+
+def seeded_jobs(
+    job_type: type, spec: TableSpec, plan: CellPlan, config: Mapping[str, Any], **fields: Any
+) -> tuple[Any, ...]:
+    """One ``job_type`` per seed of ``spec`` on the cell's features (dataset, backbone, weights, the run's
+    precision and subset); ``fields`` are the job type's own (preprocess, partition tag, protocol, ...)."""
+    return tuple(
+        job_type(
+            dataset=plan.dataset,
+            model=plan.model,
+            weights=plan.weights,
+            precision=config.get("precision", "fp32"),
+            subset=str(config.get("table_subset", "all")),
+            seed=s,
+            **fields,
+        )
+        for s in spec.seeds
+    )
 
 
 def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:

@@ -9,7 +9,7 @@ from typing import Any
 
 from benchmark.jobs import ClosedFormJob, partition_tag
 from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs
+from benchmark.runners._features import collect_runs, seeded_jobs
 
 
 class ClosedFormRunner(Runner):
@@ -33,19 +33,8 @@ class ClosedFormRunner(Runner):
         part = dict(rule.params.get("partition", {}))
         if plan.dataset in rule.params.get("natural_users", []):
             part = {"scheme": "natural"}
-        plan.jobs = tuple(
-            ClosedFormJob(
-                dataset=plan.dataset,
-                model=plan.model,
-                weights=plan.weights,
-                preprocess=pre,
-                precision=config.get("precision", "fp32"),
-                subset=str(config.get("table_subset", "all")),
-                ptag=partition_tag(part),
-                protocol=plan.protocol,
-                seed=s,
-            )
-            for s in spec.seeds
+        plan.jobs = seeded_jobs(
+            ClosedFormJob, spec, plan, config, preprocess=pre, ptag=partition_tag(part), protocol=plan.protocol
         )
         plan.status = "planned"
         return plan

@@ -15,7 +15,7 @@ from typing import Any
 
 from benchmark.jobs import FLRunJob, partition_tag
 from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs
+from benchmark.runners._features import collect_runs, seeded_jobs
 
 
 def _protocol_key(dataset: Any, image_size: Any) -> str:
@@ -60,21 +60,10 @@ class LPFeaturesRunner(Runner):
         part: dict[str, Any] = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
         if fl.alpha is not None:
             part["alpha"] = fl.alpha
-        plan.jobs = tuple(
-            FLRunJob(
-                dataset=plan.dataset,
-                model=plan.model,
-                weights=plan.weights,
-                preprocess=fl.preprocess,
-                precision=config.get("precision", "fp32"),
-                subset=str(config.get("table_subset", "all")),
-                ptag=partition_tag(part),
-                protocol=name,
-                method=str(plan.method),
-                seed=s,
-            )
-            for s in spec.seeds
-        )
+        plan.jobs = seeded_jobs(
+            FLRunJob, spec, plan, config,
+            preprocess=fl.preprocess, ptag=partition_tag(part), protocol=name, method=str(plan.method),
+        )  # fmt: skip
         plan.status = "planned"
         return plan
 

@@ -31,12 +31,7 @@ from benchmark.models.classifier import Classifier
 D, C, N = 4, 3, 30
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_model() -> Classifier:
