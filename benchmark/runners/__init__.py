@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 #: Runners a spec may name although no module implements them yet: their cells are NOT RUN with a reason
 #: after the dataset / weights / tier checks (so the reason says what else is missing first).
-DECLARED_ONLY: tuple[str, ...] = ("fl_train",)
+DECLARED_ONLY: tuple[str, ...] = ()
 
 
 @dataclass

@@ -186,6 +186,9 @@ PLAN_SETTINGS = (
     "table_subset",
     "ci_closed_form",
     "ci_training",
+    "device",
+    "cpu_training",
+    "train_precision",
 )
 
 

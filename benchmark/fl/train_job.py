@@ -1,0 +1,335 @@
+"""One full-model federated training run on real images: the step behind the ``fl_train`` runner's jobs.
+
+``train_step`` loads the protocol's images (resident on the training device as uint8, preprocessed there:
+:mod:`benchmark.fl.image_data`), the partition the ``partition`` job drew on the same split, the backbone
+(pre-trained, or random for Random), optionally the closed-form head of a two-stage method (FedNCM, Fed3R,
+FedCOF fitted on the cached features of the same backbone and preprocessing: :func:`benchmark.fl.jobs.closed_form_init`),
+and runs the protocol's method under the protocol's algorithm through the engine (:mod:`benchmark.fl.methods`),
+checkpointing every few rounds so that a killed run resumes where it stopped.
+
+Outputs (atomic): the tidy rows (:func:`benchmark.fl.jobs.tidy_rows`'s metrics, plus the *measured* uplink /
+downlink bytes next to the arithmetic ones), the per-round curve (:func:`benchmark.fl.jobs.curve_frame`) and a
+JSON record (protocol, engine configuration, learning-rate choice and its source, run metadata: device,
+precision, throughput, peak memory; inputs' identities; commit; machine).
+
+``holdout="validation"`` is the tuning variant (:mod:`benchmark.fl.train_tuning`): a stratified share of
+every class of the training split is held out (``validation`` stream of seed 0), the partition is drawn on
+the rest with the protocol's scheme, and "test" accuracy is measured on the held-out images, never on the
+test set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from benchmark.errors import ConfigError
+from benchmark.fl.engine import Costs, RunResult
+from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
+from benchmark.io import atomic_write_json
+from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
+from benchmark.tidy import make_row, write_tidy
+
+Holdout = Literal["test", "validation"]
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """Everything one run needs, resolved by the job (paths are the job's input files)."""
+
+    protocol: str
+    method: str
+    algorithm: str
+    seed: int
+    weights: str = "substitute"
+    subset: str = "all"
+    partition: Path | None = None
+    """The partition job's file (client indices into the train split); ``None`` only for ``validation``."""
+    features: tuple[Path, Path] | None = None
+    """Train / test feature pointers of the backbone: the closed-form init of two-stage methods."""
+    client_lr: float | None = None
+    server_lr: float | None = None
+    lr_choice: Mapping[str, Any] = field(default_factory=dict)
+    holdout: Holdout = "test"
+    device: str = "auto"
+    amp: bool = False
+    client_exec: str = "loop"
+    vector_chunk: int = 10
+    channels_last: bool = False
+    checkpoint: Path | None = None
+    checkpoint_every: int = 20
+    data_root: str | None = None
+    weights_dir: str | None = None
+    progress: bool = True
+
+
+@dataclass
+class TrainOutcome:
+    result: RunResult
+    protocol: TrainProtocol
+    rows: list[dict[str, Any]]
+    curve: Any
+    record: dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def _split(proto: TrainProtocol, split: str, subset: str, root: str | None):
+    from benchmark.pipeline import split_labels
+
+    return split_labels(proto.dataset, split, subset, 0, root)
+
+
+def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device, req: TrainRequest):
+    from benchmark.fl.image_data import ImageSet
+
+    dtype = torch.float64 if proto.dtype == "float64" else torch.float32
+    return ImageSet.from_data(
+        data, proto.preprocess, split, device=device, dtype=dtype, channels_last=req.channels_last
+    )
+
+
+def _validation_clients(proto: TrainProtocol, labels: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, str]:
+    """Clients drawn on the training rows minus a stratified validation share (tuning only)."""
+    from benchmark.apps.tuning import validation_split
+    from benchmark.data.partition import make_partition
+
+    keep, val = validation_split(labels, proto.val_fraction, 0)
+    part = make_partition(proto.partition_scheme, labels[keep], 0, **{
+        k: v for k, v in proto.partition().items() if k != "scheme"
+    })  # fmt: skip
+    return [keep[np.asarray(c, dtype=np.int64)] for c in part.clients], val, part.sha256
+
+
+def _model(proto: TrainProtocol, method: str, num_classes: int, seed_cfg: Any, req: TrainRequest):
+    from benchmark.models.backbones import create_backbone
+
+    pretrained = proto.method(method).pretrained
+    model, ident = create_backbone(
+        proto.backbone, req.weights if pretrained else "random", num_classes=num_classes,
+        seed=seed_cfg.seeds.int_seed("model_init"), weights_dir=req.weights_dir,
+    )  # fmt: skip
+    if proto.dtype == "float64":
+        model = model.double()
+    return model, ident
+
+
+# ------------------------------------------------------------------------------------------------ the run
+def run_training(req: TrainRequest) -> TrainOutcome:
+    """Run ``req`` (module docstring) and return the result, tidy rows, curve and record."""
+    from benchmark.data.partition import PartitionData, load_partition_for
+    from benchmark.fl.engine import resolve_device
+    from benchmark.fl.jobs import curve_frame
+    from benchmark.fl.methods import run_method
+
+    proto = get_train_protocol(req.protocol)
+    spec = proto.method(req.method)
+    proto.algorithm(req.algorithm)
+    cfg = proto.fl_config(
+        req.method, req.algorithm, seed=req.seed, client_lr=req.client_lr, server_lr=req.server_lr,
+        device=req.device, amp=req.amp, progress=req.progress,
+    )  # fmt: skip
+    cfg = _with_exec(cfg, req)
+    device = resolve_device(cfg)
+    wall0 = time.perf_counter()
+    train = _split(proto, "train", req.subset, req.data_root)
+    labels = np.asarray(train.labels, dtype=np.int64)
+    ident: dict[str, Any] = {"train_checksum": train.checksum, "subset": req.subset}
+    if req.holdout == "validation":
+        clients_idx, eval_idx, part_sha = _validation_clients(proto, labels)
+        ident["validation"] = {"fraction": proto.val_fraction, "rows": int(eval_idx.size), "partition": part_sha}
+        train_set = _image_set(train, proto, "train", device, req)
+        eval_set = train_set.subset(eval_idx)
+    else:
+        eval_idx = None
+        if req.partition is None:
+            raise ConfigError("a test-holdout training run needs the partition file", "pass partition=")
+        record = PartitionData(proto.dataset, req.subset, "train", len(labels), train.checksum)
+        part = load_partition_for(req.partition, record, req.partition)
+        clients_idx = [np.asarray(c, dtype=np.int64) for c in part.clients]
+        ident["partition"] = {"sha256": part.sha256, "seed": part.seed, "scheme": part.scheme,
+                              "params": dict(part.params)}  # fmt: skip
+        test = _split(proto, "test", req.subset, req.data_root)
+        ident["test_checksum"] = test.checksum
+        train_set = _image_set(train, proto, "train", device, req)
+        eval_set = _image_set(test, proto, "test", device, req)
+    if len(clients_idx) != proto.num_clients:
+        raise ConfigError(
+            f"{req.partition}: {len(clients_idx)} clients but protocol {proto.name!r} has {proto.num_clients}",
+            "rebuild the partition for this protocol",
+        )
+    clients = [train_set.subset(c) for c in clients_idx]
+    num_classes = int(train.num_classes)
+    model, weights_ident = _model(proto, req.method, num_classes, cfg, req)
+    ident["weights"] = asdict(weights_ident)
+
+    closed_form = stage1 = None
+    init_info: dict[str, Any] | None = None
+    history: list[Any] = []
+    if spec.init is not None:
+        if req.features is None:
+            raise ConfigError(f"method {req.method!r} starts from {spec.init}: pass the cached features", "")
+        head, history, stage1, init_info = _init_head(
+            spec, req, cfg, proto, clients_idx, eval_idx, train.checksum
+        )
+        closed_form = (head["weight"], head["bias"])
+    checkpoint = _checkpoint(req)
+    t_train = time.perf_counter()
+    res = run_method(
+        cfg, model=model, clients=clients, test=eval_set, closed_form=closed_form, stage1_costs=stage1,
+        **({"checkpoint": checkpoint} if checkpoint is not None else {}),
+    )  # fmt: skip
+    train_s = time.perf_counter() - t_train
+    if history:  # the closed-form rounds go first in the curve (stage "init")
+        res.history[:0] = history
+    wall = time.perf_counter() - wall0
+    curve = curve_frame(res, method=req.method, seed=req.seed)
+    images = sum(len(c) for c in clients) / proto.num_clients * proto.clients_per_round * cfg.local_epochs
+    throughput = images * cfg.rounds / train_s if train_s > 0 else float("nan")
+    meta = {
+        **res.meta,
+        "train_wall_s": round(train_s, 3),
+        "train_images_per_s": round(throughput, 1),
+        "peak_gpu_mb": _peak_gpu_mb(device),
+    }
+    rows = _rows(res, proto, req, cfg, ident, wall, meta)
+    rec = {
+        "protocol": proto.to_dict(),
+        "method": req.method,
+        "algorithm": req.algorithm,
+        "seed": req.seed,
+        "holdout": req.holdout,
+        "lr_choice": dict(req.lr_choice),
+        "config": res.config,
+        "meta": _jsonable(meta),
+        "init": _jsonable(init_info),
+        "inputs": _jsonable(ident),
+        "summary": {
+            "reported_acc": res.reported_acc, "best_acc": res.best_acc, "best_round": res.best_round,
+            "last_acc": res.last_acc, "costs": asdict(res.costs),
+        },
+        "git_commit": git_commit(),
+        "versions": package_versions(),
+        "machine": machine(),
+    }  # fmt: skip
+    return TrainOutcome(res, proto, rows, curve, rec)
+
+
+def _with_exec(cfg: Any, req: TrainRequest) -> Any:
+    """The execution knobs (vectorised clients, channels_last) where the engine has them."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cfg)}
+    knobs = {"client_exec": req.client_exec, "vector_chunk": req.vector_chunk, "channels_last": req.channels_last}
+    return replace(cfg, **{k: v for k, v in knobs.items() if k in names})
+
+
+def _checkpoint(req: TrainRequest) -> Any:
+    if req.checkpoint is None:
+        return None
+    try:
+        from benchmark.fl.checkpoint import CheckpointSpec
+    except ModuleNotFoundError:  # pragma: no cover - engine without checkpointing
+        return None
+    return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)
+
+
+def _init_head(spec: Any, req: TrainRequest, cfg: Any, proto: TrainProtocol, clients_idx: list[np.ndarray],
+               eval_idx: np.ndarray | None, train_checksum: str):  # fmt: skip
+    """Stage 1: the closed-form head fitted on the cached features of the clients' images
+    (:func:`benchmark.fl.jobs.closed_form_init`); evaluated on the test features, or on the held-out training
+    rows when tuning (``eval_idx``)."""
+    from benchmark.features.pointer import load_train_test
+    from benchmark.fl.jobs import FLInputs, closed_form_init
+    from benchmark.fl.lp_features import CachedFeatures
+    from benchmark.fl.protocols import MethodSpec
+
+    assert req.features is not None
+    ptr_tr, tr, ptr_te, te = load_train_test(req.features[0], req.features[1])
+    if ptr_tr.get("data_checksum") != train_checksum or ptr_tr.get("backbone") != proto.backbone:
+        raise ConfigError(
+            f"{req.features[0]}: features of {ptr_tr.get('dataset')}/{ptr_tr.get('backbone')} (data checksum "
+            f"{ptr_tr.get('data_checksum')}) are not of the images this run trains on ({proto.dataset}/"
+            f"{proto.backbone}, {train_checksum})",
+            "extract the features of the same dataset, subset and backbone (snakemake does)",
+        )
+    x_tr = np.ascontiguousarray(tr.features, dtype=np.float32)
+    y_tr = np.asarray(tr.labels, dtype=np.int64)
+    if eval_idx is None:
+        x_ev, y_ev = np.ascontiguousarray(te.features, dtype=np.float32), np.asarray(te.labels, dtype=np.int64)
+    else:
+        x_ev, y_ev = x_tr[eval_idx], y_tr[eval_idx]
+    feats = CachedFeatures(
+        torch.from_numpy(x_tr), torch.from_numpy(y_tr), clients_idx, torch.from_numpy(x_ev), torch.from_numpy(y_ev),
+        num_classes=int(ptr_tr["num_classes"]),
+    )  # fmt: skip
+    inputs = FLInputs(feats, ptr_tr, ptr_te, None, (x_tr, y_tr), (x_ev, y_ev))
+    mspec = MethodSpec(client_lr=1.0, lr_source="-", init=spec.init, init_options=spec.init_options,
+                       init_participation=spec.init_participation)  # fmt: skip
+    return closed_form_init(mspec, inputs, replace(cfg, head_bias="as_given"), proto.backbone)
+
+
+def _peak_gpu_mb(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+
+
+def _rows(res: RunResult, proto: TrainProtocol, req: TrainRequest, cfg: Any, ident: Mapping[str, Any],
+          wall: float, meta: Mapping[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """Tidy rows: accuracies (reported / best / last), costs (arithmetic and measured), rounds, throughput."""
+    part = ident.get("partition", {})
+    common = dict(
+        dataset=proto.dataset, model=proto.backbone, weights=ident["weights"].get("source", req.weights),
+        weights_sha256=ident["weights"].get("sha256"), method=req.method, fl_algorithm=req.algorithm,
+        partition=proto.partition_scheme, alpha=proto.alpha, clients=proto.num_clients,
+        participation=proto.participation, seed=req.seed, status="ok", data_checksum=ident.get("train_checksum"),
+        partition_hash=part.get("sha256"), features_key=None, git_commit=git_commit(), versions=package_versions(),
+        machine=machine(), wall_s=round(wall, 3), peak_rss_mb=round(peak_rss_mb(), 1),
+    )  # fmt: skip
+    costs: Costs = res.costs
+    metrics = [
+        ("accuracy", 100.0 * res.reported_acc, "percent"),
+        ("accuracy_best", 100.0 * res.best_acc, "percent"),
+        ("accuracy_last", 100.0 * res.last_acc, "percent"),
+        ("uplink_bytes", costs.uplink_bytes, "bytes"),
+        ("downlink_bytes", costs.downlink_bytes, "bytes"),
+        ("compute_f", costs.compute_f, "F"),
+        ("rounds", cfg.rounds, "rounds"),
+        ("best_round", res.best_round, "rounds"),
+        ("client_lr", cfg.client_lr, "lr"),
+        ("server_lr", cfg.server_lr, "lr"),
+        ("train_images_per_s", meta.get("train_images_per_s"), "img/s"),
+    ]
+    for name in ("uplink_bytes_measured", "downlink_bytes_measured"):
+        if hasattr(costs, name):
+            metrics.append((name, getattr(costs, name), "bytes"))
+    out = []
+    for m, v, unit in metrics:
+        if v is None:
+            continue
+        value = round(float(v), 4) if unit in ("percent", "img/s") else (float(v) if unit == "lr" else int(v))
+        out.append(make_row(**common, metric=m, value=value, unit=unit))
+    return out
+
+
+def train_step(req: TrainRequest, *, out: str | Path, curve: str | Path, record: str | Path) -> TrainOutcome:
+    """Run ``req`` and write the tidy rows ``out``, the curve and the record (all atomically)."""
+    from benchmark.fl.jobs import write_curve
+
+    outcome = run_training(req)
+    write_curve(outcome.curve, curve)
+    atomic_write_json(record, outcome.record)
+    write_tidy(outcome.rows, out)
+    return outcome
+
+
+def _jsonable(obj: Any) -> Any:
+    from benchmark.fl.jobs import _jsonable as conv
+
+    return conv(obj)

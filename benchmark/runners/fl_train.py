@@ -1,0 +1,335 @@
+"""The ``fl_train`` runner: full-model federated training on real images (legate2023 FT, FedNCM+FT, Random,
+LP->FT under FedAvg / FedProx / FedAdam; fedcof FT and Fed3R/FedCOF+FT), one :class:`FLTrainJob` per seed.
+
+The spec maps ``<dataset>@<image_size>`` (or ``<dataset>``) to a training protocol of
+``benchmark/protocols/fl_train.yaml`` (:mod:`benchmark.fl.train_protocols`) and each paper method label to
+``<method>`` or ``<method>@<algorithm>``; the algorithm is otherwise the cell's ``fl_algorithm`` (FedAvg when the
+cell states none). Learning rates the paper tuned without printing are tuned first: one :class:`FLTuneJob` per
+grid point on a validation split of the training set and an :class:`LRChoiceJob` that records the winner, which
+every seed's training job reads (unless a recorded choice is in ``benchmark/fl/lr_grid/train/``).
+
+Planning does not depend on the machine it runs on, only on the config: with ``device: cuda`` (or
+``cpu_training: true``) every cell the data and weights allow is planned; otherwise the cell is NOT RUN with an
+estimate of its cost (:mod:`benchmark.fl.estimate`) and how to run it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from benchmark.errors import ConfigError
+from benchmark.jobs import ExtractJob, Job, PartitionJob, partition_tag, register_job
+from benchmark.runners import CellResult, Runner, register_runner
+from benchmark.runners._features import collect_runs
+
+#: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
+RECORDED_LR_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid" / "train"
+_TRAIN = (
+    "results/runs/fl_train/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/"
+    "{algorithm}/{method}/{train_precision}/seed{seed}.csv"
+)
+_TUNE = (
+    "results/runs/fl_tune/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{protocol}/"
+    "{algorithm}/{method}/{train_precision}"
+)
+
+
+def _lr_tag(client_lr: float, server_lr: float) -> str:
+    return f"c{client_lr:g}_s{server_lr:g}"
+
+
+def _parse_lr_tag(tag: str) -> tuple[float, float]:
+    c, s = tag.removeprefix("c").split("_s")
+    return float(c), float(s)
+
+
+def recorded_choice_path(protocol: str, algorithm: str, method: str) -> Path:
+    return RECORDED_LR_DIR / f"{protocol}-{algorithm}-{method}.json"
+
+
+@dataclass(frozen=True)
+class _TrainFields(Job):
+    dataset: str
+    model: str
+    weights: str
+    preprocess: str
+    precision: str  # of the cached features (the closed-form init); the run's own is train_precision
+    subset: str
+    protocol: str
+    algorithm: str
+    method: str
+    train_precision: str
+
+    def features(self, split: str) -> ExtractJob:
+        return ExtractJob(self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split)
+
+    def _init_inputs(self) -> tuple[Job, ...]:
+        from benchmark.fl.train_protocols import get_train_protocol
+
+        if get_train_protocol(self.protocol).method(self.method).init is None:
+            return ()
+        return (self.features("train"), self.features("test"))
+
+    def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
+        from benchmark.fl.train_job import TrainRequest
+
+        device = config.get("device") or "auto"
+        exec_ = config.get("train_exec", "auto")
+        if exec_ == "auto":
+            exec_ = "vectorised" if str(device).startswith("cuda") else "loop"
+        return TrainRequest(
+            protocol=self.protocol, method=self.method, algorithm=self.algorithm, weights=self.weights,
+            subset=self.subset, device=device, amp=self.train_precision == "bf16", client_exec=exec_,
+            vector_chunk=int(config.get("train_chunk", 10)), channels_last=bool(config.get("channels_last", False)),
+            data_root=config.get("data_root"), weights_dir=config.get("weights_dir"),
+            progress=bool(config.get("progress", True)), **kw,
+        )  # fmt: skip
+
+
+@register_job
+@dataclass(frozen=True)
+class FLTuneJob(_TrainFields):
+    """One grid point of a tuned learning rate: the method trained on the training split minus a validation
+    share, evaluated on that share (seed 0)."""
+
+    KIND: ClassVar[str] = "fl_tune"
+    PATTERN: ClassVar[str] = _TUNE + "/lr{lrs}.csv"
+    lrs: str  # _lr_tag(client_lr, server_lr)
+
+    def inputs(self) -> tuple[Job, ...]:
+        return self._init_inputs()
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.fl.train_job import train_step
+
+        c, s = _parse_lr_tag(self.lrs)
+        feats = self._init_inputs()
+        req = self._request(
+            config, seed=0, client_lr=c, server_lr=s, holdout="validation",
+            features=(Path(feats[0].path), Path(feats[1].path)) if feats else None,
+            checkpoint=Path(_checkpoint_path(self.path)), lr_choice={"grid_point": {"client_lr": c, "server_lr": s}},
+        )  # fmt: skip
+        base = self.path.removesuffix(".csv")
+        train_step(req, out=self.path, curve=base + ".curve.csv", record=base + ".record.json")
+
+
+@register_job
+@dataclass(frozen=True)
+class LRChoiceJob(_TrainFields):
+    """The tuned learning rate(s) of one (protocol, algorithm, method): the grid point with the best selected
+    validation accuracy (ties: the first in grid order), with every point's accuracy."""
+
+    KIND: ClassVar[str] = "fl_lr_choice"
+    PATTERN: ClassVar[str] = _TUNE + "/choice.json"
+
+    def grid(self) -> list[FLTuneJob]:
+        from benchmark.fl.train_protocols import get_train_protocol
+
+        pairs = get_train_protocol(self.protocol).lr_grid(self.algorithm)
+        base = _train_fields(self)
+        return [FLTuneJob(**base, lrs=_lr_tag(c, s)) for c, s in pairs]
+
+    def inputs(self) -> tuple[Job, ...]:
+        return tuple(self.grid())
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.fl.train_tuning import choose_lr
+
+        choose_lr(
+            [(*_parse_lr_tag(j.lrs), Path(j.path)) for j in self.grid()], out=self.path,
+            what={"protocol": self.protocol, "algorithm": self.algorithm, "method": self.method},
+        )  # fmt: skip
+
+
+@register_job
+@dataclass(frozen=True)
+class FLTrainJob(_TrainFields):
+    """One seed of full-model federated training (``benchmark.fl.train_job.train_step``); its per-round curve
+    is :attr:`curve_path`, its record :attr:`record_path`. ``lr_from``: ``stated`` (the protocol's values),
+    ``tuned`` (the :class:`LRChoiceJob` of this run) or ``recorded`` (a committed tuning record)."""
+
+    KIND: ClassVar[str] = "fl_train"
+    PATTERN: ClassVar[str] = _TRAIN.replace("/seed{seed}.csv", "/{lr_from}/seed{seed}.csv")
+    ptag: str
+    lr_from: str
+    seed: int
+
+    @property
+    def curve_path(self) -> str:
+        return self.path.removesuffix(".csv") + ".curve.csv"
+
+    @property
+    def record_path(self) -> str:
+        return self.path.removesuffix(".csv") + ".record.json"
+
+    def choice(self) -> LRChoiceJob:
+        base = _train_fields(self)
+        return LRChoiceJob(**base)
+
+    def partition(self) -> PartitionJob:
+        return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)
+
+    def inputs(self) -> tuple[Job, ...]:
+        extra: tuple[Job, ...] = (self.choice(),) if self.lr_from == "tuned" else ()
+        return (self.partition(), *self._init_inputs(), *extra)
+
+    def learning_rates(self) -> tuple[float | None, float | None, dict[str, Any]]:
+        if self.lr_from == "stated":
+            return None, None, {"source": "stated by the protocol"}
+        path = self.choice().path if self.lr_from == "tuned" else recorded_choice_path(
+            self.protocol, self.algorithm, self.method
+        )
+        try:
+            rec = json.loads(Path(path).read_text())
+            chosen = rec["choice"]
+            return float(chosen["client_lr"]), float(chosen["server_lr"]), {"source": str(path), **rec}
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ConfigError(f"{path}: not a learning-rate choice ({err})", "delete it and re-run the tuning") from None
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.fl.train_job import train_step
+
+        c, s, choice = self.learning_rates()
+        feats = self._init_inputs()
+        req = self._request(
+            config, seed=self.seed, client_lr=c, server_lr=s, lr_choice=choice, partition=Path(self.partition().path),
+            features=(Path(feats[0].path), Path(feats[1].path)) if feats else None,
+            checkpoint=Path(_checkpoint_path(self.path)), checkpoint_every=int(config.get("checkpoint_every", 20)),
+        )  # fmt: skip
+        train_step(req, out=self.path, curve=self.curve_path, record=self.record_path)
+
+
+def _train_fields(job: Job) -> dict[str, Any]:
+    """The fields every job of one (protocol, algorithm, method) shares."""
+    import dataclasses
+
+    return {f.name: getattr(job, f.name) for f in dataclasses.fields(_TrainFields)}
+
+
+def _checkpoint_path(out: str) -> str:
+    """Checkpoints live outside the job's outputs, so a failed or killed job keeps them for the rerun."""
+    return "results/checkpoints/" + out.removeprefix("results/").removesuffix(".csv") + ".pt"
+
+
+# ------------------------------------------------------------------------------------------------ planning
+def _protocol_key(dataset: Any, image_size: Any) -> str:
+    return f"{dataset}@{image_size}" if image_size is not None else str(dataset)
+
+
+def _method_algorithm(label: str, cell_algorithm: Any) -> tuple[str, str]:
+    method, _, algorithm = str(label).partition("@")
+    return method, algorithm or str(cell_algorithm or "fedavg")
+
+
+def training_allowed(config: Mapping[str, Any]) -> bool:
+    """Whether training jobs are planned: a CUDA device asked for, or CPU training opted into explicitly."""
+    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
+
+
+@lru_cache(maxsize=32)
+def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int:
+    from benchmark.pipeline import split_labels
+
+    return len(split_labels(dataset, split, subset, 0, root).labels)
+
+
+def cell_estimate(proto: Any, method: str, algorithm: str, seeds: int, root: str | None, image_size: Any) -> str:
+    """The cost of a cell's runs (its seeds plus the learning-rate grid it needs), as
+    :func:`benchmark.fl.estimate.describe` states it."""
+    from benchmark.fl.estimate import describe, run_cost
+
+    n_train = _split_size(proto.dataset, "train", proto.subset, root)
+    n_test = _split_size(proto.dataset, "test", proto.subset, root)
+    rounds = proto.real_rounds(method) + proto.method(method).lp_stage_rounds
+    one = run_cost(proto.images_per_round(n_train), rounds, proto.eval_interval(), n_test)
+    total = one * seeds
+    grid = proto.lr_grid(algorithm)
+    tuned = proto.algorithm(algorithm).tuned and not recorded_choice_path(proto.name, algorithm, method).is_file()
+    if tuned:
+        total = total + one * (len(grid) * (1 - proto.val_fraction))
+    what = f"{seeds} seed(s)" + (f" + a {len(grid)}-point learning-rate grid" if tuned else "")
+    return f"{what}: {describe(total, proto.backbone, int(image_size or 224))}"
+
+
+class FLTrainRunner(Runner):
+    name = "fl_train"
+
+    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
+        name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
+        if name is None:
+            return None
+        from benchmark.fl.train_protocols import get_train_protocol
+
+        p = get_train_protocol(name)
+        return {"clients": p.num_clients, "per_class": None, "participation": p.participation}
+
+    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        from benchmark.fl.train_protocols import get_train_protocol
+
+        image_size = plan.cell.protocol.get("image_size")
+        key = _protocol_key(plan.dataset, image_size)
+        name = plan.params.get("protocols", {}).get(key)
+        if name is None:
+            plan.reason = f"no training protocol for {key} in this spec (benchmark/protocols/fl_train.yaml)"
+            return plan
+        proto = get_train_protocol(name)
+        if (proto.dataset, proto.backbone) != (plan.dataset, plan.model):
+            plan.reason = f"protocol {name} is for {proto.dataset} x {proto.backbone}, not {plan.dataset} x {plan.model}"
+            return plan
+        method, algorithm = _method_algorithm(str(plan.method), plan.cell.protocol.get("fl_algorithm"))
+        if method not in proto.methods or algorithm not in proto.algorithms:
+            plan.reason = (
+                f"training protocol {name} has no {method} under {algorithm} (methods: {', '.join(proto.methods)}; "
+                f"algorithms: {', '.join(proto.algorithms)})"
+            )
+            return plan
+        plan.protocol = name
+        plan.method = method
+        plan.params = {**plan.params, "algorithm": algorithm}
+        if not training_allowed(config):
+            est = cell_estimate(proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size)
+            plan.reason = (
+                f"full-model training ({name}: {method} under {algorithm}) needs a GPU: {est}; run with "
+                "--config device=cuda or the slurm profile (or cpu_training=true to train on this CPU)"
+            )
+            return plan
+        alg = proto.algorithm(algorithm)
+        lr_from = "stated"
+        if alg.tuned:
+            lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
+        train_precision = str(config.get("train_precision", "fp32"))
+        plan.jobs = tuple(
+            FLTrainJob(
+                dataset=plan.dataset, model=plan.model, weights=plan.weights, preprocess=proto.preprocess,
+                precision=config.get("precision", "fp32"), subset=proto.subset if proto.subset != "all" else str(
+                    config.get("table_subset", "all")), protocol=name, algorithm=algorithm, method=method,
+                train_precision=train_precision, ptag=partition_tag(proto.partition()), lr_from=lr_from, seed=s,
+            )  # fmt: skip
+            for s in spec.seeds
+        )
+        plan.status = "planned"
+        return plan
+
+    def collect(self, spec, plan, labels, settings) -> CellResult:
+        import pandas as pd
+
+        from benchmark.tidy import read_tidy
+
+        res = collect_runs(spec, plan)
+        if not res.reason:
+            runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
+            lrs = runs[runs["metric"].isin(["client_lr", "server_lr"])].drop_duplicates("metric")
+            res.note = "; ".join(f"{m} {v:g}" for m, v in zip(lrs["metric"], lrs["value"], strict=True))
+        return res
+
+    def artefacts(self, plan) -> dict[str, list[str]]:
+        """The per-round curves of the cell's seeds (plotted beside the table)."""
+        return {"curves": [j.curve_path for j in plan.jobs if Path(j.curve_path).is_file()]}
+
+
+register_runner(FLTrainRunner())
