@@ -179,7 +179,8 @@ def test_verdict_exits_1_on_an_unexplained_fail(tmp_path, capsys) -> None:
     ("no weights for vit_b_16: torchvision's vit_b_16-c867db91.pth is not in the torch hub cache", "no weights for vit_b_16", True),
     ("dataset files absent: eurosat: x; the network is not reachable (or FLB_OFFLINE=1), so it was not fetched: "
      "run `flb data fetch eurosat --data-root /d` where there is network", "no data for eurosat", True),
-    ("needs federated training of the full backbone (FT, FedAvg rounds on a GPU); not run", "needs full-backbone training", False),
+    ("full-model training (legate2023_cifar10: ft under fedavg) needs a GPU: 3 seed(s): ≈ 2.3 GPU-hours on one H100, "
+     "≈ 25 days on this CPU; run with --config device=cuda or the slurm profile", "needs full-backbone training", True),
     ("input not stated: the LoRA size of Eq. 7 (the thesis gives only rank 16). note", "input not stated (the LoRA size of Eq. 7)", False),
     ("FedBABU body-only federated training (MobileNet-CIFAR, 32 px) is not implemented in this suite yet", "not implemented in this suite", False),
 ])  # fmt: skip

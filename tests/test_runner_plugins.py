@@ -121,9 +121,9 @@ def test_a_spec_naming_an_unregistered_runner_is_refused(tmp_path, toy) -> None:
         load_spec("toy_table", tmp_path / "specs")  # the module is not installed: no runner 'toy'
 
 
-def test_the_real_runners_are_plugins_and_fl_train_is_only_declared() -> None:
-    assert {"closed_form", "cost", "lp_features"} <= set(runners.load_runners())
-    assert "fl_train" in runners.runner_names() and runners.get_runner("fl_train") is None
+def test_the_real_runners_are_plugins_including_full_model_training() -> None:
+    assert {"closed_form", "cost", "lp_features", "fl_train"} <= set(runners.load_runners())
+    assert runners.get_runner("fl_train") is not None and not runners.DECLARED_ONLY
 
 
 def test_snakemake_runs_a_plugin_job_through_its_generated_rule(tmp_path, toy) -> None:

@@ -57,11 +57,10 @@ def reason_group(reason: str | None, target: str) -> ReasonGroup:
             f"put torchvision's {m.group(1)} checkpoint in the torch hub cache (or allow the download), "
             f"then {run}",
         )
-    if "federated training of the full backbone" in text:
+    if "full-model training" in text and "needs a GPU" in text:
         return ReasonGroup(
-            "needs full-backbone training",
-            None,
-            "no runner plans full-model training yet, on any machine; the fl_train runner is only declared",
+            "needs full-backbone training (GPU; estimates in the table's reasons)",
+            f"{run} --config device=cuda   # on a GPU machine, or with the slurm profile (docs/cluster.md)",
         )
     if "outside the CI tier" in text:
         return ReasonGroup("outside the CI tier", f"{run} --config tier=full")
