@@ -41,7 +41,9 @@ def cfg(real_data_root, real_weights_dir, monkeypatch):
     monkeypatch.setenv("FLB_WEIGHTS_DIR", str(real_weights_dir))
 
     def make(**over):
-        return load_config(overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), **over})
+        return load_config(
+            overrides={"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), **over}
+        )
 
     return make
 
@@ -106,7 +108,9 @@ def test_every_training_protocol_loads_and_its_rounds_are_the_papers():
 
 def test_a_grid_name_that_does_not_exist_is_one_clear_error(tmp_path):
     src = (ROOT / "benchmark" / "protocols" / "fl_train.yaml").read_text()
-    (tmp_path / "fl_train.yaml").write_text(src.replace("client_lr_grid: legate2023_fedavg_flowers", "client_lr_grid: nope", 1))
+    (tmp_path / "fl_train.yaml").write_text(
+        src.replace("client_lr_grid: legate2023_fedavg_flowers", "client_lr_grid: nope", 1)
+    )
     with pytest.raises(ConfigError) as err:
         load_train_protocols(tmp_path)
     msg = str(err.value)
@@ -122,7 +126,9 @@ def test_jobs_round_trip_through_plan_files_and_wildcards():
     assert job_from_dict(json.loads(json.dumps(job_to_dict(job)))) == job
     import dataclasses
 
-    assert FLTrainJob.from_wildcards({f.name: str(getattr(job, f.name)) for f in dataclasses.fields(job)}) == job
+    assert (
+        FLTrainJob.from_wildcards({f.name: str(getattr(job, f.name)) for f in dataclasses.fields(job)}) == job
+    )
     choice = job.choice()
     assert isinstance(choice, LRChoiceJob) and len(choice.grid()) == 20
     assert _parse_lr_tag(_lr_tag(0.0001, 1e-06)) == (0.0001, 1e-06)
@@ -135,7 +141,10 @@ def test_choose_lr_takes_the_best_validation_accuracy_first_in_grid_order_on_tie
     points = []
     for i, (lr, acc) in enumerate([(0.1, float("nan")), (0.05, 71.0), (0.01, 73.5), (0.005, 73.5)]):
         path = tmp_path / f"p{i}.csv"
-        write_tidy([make_row(dataset="cifar10", method="ft", metric="accuracy", value=acc, unit="percent", seed=0)], path)
+        write_tidy(
+            [make_row(dataset="cifar10", method="ft", metric="accuracy", value=acc, unit="percent", seed=0)],
+            path,
+        )
         points.append((lr, 1.0, path))
     rec = choose_lr(points, out=tmp_path / "choice.json", what={"method": "ft"})
     assert rec["choice"] == {"client_lr": 0.01, "server_lr": 1.0}

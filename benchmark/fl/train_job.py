@@ -142,7 +142,11 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     ident: dict[str, Any] = {"train_checksum": train.checksum, "subset": req.subset}
     if req.holdout == "validation":
         clients_idx, eval_idx, part_sha = _validation_clients(proto, labels)
-        ident["validation"] = {"fraction": proto.val_fraction, "rows": int(eval_idx.size), "partition": part_sha}
+        ident["validation"] = {
+            "fraction": proto.val_fraction,
+            "rows": int(eval_idx.size),
+            "partition": part_sha,
+        }
         train_set = _image_set(train, proto, "train", device, req)
         eval_set = train_set.subset(eval_idx)
     else:
@@ -225,7 +229,11 @@ def _with_exec(cfg: Any, req: TrainRequest) -> Any:
     from dataclasses import fields
 
     names = {f.name for f in fields(cfg)}
-    knobs = {"client_exec": req.client_exec, "vector_chunk": req.vector_chunk, "channels_last": req.channels_last}
+    knobs = {
+        "client_exec": req.client_exec,
+        "vector_chunk": req.vector_chunk,
+        "channels_last": req.channels_last,
+    }
     return replace(cfg, **{k: v for k, v in knobs.items() if k in names})
 
 
@@ -261,7 +269,10 @@ def _init_head(spec: Any, req: TrainRequest, cfg: Any, proto: TrainProtocol, cli
     x_tr = np.ascontiguousarray(tr.features, dtype=np.float32)
     y_tr = np.asarray(tr.labels, dtype=np.int64)
     if eval_idx is None:
-        x_ev, y_ev = np.ascontiguousarray(te.features, dtype=np.float32), np.asarray(te.labels, dtype=np.int64)
+        x_ev, y_ev = (
+            np.ascontiguousarray(te.features, dtype=np.float32),
+            np.asarray(te.labels, dtype=np.int64),
+        )
     else:
         x_ev, y_ev = x_tr[eval_idx], y_tr[eval_idx]
     feats = CachedFeatures(

@@ -128,7 +128,8 @@ class TrainProtocol:
             return self.methods[name]
         except KeyError:
             raise UnknownNameError(
-                f"training protocol {self.name!r} has no method {name!r}", f"use one of: {', '.join(self.methods)}"
+                f"training protocol {self.name!r} has no method {name!r}",
+                f"use one of: {', '.join(self.methods)}",
             ) from None
 
     def algorithm(self, name: str) -> Algorithm:
@@ -230,12 +231,15 @@ class TrainProtocol:
             for lr, grid in (("client_lr", alg.client_lr_grid), ("server_lr", alg.server_lr_grid)):
                 if getattr(alg, lr) == GRID and grid not in self.grids:
                     raise at.at(f"{lr}_grid").error(
-                        f"{lr} is 'grid' but {lr}_grid {grid!r} names no grid", f"use one of: {', '.join(self.grids)}"
+                        f"{lr} is 'grid' but {lr}_grid {grid!r} names no grid",
+                        f"use one of: {', '.join(self.grids)}",
                     )
         for name, m in self.methods.items():
             at = where.at(f"methods.{name}")
             if (m.engine == "head_ft") != (m.init is not None):
-                raise at.error("engine head_ft needs an init, and only head_ft takes one", "fix engine / init")
+                raise at.error(
+                    "engine head_ft needs an init, and only head_ft takes one", "fix engine / init"
+                )
             if m.engine == "lp_ft" and m.lp_stage_rounds < 1:
                 raise at.at("lp_stage_rounds").error("lp_ft needs lp_stage_rounds >= 1", "e.g. 5")
             if m.rounds < 0:
@@ -256,7 +260,9 @@ def _parse(cls: type, raw: Any, where: Where, required: tuple[str, ...], skip: t
     return {k: coerce(v, fields[k], where.at(k)) for k, v in data.items()}
 
 
-def parse_train_protocol(name: str, raw: Any, grids: Mapping[str, tuple[float, ...]], where: Where) -> TrainProtocol:
+def parse_train_protocol(
+    name: str, raw: Any, grids: Mapping[str, tuple[float, ...]], where: Where
+) -> TrainProtocol:
     """One catalogue entry as a validated :class:`TrainProtocol`."""
     from benchmark.closed_form.registry import METHODS as CLOSED_FORM
     from benchmark.data.partition import available_partitioners
@@ -277,16 +283,22 @@ def parse_train_protocol(name: str, raw: Any, grids: Mapping[str, tuple[float, .
     check_name(kw["backbone"], where.at("backbone"), lambda: BACKBONES, "backbone")
     check_name(kw["preprocess"], where.at("preprocess"), lambda: PRESETS, "preprocessing preset")
     if "partition_scheme" in kw:
-        check_name(kw["partition_scheme"], where.at("partition_scheme"), available_partitioners, "partition scheme")
+        check_name(
+            kw["partition_scheme"], where.at("partition_scheme"), available_partitioners, "partition scheme"
+        )
     federated = tuple(m for m, info in CLOSED_FORM.items() if info.federated)
     methods = {}
     for m, spec in check_mapping(data["methods"], where.at("methods")).items():
         mkw = _parse(TrainMethod, spec, where.at(f"methods.{m}"), ("engine", "rounds"))
         if mkw.get("init") is not None:
-            check_name(mkw["init"], where.at(f"methods.{m}.init"), lambda: federated, "federated closed-form method")
+            check_name(
+                mkw["init"], where.at(f"methods.{m}.init"), lambda: federated, "federated closed-form method"
+            )
         methods[m] = TrainMethod(**mkw)
     algorithms = {
-        a: Algorithm(**_parse(Algorithm, spec, where.at(f"algorithms.{a}"), ("server_opt", "lr_source", "client_lr")))
+        a: Algorithm(
+            **_parse(Algorithm, spec, where.at(f"algorithms.{a}"), ("server_opt", "lr_source", "client_lr"))
+        )
         for a, spec in check_mapping(data["algorithms"], where.at("algorithms")).items()
     }
     proto = TrainProtocol(name=name, methods=methods, algorithms=algorithms, grids=dict(grids), **kw)

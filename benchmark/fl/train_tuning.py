@@ -33,7 +33,9 @@ def choose_lr(
         if acc.empty:
             raise ConfigError(f"{path}: no accuracy row", "delete it and re-run that grid point")
         value = float(acc.iloc[0])
-        grid.append({"client_lr": client_lr, "server_lr": server_lr, "val_accuracy": value, "file": str(path)})
+        grid.append(
+            {"client_lr": client_lr, "server_lr": server_lr, "val_accuracy": value, "file": str(path)}
+        )
     finite = [g for g in grid if not math.isnan(g["val_accuracy"])]
     if not finite:
         raise ConfigError(f"every grid point of {dict(what)} diverged (NaN accuracy)", "widen the grid")

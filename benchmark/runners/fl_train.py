@@ -66,7 +66,9 @@ class _TrainFields(Job):
     train_precision: str
 
     def features(self, split: str) -> ExtractJob:
-        return ExtractJob(self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split)
+        return ExtractJob(
+            self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split
+        )
 
     def _init_inputs(self) -> tuple[Job, ...]:
         from benchmark.fl.train_protocols import get_train_protocol
@@ -181,15 +183,19 @@ class FLTrainJob(_TrainFields):
     def learning_rates(self) -> tuple[float | None, float | None, dict[str, Any]]:
         if self.lr_from == "stated":
             return None, None, {"source": "stated by the protocol"}
-        path = self.choice().path if self.lr_from == "tuned" else recorded_choice_path(
-            self.protocol, self.algorithm, self.method
+        path = (
+            self.choice().path
+            if self.lr_from == "tuned"
+            else recorded_choice_path(self.protocol, self.algorithm, self.method)
         )
         try:
             rec = json.loads(Path(path).read_text())
             chosen = rec["choice"]
             return float(chosen["client_lr"]), float(chosen["server_lr"]), {"source": str(path), **rec}
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ConfigError(f"{path}: not a learning-rate choice ({err})", "delete it and re-run the tuning") from None
+            raise ConfigError(
+                f"{path}: not a learning-rate choice ({err})", "delete it and re-run the tuning"
+            ) from None
 
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.fl.train_job import train_step
@@ -238,7 +244,9 @@ def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int:
     return len(split_labels(dataset, split, subset, 0, root).labels)
 
 
-def cell_estimate(proto: Any, method: str, algorithm: str, seeds: int, root: str | None, image_size: Any) -> str:
+def cell_estimate(
+    proto: Any, method: str, algorithm: str, seeds: int, root: str | None, image_size: Any
+) -> str:
     """The cost of a cell's runs (its seeds plus the learning-rate grid it needs), as
     :func:`benchmark.fl.estimate.describe` states it."""
     from benchmark.fl.estimate import describe, run_cost
@@ -249,7 +257,9 @@ def cell_estimate(proto: Any, method: str, algorithm: str, seeds: int, root: str
     one = run_cost(proto.images_per_round(n_train), rounds, proto.eval_interval(), n_test)
     total = one * seeds
     grid = proto.lr_grid(algorithm)
-    tuned = proto.algorithm(algorithm).tuned and not recorded_choice_path(proto.name, algorithm, method).is_file()
+    tuned = (
+        proto.algorithm(algorithm).tuned and not recorded_choice_path(proto.name, algorithm, method).is_file()
+    )
     if tuned:
         total = total + one * (len(grid) * (1 - proto.val_fraction))
     what = f"{seeds} seed(s)" + (f" + a {len(grid)}-point learning-rate grid" if tuned else "")
@@ -292,7 +302,9 @@ class FLTrainRunner(Runner):
         plan.method = method
         plan.params = {**plan.params, "algorithm": algorithm}
         if not training_allowed(config):
-            est = cell_estimate(proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size)
+            est = cell_estimate(
+                proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size
+            )
             plan.reason = (
                 f"full-model training ({name}: {method} under {algorithm}) needs a GPU: {est}; run with "
                 "--config device=cuda or the slurm profile (or cpu_training=true to train on this CPU)"
@@ -305,11 +317,20 @@ class FLTrainRunner(Runner):
         train_precision = str(config.get("train_precision", "fp32"))
         plan.jobs = tuple(
             FLTrainJob(
-                dataset=plan.dataset, model=plan.model, weights=plan.weights, preprocess=proto.preprocess,
-                precision=config.get("precision", "fp32"), subset=proto.subset if proto.subset != "all" else str(
-                    config.get("table_subset", "all")), protocol=name, algorithm=algorithm, method=method,
-                train_precision=train_precision, ptag=partition_tag(proto.partition()), lr_from=lr_from, seed=s,
-            )  # fmt: skip
+                dataset=plan.dataset,
+                model=plan.model,
+                weights=plan.weights,
+                preprocess=proto.preprocess,
+                precision=config.get("precision", "fp32"),
+                subset=proto.subset if proto.subset != "all" else str(config.get("table_subset", "all")),
+                protocol=name,
+                algorithm=algorithm,
+                method=method,
+                train_precision=train_precision,
+                ptag=partition_tag(proto.partition()),
+                lr_from=lr_from,
+                seed=s,
+            )
             for s in spec.seeds
         )
         plan.status = "planned"
