@@ -161,9 +161,16 @@ def load_inputs(train: str | Path, test: str | Path, partition: str | Path, prot
 
 # ------------------------------------------------------------------------------------------------ stage 1
 def closed_form_init(
-    spec: MethodSpec, inputs: FLInputs, cfg: FLConfig, backbone: str
+    spec: MethodSpec,
+    inputs: FLInputs,
+    cfg: FLConfig,
+    backbone: str,
+    overrides: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[RoundRecord], Costs, dict[str, Any]]:
     """Fit ``spec.init`` on the clients' cached features (multi-round when ``spec.init_participation``).
+
+    ``overrides`` replace options of the paper protocol (e.g. ``solver="solve64"`` for float64 features).
+    FedNCM with a random bias (``legate2023-code``) draws it from the run's ``fedncm_bias`` stream.
 
     Returns the LP start head (:func:`benchmark.fl.methods.closed_form_head`, copied exactly), one curve row
     per initialisation round (accuracy of the head after that round), the stage-1 costs (module doc) and a
@@ -178,6 +185,9 @@ def closed_form_init(
     opts = paper_protocol_options(spec.init, paper=spec.init_options, model_name=backbone)
     if spec.init == "fedcof":
         opts["seed"] = cfg.seeds.int_seed("init_noise")
+    if spec.init == "fedncm" and opts.get("bias") == "random":
+        opts["seed"] = cfg.seeds.int_seed("fedncm_bias")
+    opts.update(overrides or {})
     sched_seed = cfg.seeds.int_seed("init_schedule")
     t0 = time.perf_counter()
     res = run_method(

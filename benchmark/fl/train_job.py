@@ -51,8 +51,6 @@ class TrainRequest:
     subset: str = "all"
     partition: Path | None = None
     """The partition job's file (client indices into the train split); ``None`` only for ``validation``."""
-    features: tuple[Path, Path] | None = None
-    """Train / test feature pointers of the backbone: the closed-form init of two-stage methods."""
     client_lr: float | None = None
     server_lr: float | None = None
     lr_choice: Mapping[str, Any] = field(default_factory=dict)
@@ -176,10 +174,8 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     init_info: dict[str, Any] | None = None
     history: list[Any] = []
     if spec.init is not None:
-        if req.features is None:
-            raise ConfigError(f"method {req.method!r} starts from {spec.init}: pass the cached features", "")
         head, history, stage1, init_info = _init_head(
-            spec, req, cfg, proto, clients_idx, eval_idx, train.checksum
+            spec, cfg, proto, model, train_set, eval_set, clients_idx
         )
         closed_form = (head["weight"], head["bias"])
     checkpoint = _checkpoint(req)
@@ -189,10 +185,13 @@ def run_training(req: TrainRequest) -> TrainOutcome:
         **({"checkpoint": checkpoint} if checkpoint is not None else {}),
     )  # fmt: skip
     train_s = time.perf_counter() - t_train
-    if history:  # the closed-form rounds go first in the curve (stage "init")
-        res.history[:0] = history
     wall = time.perf_counter() - wall0
     curve = curve_frame(res, method=req.method, seed=req.seed)
+    if history:  # the closed-form rounds go first in the curve (stage "init")
+        import pandas as pd
+
+        init = replace(res, history=history)
+        curve = pd.concat([curve_frame(init, method=req.method, seed=req.seed), curve], ignore_index=True)
     images = sum(len(c) for c in clients) / proto.num_clients * proto.clients_per_round * cfg.local_epochs
     throughput = images * cfg.rounds / train_s if train_s > 0 else float("nan")
     meta = {
@@ -247,42 +246,43 @@ def _checkpoint(req: TrainRequest) -> Any:
     return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)
 
 
-def _init_head(spec: Any, req: TrainRequest, cfg: Any, proto: TrainProtocol, clients_idx: list[np.ndarray],
-               eval_idx: np.ndarray | None, train_checksum: str):  # fmt: skip
-    """Stage 1: the closed-form head fitted on the cached features of the clients' images
-    (:func:`benchmark.fl.jobs.closed_form_init`); evaluated on the test features, or on the held-out training
-    rows when tuning (``eval_idx``)."""
-    from benchmark.features.pointer import load_train_test
+@torch.no_grad()
+def body_features(model: torch.nn.Module, images: Any, batch_size: int = 256) -> np.ndarray:
+    """Features of every image of ``images`` through the frozen pre-trained body (eval mode), in the run's
+    dtype: the inputs of the closed-form head of a two-stage method."""
+    model.eval()
+    n = len(images)
+    out = [model.body(images.batch(np.arange(s, min(n, s + batch_size)))[0]) for s in range(0, n, batch_size)]
+    return torch.cat(out).cpu().numpy() if out else np.zeros((0, 0))
+
+
+def _init_head(
+    spec: Any, cfg: Any, proto: TrainProtocol, model: torch.nn.Module, train_set: Any, eval_set: Any,
+    clients_idx: list[np.ndarray],
+):  # fmt: skip
+    """Stage 1 (legate2023 §3.2, fedcof §4.3): the closed-form head fitted on the pre-trained body's features of
+    the clients' own training images, computed here with the run's model, preprocessing and dtype (one
+    forward pass over the training set, as the reference code does), evaluated on ``eval_set``
+    (:func:`benchmark.fl.jobs.closed_form_init`). float64 runs solve in float64."""
     from benchmark.fl.jobs import FLInputs, closed_form_init
     from benchmark.fl.lp_features import CachedFeatures
     from benchmark.fl.protocols import MethodSpec
 
-    assert req.features is not None
-    ptr_tr, tr, ptr_te, te = load_train_test(req.features[0], req.features[1])
-    if ptr_tr.get("data_checksum") != train_checksum or ptr_tr.get("backbone") != proto.backbone:
-        raise ConfigError(
-            f"{req.features[0]}: features of {ptr_tr.get('dataset')}/{ptr_tr.get('backbone')} (data checksum "
-            f"{ptr_tr.get('data_checksum')}) are not of the images this run trains on ({proto.dataset}/"
-            f"{proto.backbone}, {train_checksum})",
-            "extract the features of the same dataset, subset and backbone (snakemake does)",
-        )
-    x_tr = np.ascontiguousarray(tr.features, dtype=np.float32)
-    y_tr = np.asarray(tr.labels, dtype=np.int64)
-    if eval_idx is None:
-        x_ev, y_ev = (
-            np.ascontiguousarray(te.features, dtype=np.float32),
-            np.asarray(te.labels, dtype=np.int64),
-        )
-    else:
-        x_ev, y_ev = x_tr[eval_idx], y_tr[eval_idx]
+    f_tr, f_ev = body_features(model, train_set), body_features(model, eval_set)
+    y_tr = train_set.labels.cpu().numpy().astype(np.int64)
+    y_ev = eval_set.labels.cpu().numpy().astype(np.int64)
+    classes = int(max(y_tr.max(), y_ev.max())) + 1
     feats = CachedFeatures(
-        torch.from_numpy(x_tr), torch.from_numpy(y_tr), clients_idx, torch.from_numpy(x_ev), torch.from_numpy(y_ev),
-        num_classes=int(ptr_tr["num_classes"]),
+        torch.from_numpy(f_tr), torch.from_numpy(y_tr), clients_idx, torch.from_numpy(f_ev), torch.from_numpy(y_ev),
+        num_classes=classes,
     )  # fmt: skip
-    inputs = FLInputs(feats, ptr_tr, ptr_te, None, (x_tr, y_tr), (x_ev, y_ev))
-    mspec = MethodSpec(client_lr=1.0, lr_source="-", init=spec.init, init_options=spec.init_options,
-                       init_participation=spec.init_participation)  # fmt: skip
-    return closed_form_init(mspec, inputs, replace(cfg, head_bias="as_given"), proto.backbone)
+    inputs = FLInputs(feats, {}, {}, None, (f_tr, y_tr), (f_ev, y_ev))
+    mspec = MethodSpec(
+        client_lr=1.0, lr_source="-", init=spec.init, init_options=spec.init_options,
+        init_participation=spec.init_participation,
+    )  # fmt: skip
+    overrides = {"solver": "solve64"} if proto.dtype == "float64" else {}
+    return closed_form_init(mspec, inputs, replace(cfg, head_bias="as_given"), proto.backbone, overrides)
 
 
 def _peak_gpu_mb(device: torch.device) -> float | None:

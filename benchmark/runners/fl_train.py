@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError
-from benchmark.jobs import ExtractJob, Job, PartitionJob, partition_tag, register_job
+from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
 RECORDED_LR_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid" / "train"
 _TRAIN = (
-    "results/runs/fl_train/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{ptag}/{protocol}/"
+    "results/runs/fl_train/{dataset}/{model}-{weights}/{preprocess}/{subset}/{ptag}/{protocol}/"
     "{algorithm}/{method}/{train_precision}/seed{seed}.csv"
 )
 _TUNE = (
-    "results/runs/fl_tune/{dataset}/{model}-{weights}/{preprocess}-{precision}/{subset}/{protocol}/"
+    "results/runs/fl_tune/{dataset}/{model}-{weights}/{preprocess}/{subset}/{protocol}/"
     "{algorithm}/{method}/{train_precision}"
 )
 
@@ -58,24 +58,11 @@ class _TrainFields(Job):
     model: str
     weights: str
     preprocess: str
-    precision: str  # of the cached features (the closed-form init); the run's own is train_precision
     subset: str
     protocol: str
     algorithm: str
     method: str
     train_precision: str
-
-    def features(self, split: str) -> ExtractJob:
-        return ExtractJob(
-            self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split
-        )
-
-    def _init_inputs(self) -> tuple[Job, ...]:
-        from benchmark.fl.train_protocols import get_train_protocol
-
-        if get_train_protocol(self.protocol).method(self.method).init is None:
-            return ()
-        return (self.features("train"), self.features("test"))
 
     def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
         from benchmark.fl.train_job import TrainRequest
@@ -103,17 +90,12 @@ class FLTuneJob(_TrainFields):
     PATTERN: ClassVar[str] = _TUNE + "/lr{lrs}.csv"
     lrs: str  # _lr_tag(client_lr, server_lr)
 
-    def inputs(self) -> tuple[Job, ...]:
-        return self._init_inputs()
-
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.fl.train_job import train_step
 
         c, s = _parse_lr_tag(self.lrs)
-        feats = self._init_inputs()
         req = self._request(
             config, seed=0, client_lr=c, server_lr=s, holdout="validation",
-            features=(Path(feats[0].path), Path(feats[1].path)) if feats else None,
             checkpoint=Path(_checkpoint_path(self.path)), lr_choice={"grid_point": {"client_lr": c, "server_lr": s}},
         )  # fmt: skip
         base = self.path.removesuffix(".csv")
@@ -178,7 +160,7 @@ class FLTrainJob(_TrainFields):
 
     def inputs(self) -> tuple[Job, ...]:
         extra: tuple[Job, ...] = (self.choice(),) if self.lr_from == "tuned" else ()
-        return (self.partition(), *self._init_inputs(), *extra)
+        return (self.partition(), *extra)
 
     def learning_rates(self) -> tuple[float | None, float | None, dict[str, Any]]:
         if self.lr_from == "stated":
@@ -201,10 +183,8 @@ class FLTrainJob(_TrainFields):
         from benchmark.fl.train_job import train_step
 
         c, s, choice = self.learning_rates()
-        feats = self._init_inputs()
         req = self._request(
             config, seed=self.seed, client_lr=c, server_lr=s, lr_choice=choice, partition=Path(self.partition().path),
-            features=(Path(feats[0].path), Path(feats[1].path)) if feats else None,
             checkpoint=Path(_checkpoint_path(self.path)), checkpoint_every=int(config.get("checkpoint_every", 20)),
         )  # fmt: skip
         train_step(req, out=self.path, curve=self.curve_path, record=self.record_path)
@@ -321,7 +301,6 @@ class FLTrainRunner(Runner):
                 model=plan.model,
                 weights=plan.weights,
                 preprocess=proto.preprocess,
-                precision=config.get("precision", "fp32"),
                 subset=proto.subset if proto.subset != "all" else str(config.get("table_subset", "all")),
                 protocol=name,
                 algorithm=algorithm,
