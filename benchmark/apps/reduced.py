@@ -327,6 +327,72 @@ def run_reduced(
     return res, info
 
 
+#: The reduced configuration as a training protocol of the ``fl_train`` runner (benchmark/protocols/fl_train.yaml):
+#: the guard runs through the runner's job, the path that produces the paper's training cells.
+RUNNER_PROTOCOL = "reduced_cifar10_32"
+
+
+def runner_job(method: str, seed: int, rc: ReducedConfig | None = None) -> Any:
+    """The ``fl_train`` job of ``method`` / ``seed`` in the reduced configuration (its partition job is an input)."""
+    from benchmark.fl.train_protocols import get_train_protocol
+    from benchmark.jobs import partition_tag
+    from benchmark.runners.fl_train import FLTrainJob
+
+    rc = rc or ReducedConfig()
+    proto = get_train_protocol(RUNNER_PROTOCOL)
+    return FLTrainJob(
+        dataset=rc.dataset, model=rc.backbone, weights=rc.weights, preprocess=proto.preprocess,
+        subset=f"stratified{rc.train_per_class}", protocol=RUNNER_PROTOCOL, algorithm="fedavg", method=method,
+        train_precision="fp32", ptag=partition_tag(proto.partition()), lr_from="stated", seed=seed,
+    )  # fmt: skip
+
+
+def run_via_runner(
+    method: str,
+    seed: int = 0,
+    *,
+    rc: ReducedConfig | None = None,
+    data: ReducedData | None = None,
+    data_root: str | Path | None = None,
+    weights_dir: str | Path | None = None,
+    init_ulps: int = 0,
+) -> tuple[RunResult, dict[str, Any]]:
+    """One reduced run through the ``fl_train`` runner's job (:func:`runner_job`): its partition job is run
+    (or reused), then the job's own request is trained in this process. Returns the result and the run
+    identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data` describes."""
+    from benchmark.fl.train_job import run_training
+    from benchmark.jobs import run_jobs
+
+    rc = rc or ReducedConfig()
+    if rc.train_per_class != rc.test_per_class:
+        raise ConfigError("the runner's subset covers both splits", "use one images-per-class value")
+    job = runner_job(method, seed, rc)
+    config = {"data_root": str(data_root) if data_root else None, "device": "cpu", "progress": False}
+    with _threads(rc.threads):
+        data = data or load_reduced_data(rc, seed, data_root)
+        run_jobs(list(job.inputs()), config)
+        req = replace(
+            job.request(config), weights_dir=str(weights_dir) if weights_dir else None, init_ulps=init_ulps,
+            dtype=rc.dtype, hash_inputs=True, checkpoint=None,
+        )  # fmt: skip
+        out = run_training(req)
+    seen = out.record["inputs"]
+    want = (
+        data.identity["train_inputs_sha256"],
+        data.identity["test_inputs_sha256"],
+        data.identity["partition_sha256"],
+    )
+    got = (seen["train_inputs_sha256"], seen["eval_inputs_sha256"], seen["partition"]["sha256"])
+    if got != want:
+        raise BenchmarkError(
+            f"the fl_train runner trained on other inputs than the reduced configuration: {got} != {want}"
+        )
+    info: dict[str, Any] = {"weights": seen["weights"], **data.identity}
+    if out.record.get("init"):
+        info["fedncm_accuracy"] = out.record["init"]["accuracy"]
+    return out.result, info
+
+
 def summary(res: RunResult) -> dict[str, Any]:
     """The pinned numbers of one run: per-round curve, selection, costs."""
     return {
@@ -368,8 +434,8 @@ def compute_all(
         with _threads(rc.threads):
             data = load_reduced_data(rc, seed, data_root)
         for method in methods:
-            res, info = run_reduced(
-                method, seed, rc=rc, data=data, weights_dir=weights_dir, init_ulps=init_ulps
+            res, info = run_via_runner(
+                method, seed, rc=rc, data=data, data_root=data_root, weights_dir=weights_dir, init_ulps=init_ulps
             )  # fmt: skip
             values[method][str(seed)] = summary(res)
             ident[str(seed)] = {k: v for k, v in info.items() if k != "fedncm_accuracy"}

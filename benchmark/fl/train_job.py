@@ -65,6 +65,12 @@ class TrainRequest:
     data_root: str | None = None
     weights_dir: str | None = None
     progress: bool = True
+    dtype: str | None = None
+    """Compute dtype instead of the protocol's (the pinned guard's float32 reference variant only)."""
+    init_ulps: int = 0
+    """Move every initial parameter this many float ulps (the pinned guard's tolerance measurement only)."""
+    hash_inputs: bool = False
+    """Record the sha256 of the preprocessed float32 inputs (small configurations: it preprocesses every image)."""
 
 
 @dataclass
@@ -84,12 +90,20 @@ def _split(proto: TrainProtocol, split: str, subset: str, root: str | None):
 
 
 def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device, req: TrainRequest):
+    """The split's images, resident on ``device`` as uint8 (:class:`benchmark.fl.image_data.ImageSet`)."""
     from benchmark.fl.image_data import ImageSet
 
     dtype = torch.float64 if proto.dtype == "float64" else torch.float32
-    return ImageSet.from_data(
-        data, proto.preprocess, split, device=device, dtype=dtype, channels_last=req.channels_last
-    )
+    if data.images is not None:  # in-memory datasets (CIFAR): exactly the split (and subset) loaded here
+        images = torch.from_numpy(np.ascontiguousarray(data.images)).permute(0, 3, 1, 2)
+        return ImageSet(
+            images, data.labels, proto.preprocess, split, device=device, dtype=dtype, channels_last=req.channels_last
+        )  # fmt: skip
+    # folder datasets: decoded and resized once on the device (ImageSet.from_registry)
+    return ImageSet.from_registry(
+        proto.dataset, split, proto.preprocess, data_root=req.data_root, subset=req.subset, device=device,
+        dtype=dtype, channels_last=req.channels_last,
+    )  # fmt: skip
 
 
 def _validation_clients(proto: TrainProtocol, labels: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, str]:
@@ -126,6 +140,8 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     from benchmark.fl.methods import run_method
 
     proto = get_train_protocol(req.protocol)
+    if req.dtype is not None:
+        proto = replace(proto, dtype=req.dtype)
     spec = proto.method(req.method)
     proto.algorithm(req.algorithm)
     cfg = proto.fl_config(
@@ -169,6 +185,13 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     num_classes = int(train.num_classes)
     model, weights_ident = _model(proto, req.method, num_classes, cfg, req)
     ident["weights"] = asdict(weights_ident)
+    if req.init_ulps:
+        from benchmark.apps.reduced import nudge_parameters
+
+        nudge_parameters(model, req.init_ulps)
+    if req.hash_inputs:
+        ident["train_inputs_sha256"] = inputs_sha256(train_set)
+        ident["eval_inputs_sha256"] = inputs_sha256(eval_set)
 
     closed_form = stage1 = None
     init_info: dict[str, Any] | None = None
@@ -244,6 +267,16 @@ def _checkpoint(req: TrainRequest) -> Any:
     except ModuleNotFoundError:  # pragma: no cover - engine without checkpointing
         return None
     return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)
+
+
+@torch.no_grad()
+def inputs_sha256(images: Any) -> str:
+    """sha256 of every preprocessed input of ``images`` as float32 (elementwise IEEE operations: the same bits
+    on every CPU; a float64 set holds float32 values cast exactly)."""
+    from benchmark.io import sha256_bytes
+
+    x, _ = images.batch(np.arange(len(images)))
+    return sha256_bytes(x.float().contiguous().cpu().numpy().tobytes())
 
 
 @torch.no_grad()

@@ -65,6 +65,7 @@ class _TrainFields(Job):
     train_precision: str
 
     def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
+        """The :class:`~benchmark.fl.train_job.TrainRequest` this job runs under ``config``."""
         from benchmark.fl.train_job import TrainRequest
 
         device = config.get("device") or "auto"
@@ -179,15 +180,18 @@ class FLTrainJob(_TrainFields):
                 f"{path}: not a learning-rate choice ({err})", "delete it and re-run the tuning"
             ) from None
 
-    def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_job import train_step
-
+    def request(self, config: Mapping[str, Any]) -> Any:
+        """What :meth:`execute` trains (also what the pinned reduced guard trains, in process)."""
         c, s, choice = self.learning_rates()
-        req = self._request(
+        return self._request(
             config, seed=self.seed, client_lr=c, server_lr=s, lr_choice=choice, partition=Path(self.partition().path),
             checkpoint=Path(_checkpoint_path(self.path)), checkpoint_every=int(config.get("checkpoint_every", 20)),
         )  # fmt: skip
-        train_step(req, out=self.path, curve=self.curve_path, record=self.record_path)
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.fl.train_job import train_step
+
+        train_step(self.request(config), out=self.path, curve=self.curve_path, record=self.record_path)
 
 
 def _train_fields(job: Job) -> dict[str, Any]:
