@@ -188,10 +188,11 @@ class TrainProtocol:
                 f"protocol {self.name!r} algorithm {algorithm!r} tunes its learning rate on a validation split",
                 "pass client_lr / server_lr (the tuning record's choice)",
             )
+        stage = {"lp_stage_rounds": m.lp_stage_rounds} if m.engine == "lp_ft" else {}
         return FLConfig(
             method=m.engine,
             head_bias=m.head_bias,
-            lp_stage_rounds=m.lp_stage_rounds,
+            **stage,
             num_clients=self.num_clients,
             participation=self.participation,
             rounds=self.real_rounds(method),

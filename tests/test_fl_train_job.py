@@ -1,0 +1,87 @@
+"""The ``fl_train`` runner's job end to end on this CPU: the reduced configuration (the pinned guard) as a
+training protocol, run by the command the generated Snakemake rule runs (``flb job '<json>'``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark.apps import reduced
+from benchmark.fl.train_protocols import get_train_protocol
+from benchmark.jobs import job_to_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_reduced_protocol_is_exactly_the_pinned_configuration() -> None:
+    """The runner's protocol and the pinned guard's ReducedConfig must not drift apart: same engine config."""
+    rc = reduced.ReducedConfig()
+    proto = get_train_protocol(reduced.RUNNER_PROTOCOL)
+    assert (proto.dataset, proto.backbone, proto.preprocess, proto.dtype) == (
+        rc.dataset, rc.backbone, rc.preprocess, rc.dtype,
+    )  # fmt: skip
+    assert proto.subset == f"stratified{rc.train_per_class}" and rc.train_per_class == rc.test_per_class
+    assert proto.partition() == {"scheme": "dirichlet", "num_clients": rc.num_clients, "alpha": rc.alpha}
+    for method, engine in (("ft", "ft"), ("fedncm_ft", "head_ft")):
+        got = proto.fl_config(method, "fedavg", seed=3, device="cpu", progress=False).to_dict()
+        want = dataclasses.replace(rc.fl_config(3), method=engine).to_dict()
+        assert got == want, method
+
+
+def _flb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "benchmark.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
+    tmp_path, real_data_root, real_weights_dir
+) -> None:
+    """`flb job` of the partition and of the FT job (what job_fl_train runs): tidy rows with the arithmetic and
+    measured bytes, the per-round curve, the record; the accuracy is the pinned guard's (same computation)."""
+    pinned = json.loads(reduced.PINNED_PATH.read_text())
+    job = reduced.runner_job("ft", 0)
+    sets = [
+        "--set",
+        f"data_root={real_data_root}",
+        "--set",
+        f"weights_dir={real_weights_dir}",
+        "--set",
+        "device=cpu",
+    ]
+    for j in (*job.inputs(), job):
+        r = _flb("job", json.dumps(job_to_dict(j)), *sets, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / job.path)
+    value = dict(zip(rows["metric"], rows["value"], strict=True))
+    want = pinned["values"]["ft"]["0"]
+    assert abs(value["accuracy"] - want["reported_accuracy"]) <= pinned["tolerance"]["accuracy_abs"] + 1e-9
+    assert value["uplink_bytes"] == want["uplink_bytes"] and value["downlink_bytes"] == want["downlink_bytes"]
+    assert value["compute_f"] == want["compute_f"] and value["rounds"] == 10
+    assert set(rows["fl_algorithm"]) == {"fedavg"} and value["client_lr"] == pytest.approx(0.001)
+    if (
+        "uplink_bytes_measured" in value
+    ):  # the tensors that crossed the wire, counted: equal to the arithmetic
+        assert value["uplink_bytes_measured"] == value["uplink_bytes"]
+        assert value["downlink_bytes_measured"] == value["downlink_bytes"]
+    curve = pd.read_csv(tmp_path / job.curve_path)
+    assert list(curve["round"]) == list(range(11))
+    record = json.loads((tmp_path / job.record_path).read_text())
+    assert record["protocol"]["name"] == reduced.RUNNER_PROTOCOL and record["git_commit"]
+    assert record["config"]["client_lr"] == 0.001 and record["inputs"]["partition"]["sha256"]
