@@ -26,6 +26,19 @@ Costs, legate2023 App. A (Eq. 3-6), counted from what the run actually does:
   ``n_k * E`` samples per round: 3F each when the body is trained (Eq. 5), 1F each for head-only training
   (Eq. 6; the head's own cost is neglected, as in the paper).
 * Wall time: seconds since the start of the run (evaluation included).
+* Measured communication (``*_bytes_measured``), next to the arithmetic above: the bytes of the tensors that
+  the model path actually puts in each payload (the uplink dict a client returns, the downlink dict the
+  server sends), ``numel * bytes_per_float`` per float tensor, summed over the sampled clients. It equals the
+  arithmetic unless the payloads and the counts disagree (the tests check that), except that a sampled
+  client without data receives the downlink but returns nothing. It counts the rounds of measuring trainers
+  only (from 0 at the first of them; an earlier closed-form stage is not included); ``None`` where no
+  trainer measured (cached-feature LP). ``describe()`` records one uplink payload's ``torch.save`` size
+  (``uplink_payload_serialized_bytes``, zip framing included, in the tensors' own dtype).
+
+Checkpoints (:mod:`benchmark.fl.checkpoint`): with a :class:`~benchmark.fl.checkpoint.CheckpointSpec`,
+:func:`run_rounds` saves the trainer's ``state_dict()``, history and costs every ``every`` rounds and after
+the last, and resumes from the file when it exists; the resumed history (wall time aside) and weights are
+bit-identical to an uninterrupted run's. Progress: :mod:`benchmark.fl.progress`.
 
 The model path here trains real modules (FT, Random, LP with the body in the loop); LP on cached features is
 :mod:`benchmark.fl.lp_features`, which plugs into the same :func:`run_rounds`.
@@ -34,22 +47,33 @@ The model path here trains real modules (FT, Random, LP with the body in the loo
 from __future__ import annotations
 
 import copy
+import io
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import Dataset
-from tqdm.auto import tqdm
 
 from benchmark.errors import ConfigError
+from benchmark.fl.checkpoint import (
+    CheckpointSpec,
+    load_checkpoint,
+    rng_state,
+    run_identity,
+    save_checkpoint,
+    set_rng_state,
+    tensors_to,
+)
 from benchmark.fl.client import batch_schedule, fetch_batch, local_sgd
 from benchmark.fl.config import FLConfig
+from benchmark.fl.progress import RoundProgress
 from benchmark.fl.server_opt import DeltaAccumulator, make_server_optimizer
 from benchmark.seeding import RunSeeds
 
@@ -65,6 +89,9 @@ class Costs:
     downlink_bytes: int = 0
     compute_f: int = 0
     wall_s: float = 0.0
+    uplink_bytes_measured: int | None = None
+    """Bytes of the uplink tensors actually sent (module docstring); ``None``: not measured."""
+    downlink_bytes_measured: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -87,6 +114,19 @@ class RoundRecord:
     wall_s: float
     frozen_drift: float
     clients: tuple[int, ...] = ()
+    uplink_bytes_measured: int | None = None
+    downlink_bytes_measured: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict (``clients`` as a list), as checkpoints store rows."""
+        out = asdict(self)
+        out["clients"] = list(self.clients)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoundRecord:
+        """Inverse of :meth:`as_dict`."""
+        return cls(**{**d, "clients": tuple(int(c) for c in d.get("clients", ()))})
 
 
 @dataclass
@@ -193,10 +233,32 @@ class RoundStats:
     uplink_floats: int
     downlink_floats: int
     compute_f: int
+    uplink_bytes_measured: int | None = None
+    """Bytes of the uplink payload tensors of the round (all sampled clients); ``None``: not measured."""
+    downlink_bytes_measured: int | None = None
+
+
+def wire_bytes(payload: Mapping[str, torch.Tensor], bytes_per_float: int) -> int:
+    """Bytes of ``payload`` on the wire: ``numel * bytes_per_float`` per float tensor, ``numel *
+    element_size`` otherwise (metadata only: no copy, no device sync)."""
+    return sum(
+        t.numel() * (bytes_per_float if t.is_floating_point() else t.element_size()) for t in payload.values()
+    )
+
+
+def _add_measured(total: int | None, add: int | None) -> int | None:
+    """Cumulative measured bytes: rounds that were not measured (``None``) add nothing."""
+    if add is None:
+        return total
+    return (total or 0) + int(add)
 
 
 class RoundTrainer(Protocol):
-    """What :func:`run_rounds` needs from a training back-end (model path or cached features)."""
+    """What :func:`run_rounds` needs from a training back-end (model path or cached features).
+
+    Optional: a true ``measures_communication`` attribute says the trainer reports measured payload bytes
+    (then the cumulative measured counters start at 0 rather than ``None``).
+    """
 
     num_clients: int
 
@@ -216,6 +278,29 @@ class RoundTrainer(Protocol):
         """The head's tensors (numpy copies)."""
         ...
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs to continue bit-identically (tensors, numbers, strings, lists,
+        dicts only; tensors may be references to live state: serialise before the next round)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (tensors arrive on the CPU)."""
+        ...
+
+
+def _resume(trainer: RoundTrainer, state: Mapping[str, Any], path: Path) -> None:
+    try:
+        trainer.load_state_dict(state["trainer"])
+    except ConfigError as err:
+        raise ConfigError(f"checkpoint {path}: {err.what}", err.fix or "delete it to start over") from err
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError) as err:
+        raise ConfigError(
+            f"checkpoint {path} does not fit this run's model ({type(err).__name__}: {err})",
+            "delete it to start over",
+        ) from err
+    if "torch_rng" in state:
+        set_rng_state(state["torch_rng"])
+
 
 def run_rounds(
     trainer: RoundTrainer,
@@ -228,65 +313,125 @@ def run_rounds(
     start_costs: Costs | None = None,
     history: list[RoundRecord] | None = None,
     meta: dict[str, object] | None = None,
+    checkpoint: CheckpointSpec | None = None,
+    on_round_end: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run ``rounds`` federated rounds of ``trainer`` (numbered from ``start_round``) and record them.
 
     ``start_costs`` / ``history`` continue an earlier stage (two-stage methods): costs keep accumulating
     and the rows are appended, while accuracy selection only looks at this stage. Client sampling is keyed
     by the absolute round index, the client lr schedule by the round index within the stage.
+
+    ``checkpoint``: when its file exists it must belong to this run (config, method, stage, start round,
+    rounds; else :class:`ConfigError`) and the run continues after its last round, with the trainer,
+    history, costs and torch generators it holds (``start_costs`` / ``history`` are then taken from the
+    file). It is rewritten every ``checkpoint.every`` rounds of the stage and after the last; a finished
+    stage is returned from it without training. ``on_round_end(r)`` is called with the absolute number of
+    completed rounds ``r`` after each round, once its checkpoint (if due) is on disk.
     """
     sampler = ClientSampler(trainer.num_clients, cfg.clients_per_round, cfg.seeds)
+    label = f"{method}{'/' + stage if stage else ''}"
     costs = start_costs or Costs()
     rows = list(history or [])
+    done = 0
+    identity = None
+    resumed = False
+    if checkpoint is not None:
+        identity = run_identity(
+            cfg.to_dict(), method=method, stage=stage, start_round=start_round, rounds=rounds
+        )
+        if checkpoint.path.exists():
+            state = load_checkpoint(checkpoint.path, identity)
+            _resume(trainer, state, checkpoint.path)
+            rows = [RoundRecord.from_dict(d) for d in state["history"]]
+            costs = Costs(**state["costs"])
+            done = int(state["round"])
+            resumed = True
+    if getattr(trainer, "measures_communication", False):
+        costs = replace(
+            costs,
+            uplink_bytes_measured=costs.uplink_bytes_measured or 0,
+            downlink_bytes_measured=costs.downlink_bytes_measured or 0,
+        )
     t0 = time.perf_counter() - costs.wall_s
-    acc, loss = trainer.evaluate()
-    rows.append(
-        RoundRecord(
-            round=start_round,
-            stage=stage,
-            test_acc=acc,
-            test_loss=loss,
-            train_loss=float("nan"),
-            uplink_bytes=costs.uplink_bytes,
-            downlink_bytes=costs.downlink_bytes,
-            compute_f=costs.compute_f,
-            wall_s=time.perf_counter() - t0,
-            frozen_drift=trainer.frozen_drift(),
-        )
-    )
-    bar = tqdm(range(rounds), desc=f"{method}{'/' + stage if stage else ''}", disable=not cfg.progress)
-    for i in bar:
-        r = start_round + i
-        clients = sampler.sample(r)
-        stats = trainer.train_round(r, clients, cfg.client_lr_at(i))
-        costs = Costs(
-            uplink_bytes=costs.uplink_bytes + stats.uplink_floats * cfg.bytes_per_float,
-            downlink_bytes=costs.downlink_bytes + stats.downlink_floats * cfg.bytes_per_float,
-            compute_f=costs.compute_f + stats.compute_f,
-        )
-        if (i + 1) % cfg.eval_every == 0 or i == rounds - 1:
-            acc, loss = trainer.evaluate()
-            bar.set_postfix(acc=f"{acc:.4f}")
-        else:
-            acc, loss = float("nan"), float("nan")
-        wall = time.perf_counter() - t0
-        costs = replace(costs, wall_s=wall)
+    if not resumed:
+        acc, loss = trainer.evaluate()
         rows.append(
             RoundRecord(
-                round=r + 1,
+                round=start_round,
                 stage=stage,
                 test_acc=acc,
                 test_loss=loss,
-                train_loss=stats.train_loss,
+                train_loss=float("nan"),
                 uplink_bytes=costs.uplink_bytes,
                 downlink_bytes=costs.downlink_bytes,
                 compute_f=costs.compute_f,
-                wall_s=wall,
+                wall_s=time.perf_counter() - t0,
                 frozen_drift=trainer.frozen_drift(),
-                clients=tuple(int(c) for c in clients),
+                uplink_bytes_measured=costs.uplink_bytes_measured,
+                downlink_bytes_measured=costs.downlink_bytes_measured,
             )
         )
-    costs = replace(costs, wall_s=time.perf_counter() - t0)
+    progress = RoundProgress(label, rounds, done=done, enabled=cfg.progress)
+    for row in rows:
+        progress.set_acc(row.test_acc)
+    try:
+        for i in range(done, rounds):
+            r = start_round + i
+            clients = sampler.sample(r)
+            stats = trainer.train_round(r, clients, cfg.client_lr_at(i))
+            costs = Costs(
+                uplink_bytes=costs.uplink_bytes + stats.uplink_floats * cfg.bytes_per_float,
+                downlink_bytes=costs.downlink_bytes + stats.downlink_floats * cfg.bytes_per_float,
+                compute_f=costs.compute_f + stats.compute_f,
+                uplink_bytes_measured=_add_measured(costs.uplink_bytes_measured, stats.uplink_bytes_measured),
+                downlink_bytes_measured=_add_measured(
+                    costs.downlink_bytes_measured, stats.downlink_bytes_measured
+                ),
+            )
+            if (i + 1) % cfg.eval_every == 0 or i == rounds - 1:
+                acc, loss = trainer.evaluate()
+                progress.set_acc(acc)
+            else:
+                acc, loss = float("nan"), float("nan")
+            wall = time.perf_counter() - t0
+            costs = replace(costs, wall_s=wall)
+            rows.append(
+                RoundRecord(
+                    round=r + 1,
+                    stage=stage,
+                    test_acc=acc,
+                    test_loss=loss,
+                    train_loss=stats.train_loss,
+                    uplink_bytes=costs.uplink_bytes,
+                    downlink_bytes=costs.downlink_bytes,
+                    compute_f=costs.compute_f,
+                    wall_s=wall,
+                    frozen_drift=trainer.frozen_drift(),
+                    clients=tuple(int(c) for c in clients),
+                    uplink_bytes_measured=costs.uplink_bytes_measured,
+                    downlink_bytes_measured=costs.downlink_bytes_measured,
+                )
+            )
+            if checkpoint is not None and checkpoint.due(i + 1, rounds):
+                save_checkpoint(
+                    checkpoint.path,
+                    {
+                        "run": identity,
+                        "round": i + 1,
+                        "trainer": trainer.state_dict(),
+                        "history": [row.as_dict() for row in rows],
+                        "costs": asdict(costs),
+                        "torch_rng": rng_state(),
+                    },
+                )
+            progress.round_done(i + 1)
+            if on_round_end is not None:
+                on_round_end(r + 1)
+    finally:
+        progress.close()
+    if not resumed or done < rounds:
+        costs = replace(costs, wall_s=time.perf_counter() - t0)
     return summarise(
         method,
         cfg,
@@ -364,7 +509,12 @@ class ModelTrainer:
     ``train_part``: ``all`` (FT, Random), ``head`` (LP: body frozen), ``body`` (head frozen, as FedBABU's
     body-only update). Parameters outside the part get ``requires_grad=False`` (the model is modified in
     place and is the global model of the run). Clients are trained one after the other on one working copy.
+
+    Payloads (module docstring, "Measured communication"): :meth:`downlink_payload` is what the server sends a
+    sampled client, :meth:`client_update` what a client returns; aggregation consumes exactly that dict.
     """
+
+    measures_communication = True
 
     def __init__(
         self,
@@ -420,6 +570,24 @@ class ModelTrainer:
         if self.body_eval:
             module.body.eval()  # type: ignore[union-attr]
 
+    def downlink_payload(self) -> dict[str, torch.Tensor]:
+        """What the server sends each sampled client: the tensors it steps (``server_names``) and the
+        aggregated buffers (references to the global model's tensors)."""
+        gparams = dict(self.model.named_parameters())
+        gbuffers = dict(self.model.named_buffers())
+        return {n: gparams[n] for n in self.server_names} | {n: gbuffers[n] for n in self.buffer_names}
+
+    @torch.no_grad()
+    def client_update(self, gparams: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What a client returns after local training on :attr:`work`: the deltas ``global - local`` of the
+        trained parameters and its aggregated buffers."""
+        wparams = dict(self.work.named_parameters())
+        out = {n: gparams[n] - wparams[n] for n in self.train_names}
+        if self.buffer_names:
+            wbuf = dict(self.work.named_buffers())
+            out.update({n: wbuf[n] for n in self.buffer_names})
+        return out
+
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         """Train each sampled client from the global weights, aggregate, step the server (module docstring)."""
         cfg = self.cfg
@@ -428,6 +596,8 @@ class ModelTrainer:
         anchor = {n: gparams[n].detach() for n in self.train_names} if cfg.prox_mu > 0 else None
         deltas, bufs = DeltaAccumulator(), DeltaAccumulator()
         examples, loss_sum = 0, 0.0
+        down_bytes = wire_bytes(self.downlink_payload(), cfg.bytes_per_float)
+        up_measured = 0
         for k in clients:
             data = self.clients[int(k)]
             n_k = len(data)  # type: ignore[arg-type]
@@ -451,11 +621,12 @@ class ModelTrainer:
                 amp=self.amp,
             )
             w = float(res.num_examples) if cfg.aggregation_weights == "examples" else 1.0
+            update = self.client_update(gparams)
+            up_measured += wire_bytes(update, cfg.bytes_per_float)
             with torch.no_grad():
-                deltas.add({n: gparams[n] - wparams[n] for n in self.train_names}, w)
+                deltas.add({n: update[n] for n in self.train_names}, w)
                 if self.buffer_names:
-                    wbuf = dict(self.work.named_buffers())
-                    bufs.add({n: wbuf[n] for n in self.buffer_names}, w)
+                    bufs.add({n: update[n] for n in self.buffer_names}, w)
             examples += res.num_examples
             loss_sum += res.mean_loss * res.num_examples
         if deltas.total_weight > 0:
@@ -475,6 +646,8 @@ class ModelTrainer:
             uplink_floats=m * self.up_floats,
             downlink_floats=m * self.down_floats,
             compute_f=self.f_per_sample * examples,
+            uplink_bytes_measured=up_measured if self.communicate else 0,
+            downlink_bytes_measured=m * down_bytes,
         )
 
     def evaluate(self) -> tuple[float, float]:
@@ -500,8 +673,40 @@ class ModelTrainer:
             return {}
         return {n: p.detach().cpu().numpy().copy() for n, p in head.state_dict().items()}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Global model (parameters and buffers), server optimiser state, initial frozen parameters."""
+        return {
+            "model": self.model.state_dict(),
+            "server_opt": self.server_opt.state_dict(),
+            "initial_frozen": dict(self.initial_frozen),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (copied onto this trainer's device and tensors)."""
+        self.model.load_state_dict(state["model"])
+        self.server_opt.load_state_dict(tensors_to(state["server_opt"], self.device))
+        frozen = state["initial_frozen"]
+        if set(frozen) != set(self.initial_frozen):
+            raise ConfigError(
+                f"frozen parameters {sorted(frozen)} differ from this run's {sorted(self.initial_frozen)}",
+                "resume with the model and train_part the checkpoint was written with",
+            )
+        self.initial_frozen = {n: frozen[n].to(self.device, copy=True) for n in self.initial_frozen}
+
+    def uplink_payload_serialized_bytes(self) -> int:
+        """Size of one client's uplink payload written with ``torch.save`` (zip framing included), from
+        CPU copies of tensors shaped like :meth:`client_update`'s."""
+        params = dict(self.model.named_parameters())
+        buffers = dict(self.model.named_buffers())
+        sample = {n: params[n].detach().to("cpu", copy=True) for n in self.train_names}
+        sample.update({n: buffers[n].detach().to("cpu", copy=True) for n in self.buffer_names})
+        buf = io.BytesIO()
+        torch.save(sample, buf)
+        return buf.getbuffer().nbytes
+
     def describe(self) -> dict[str, object]:
         """Run metadata: device, precision, what is trained / communicated."""
+        serialized = self.uplink_payload_serialized_bytes() if self.communicate else 0
         return {
             "device": str(self.device),
             "amp": self.amp,
@@ -512,9 +717,20 @@ class ModelTrainer:
             "clients_per_round": self.cfg.clients_per_round,
             "uplink_floats_per_client": self.up_floats if self.communicate else 0,
             "downlink_floats_per_client": self.down_floats if self.communicate else 0,
+            "uplink_payload_serialized_bytes": serialized,
             "aggregated_buffers": list(self.buffer_names),
             "f_per_sample": self.f_per_sample,
         }
+
+
+def trainer_class(cfg: FLConfig) -> type[ModelTrainer]:
+    """The model-path trainer of ``cfg``: :class:`ModelTrainer` (clients one after the other), or, with
+    ``client_exec="vectorised"``, :class:`benchmark.fl.vectorised.VectorisedTrainer` (imported only then)."""
+    if getattr(cfg, "client_exec", "loop") == "vectorised":
+        from benchmark.fl.vectorised import VectorisedTrainer
+
+        return VectorisedTrainer
+    return ModelTrainer
 
 
 def run_federated(
@@ -531,13 +747,16 @@ def run_federated(
     start_costs: Costs | None = None,
     history: list[RoundRecord] | None = None,
     communicate: bool = True,
+    checkpoint: CheckpointSpec | None = None,
+    on_round_end: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Federated training of ``model`` (the global model, updated in place) on ``clients``; see module doc.
 
     ``rounds`` defaults to ``cfg.rounds``. ``communicate=False`` zeroes the communication counters (the
-    centralised oracles, where nothing crosses a network).
+    centralised oracles, where nothing crosses a network). ``checkpoint`` / ``on_round_end``: see
+    :func:`run_rounds`.
     """
-    trainer = ModelTrainer(model, clients, test, cfg, train_part=train_part, communicate=communicate)
+    trainer = trainer_class(cfg)(model, clients, test, cfg, train_part=train_part, communicate=communicate)
     return run_rounds(
         trainer,
         cfg,
@@ -548,4 +767,6 @@ def run_federated(
         start_costs=start_costs,
         history=history,
         meta=trainer.describe(),
+        checkpoint=checkpoint,
+        on_round_end=on_round_end,
     )

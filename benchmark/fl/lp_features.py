@@ -21,9 +21,9 @@ parameters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from benchmark.errors import ConfigError
+from benchmark.fl.checkpoint import CheckpointSpec, tensors_to
 from benchmark.fl.client import batch_schedule
 from benchmark.fl.config import FLConfig, HeadKind
 from benchmark.fl.engine import (
@@ -323,6 +324,23 @@ class FeatureTrainer:
         """The global head as numpy arrays."""
         return {k: v.detach().cpu().numpy().copy() for k, v in self.params.items()}
 
+    def state_dict(self) -> dict[str, Any]:
+        """The global head and the server optimiser state (checkpoints, :mod:`benchmark.fl.checkpoint`)."""
+        return {"params": dict(self.params), "server_opt": self.server_opt.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` onto this trainer's device (names, shapes and dtypes must match)."""
+        params = state["params"]
+        if set(params) != set(self.params):
+            raise ConfigError(
+                f"head tensors {sorted(params)} differ from this run's {sorted(self.params)}", ""
+            )
+        for k, v in params.items():
+            if v.shape != self.params[k].shape or v.dtype != self.params[k].dtype:
+                raise ConfigError(f"head tensor {k!r}: {tuple(v.shape)} {v.dtype} does not fit this run", "")
+            self.params[k].copy_(v)
+        self.server_opt.load_state_dict(tensors_to(state["server_opt"], self.device))
+
     def describe(self) -> dict[str, object]:
         """Run metadata."""
         return {
@@ -354,6 +372,8 @@ def run_lp_features(
     start_costs: Costs | None = None,
     history: list[RoundRecord] | None = None,
     communicate: bool = True,
+    checkpoint: CheckpointSpec | None = None,
+    on_round_end: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Federated LP (or MLP head-tuning) on cached features from the head ``head`` (see module docstring).
 
@@ -361,6 +381,7 @@ def run_lp_features(
     :func:`benchmark.fl.engine.run_federated` on an identity body (the reference implementation the
     vectorised one is tested and benchmarked against). Quirks that need the real body
     (``lp_body_mode="train"``, ``frozen_params="server_opt_drift"``) are refused here: use the model path.
+    ``checkpoint`` / ``on_round_end``: :func:`benchmark.fl.engine.run_rounds`.
     """
     if cfg.lp_body_mode != "eval":
         raise ConfigError(
@@ -392,6 +413,8 @@ def run_lp_features(
             start_costs=start_costs,
             history=history,
             communicate=communicate,
+            checkpoint=checkpoint,
+            on_round_end=on_round_end,
         )
         res.meta["backend"] = "loop"
         return res
@@ -409,4 +432,6 @@ def run_lp_features(
         start_costs=start_costs,
         history=history,
         meta=trainer.describe(),
+        checkpoint=checkpoint,
+        on_round_end=on_round_end,
     )

@@ -20,6 +20,11 @@ the loop (``lp_body_mode="train"``, ``frozen_params="server_opt_drift"``), in wh
 
 Random heads are PyTorch's default ``nn.Linear`` init drawn from the ``model_init`` stream
 (:func:`benchmark.fl.lp_features.init_head_state`), so the same seed gives the same head on both paths.
+
+Every entry point takes ``checkpoint`` (:class:`~benchmark.fl.checkpoint.CheckpointSpec`): the run is saved
+every ``every`` rounds and resumed from the file when it exists (:func:`benchmark.fl.engine.run_rounds`).
+``lp_ft`` keeps one file per stage (``<stem>.lp<suffix>``, ``<stem>.ft<suffix>``): a finished LP stage is
+restored from its file, not rerun.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from torch import nn
 from torch.utils.data import ConcatDataset, Dataset
 
 from benchmark.errors import ConfigError
+from benchmark.fl.checkpoint import CheckpointSpec
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import Costs, RunResult, run_federated
 from benchmark.fl.lp_features import Backend, CachedFeatures, init_head_state, run_lp_features
@@ -135,6 +141,7 @@ def run_lp(
     backend: Backend = "vectorised",
     method: str = "lp",
     start_costs: Costs | None = None,
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """Federated LP (legate2023 §4 baseline (b)) from ``head`` (default: a random head).
 
@@ -144,7 +151,15 @@ def run_lp(
     if features is not None:
         if head is None:
             head = init_head(cfg, features.feature_dim, features.classes)
-        return run_lp_features(features, cfg, head, backend=backend, method=method, start_costs=start_costs)
+        return run_lp_features(
+            features,
+            cfg,
+            head,
+            backend=backend,
+            method=method,
+            start_costs=start_costs,
+            checkpoint=checkpoint,
+        )
     _need(model=model, clients=clients, test=test)
     if cfg.head != "linear":
         raise ConfigError("the MLP head runs on cached features only", "pass features=CachedFeatures(...)")
@@ -158,6 +173,7 @@ def run_lp(
         train_part="head",
         method=method,
         start_costs=start_costs,  # type: ignore[arg-type]
+        checkpoint=checkpoint,
     )
 
 
@@ -170,15 +186,31 @@ def run_ft(
     head: Mapping[str, np.ndarray] | None = None,
     method: str = "ft",
     start_costs: Costs | None = None,
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """Federated full fine-tuning (legate2023 §4 baseline (c)) of ``model`` from ``head`` (default random)."""
     d, c = _dims(model)
     set_head(model, head if head is not None else init_head(replace(cfg, head="linear"), d, c))
-    return run_federated(model, clients, test, cfg, train_part="all", method=method, start_costs=start_costs)
+    return run_federated(
+        model,
+        clients,
+        test,
+        cfg,
+        train_part="all",
+        method=method,
+        start_costs=start_costs,
+        checkpoint=checkpoint,
+    )
 
 
 def run_random(
-    model: nn.Module, clients: Sequence[Dataset], test: Dataset, cfg: FLConfig, *, reinit: bool = False
+    model: nn.Module,
+    clients: Sequence[Dataset],
+    test: Dataset,
+    cfg: FLConfig,
+    *,
+    reinit: bool = False,
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """Random (legate2023 §4 baseline (a)): full federated training from a random init.
 
@@ -189,7 +221,7 @@ def run_random(
     """
     if reinit:
         reinit_default(model, cfg)
-    return run_ft(model, clients, test, cfg, method="random")
+    return run_ft(model, clients, test, cfg, method="random", checkpoint=checkpoint)
 
 
 def run_two_stage(
@@ -204,6 +236,7 @@ def run_two_stage(
     features: CachedFeatures | None = None,
     stage1_costs: Costs | None = None,
     backend: Backend = "vectorised",
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """HeadTune + FineTune (legate2023 §3.3): start from the closed-form head (W, b) and run FT or LP.
 
@@ -215,7 +248,16 @@ def run_two_stage(
     head = closed_form_head(weight, bias, cfg)
     if stage2 == "ft":
         _need(model=model, clients=clients, test=test)
-        return run_ft(model, clients, test, cfg, head=head, method="head_ft", start_costs=stage1_costs)  # type: ignore[arg-type]
+        return run_ft(
+            model,  # type: ignore[arg-type]
+            clients,  # type: ignore[arg-type]
+            test,  # type: ignore[arg-type]
+            cfg,
+            head=head,
+            method="head_ft",
+            start_costs=stage1_costs,
+            checkpoint=checkpoint,
+        )
     if stage2 == "lp":
         return run_lp(
             replace(cfg, head="linear"),
@@ -227,6 +269,7 @@ def run_two_stage(
             backend=backend,
             method="head_lp",
             start_costs=stage1_costs,
+            checkpoint=checkpoint,
         )
     raise ConfigError(f"stage2 must be 'ft' or 'lp', got {stage2!r}", "")
 
@@ -240,6 +283,7 @@ def run_lp_then_ft(
     lp_rounds: int | None = None,
     features: CachedFeatures | None = None,
     backend: Backend = "vectorised",
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """``lp_rounds`` (default ``cfg.lp_stage_rounds``; Table 6: 5 or 10) rounds of LP, then ``cfg.rounds``
     rounds of FT from the LP head (legate2023 App. C.2 / Table 6).
@@ -247,17 +291,24 @@ def run_lp_then_ft(
     Stage 1 runs on ``features`` when given (they must come from ``model``'s body), else on ``model``.
     Stage 2 continues the round numbering (client sampling does not replay stage 1's draws) and the cost
     counters; the history holds both stages (``stage`` = "lp" / "ft"), accuracy selection looks at FT only.
-    The FT stage starts from the *last* LP head.
+    The FT stage starts from the *last* LP head. ``checkpoint``: one file per stage
+    (:meth:`CheckpointSpec.for_stage`), so an interrupted FT stage resumes after the restored LP stage.
     """
     n1 = cfg.lp_stage_rounds if lp_rounds is None else int(lp_rounds)
     cfg1 = replace(cfg, rounds=n1, head="linear", method="lp")
     d, c = _dims(model)
     head0 = init_head(cfg1, d, c)
+    ck1 = checkpoint.for_stage("lp") if checkpoint is not None else None
+    ck2 = checkpoint.for_stage("ft") if checkpoint is not None else None
     if features is not None:
-        s1 = run_lp_features(features, cfg1, head0, backend=backend, method="lp_ft", stage="lp")
+        s1 = run_lp_features(
+            features, cfg1, head0, backend=backend, method="lp_ft", stage="lp", checkpoint=ck1
+        )
     else:
         set_head(model, head0)
-        s1 = run_federated(model, clients, test, cfg1, train_part="head", method="lp_ft", stage="lp")
+        s1 = run_federated(
+            model, clients, test, cfg1, train_part="head", method="lp_ft", stage="lp", checkpoint=ck1
+        )
     set_head(model, s1.head_state)
     res = run_federated(
         model,
@@ -270,6 +321,7 @@ def run_lp_then_ft(
         start_round=n1,
         start_costs=s1.costs,
         history=s1.history,
+        checkpoint=ck2,
     )
     res.meta["stage1"] = {"rounds": n1, "best_acc": s1.best_acc, "last_acc": s1.last_acc, **s1.meta}
     return res
@@ -297,6 +349,7 @@ def centralised_lp_oracle(
     head: Mapping[str, np.ndarray] | None = None,
     shuffle: bool = True,
     backend: Backend = "vectorised",
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """LP oracle (legate2023 §4 (d)): SGD on the head over the pooled client data, ``cfg.rounds`` epochs.
 
@@ -312,7 +365,9 @@ def centralised_lp_oracle(
     ocfg = _oracle_cfg(cfg, shuffle)
     if head is None:
         head = init_head(ocfg, features.feature_dim, features.classes)
-    return run_lp_features(one, ocfg, head, backend=backend, method="lp_oracle", communicate=False)
+    return run_lp_features(
+        one, ocfg, head, backend=backend, method="lp_oracle", communicate=False, checkpoint=checkpoint
+    )
 
 
 def centralised_ft_oracle(
@@ -323,6 +378,7 @@ def centralised_ft_oracle(
     *,
     head: Mapping[str, np.ndarray] | None = None,
     shuffle: bool = True,
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """FT oracle (legate2023 §4 (d)): full fine-tuning on the concatenation of the client datasets for
     ``cfg.rounds`` epochs (same construction and caveats as :func:`centralised_lp_oracle`)."""
@@ -330,14 +386,31 @@ def centralised_ft_oracle(
     ocfg = _oracle_cfg(cfg, shuffle)
     set_head(model, head if head is not None else init_head(replace(ocfg, head="linear"), d, c))
     pooled = ConcatDataset(list(clients))
-    return run_federated(model, [pooled], test, ocfg, train_part="all", method="ft_oracle", communicate=False)
+    return run_federated(
+        model,
+        [pooled],
+        test,
+        ocfg,
+        train_part="all",
+        method="ft_oracle",
+        communicate=False,
+        checkpoint=checkpoint,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ registry
 # One entry per method (the table of the module docstring); run_method dispatches through the registry.
 @register_fl_method("lp", summary="federated LP (legate2023 §4 (b))", oracle="lp_oracle")
 def _lp(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_lp(cfg, features=i.features, model=i.model, clients=i.clients, test=i.test, backend=i.backend)  # type: ignore[arg-type]
+    return run_lp(
+        cfg,
+        features=i.features,
+        model=i.model,
+        clients=i.clients,
+        test=i.test,
+        backend=i.backend,  # type: ignore[arg-type]
+        checkpoint=i.checkpoint,
+    )
 
 
 @register_fl_method(
@@ -345,14 +418,14 @@ def _lp(cfg: FLConfig, i: MethodInputs) -> RunResult:
     oracle="ft_oracle",
 )  # fmt: skip
 def _ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_ft(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+    return run_ft(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
 
 
 @register_fl_method(
     "random", summary="full training from a random init (legate2023 §4 (a))", needs=("model", "clients", "test")
 )
 def _random(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_random(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+    return run_random(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
 
 
 def _two_stage(stage2: Literal["ft", "lp"]) -> RunFn:
@@ -369,6 +442,7 @@ def _two_stage(stage2: Literal["ft", "lp"]) -> RunFn:
             features=i.features,
             stage1_costs=i.stage1_costs,
             backend=i.backend,  # type: ignore[arg-type]
+            checkpoint=i.checkpoint,
         )
 
     return run
@@ -386,14 +460,22 @@ register_fl_method(
     "lp_ft", summary="LP for lp_stage_rounds, then FT (legate2023 Table 6)", needs=("model", "clients", "test")
 )
 def _lp_ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_lp_then_ft(i.model, i.clients, i.test, cfg, features=i.features, backend=i.backend)  # type: ignore[arg-type]
+    return run_lp_then_ft(
+        i.model,  # type: ignore[arg-type]
+        i.clients,  # type: ignore[arg-type]
+        i.test,  # type: ignore[arg-type]
+        cfg,
+        features=i.features,
+        backend=i.backend,  # type: ignore[arg-type]
+        checkpoint=i.checkpoint,
+    )
 
 
 @register_fl_method(
     "lp_oracle", summary="centralised LP (legate2023 §4 (d))", needs=("features",), centralised=True
 )
 def _lp_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return centralised_lp_oracle(i.features, cfg, backend=i.backend)  # type: ignore[arg-type]
+    return centralised_lp_oracle(i.features, cfg, backend=i.backend, checkpoint=i.checkpoint)  # type: ignore[arg-type]
 
 
 @register_fl_method(
@@ -401,7 +483,7 @@ def _lp_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
     centralised=True,
 )  # fmt: skip
 def _ft_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return centralised_ft_oracle(i.model, i.clients, i.test, cfg)  # type: ignore[arg-type]
+    return centralised_ft_oracle(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------------ dispatch
@@ -415,10 +497,12 @@ def run_method(
     closed_form: tuple[np.ndarray, np.ndarray | None] | None = None,
     stage1_costs: Costs | None = None,
     backend: Backend = "vectorised",
+    checkpoint: CheckpointSpec | None = None,
 ) -> RunResult:
     """Run ``cfg.method`` with whatever inputs it needs (table in the module docstring; the registered
-    entry of :data:`~benchmark.fl.method_registry.FL_METHODS` says which)."""
+    entry of :data:`~benchmark.fl.method_registry.FL_METHODS` says which). ``checkpoint``: save / resume
+    the run (module docstring)."""
     info = FL_METHODS.get(cfg.method)
-    inputs = MethodInputs(model, clients, test, features, closed_form, stage1_costs, backend)
+    inputs = MethodInputs(model, clients, test, features, closed_form, stage1_costs, backend, checkpoint)
     inputs.require(info.needs)
     return info.run(cfg, inputs)

@@ -13,7 +13,9 @@ one optimiser step on it. The sign convention is FLSim's: the delta is ``global 
 
 The optimisers act on a ``name -> tensor`` mapping in place and keep their state by name; they step exactly
 the tensors they are given, which is how the engine keeps a frozen body untouched (or, on request,
-reproduces the reference's drift of frozen weights under FedAdam weight decay).
+reproduces the reference's drift of frozen weights under FedAdam weight decay). ``state_dict()`` /
+``load_state_dict()`` save and restore that state (FedAvgM's momentum buffers, FedAdam's m, v and step
+count) for checkpoints (:mod:`benchmark.fl.checkpoint`); the hyper-parameters come from the config.
 """
 
 from __future__ import annotations
@@ -71,6 +73,21 @@ class ServerOptimizer:
         """Hyper-parameters, for the run record."""
         return {"name": self.name}
 
+    def state_dict(self) -> dict[str, object]:
+        """The optimiser's state (tensors by parameter name; references, not copies)."""
+        return {"name": self.name}
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore :meth:`state_dict` (tensors are copied; move them to the parameters' device first)."""
+        self._check_name(state)
+
+    def _check_name(self, state: Mapping[str, object]) -> None:
+        if state.get("name") != self.name:
+            raise ConfigError(
+                f"server optimiser state is for {state.get('name')!r}, this run uses {self.name!r}",
+                "resume with the server_opt the state was saved with",
+            )
+
 
 class FedAvg(ServerOptimizer):
     """SGD on the pseudo-gradient, no momentum: ``x <- x - lr * g`` (McMahan et al. 2017 with lr = 1)."""
@@ -116,6 +133,15 @@ class FedAvgM(ServerOptimizer):
     def describe(self) -> dict[str, object]:
         """Hyper-parameters, for the run record."""
         return {"name": self.name, "lr": self.lr, "momentum": self.momentum}
+
+    def state_dict(self) -> dict[str, object]:
+        """Momentum buffers by parameter name."""
+        return {"name": self.name, "buf": dict(self.buf)}
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore the momentum buffers (copied)."""
+        self._check_name(state)
+        self.buf = {k: v.detach().clone() for k, v in state["buf"].items()}  # type: ignore[attr-defined]
 
 
 class FedAdam(ServerOptimizer):
@@ -183,6 +209,17 @@ class FedAdam(ServerOptimizer):
             "tau": self.tau,
             "variant": "torch_adam" if self.tau is None else "reddi2021_alg2",
         }
+
+    def state_dict(self) -> dict[str, object]:
+        """Step count and first / second moments by parameter name."""
+        return {"name": self.name, "t": self.t, "m": dict(self.m), "v": dict(self.v)}
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        """Restore step count and moments (copied)."""
+        self._check_name(state)
+        self.t = int(state["t"])  # type: ignore[call-overload]
+        self.m = {k: v.detach().clone() for k, v in state["m"].items()}  # type: ignore[attr-defined]
+        self.v = {k: v.detach().clone() for k, v in state["v"].items()}  # type: ignore[attr-defined]
 
 
 def make_server_optimizer(cfg: FLConfig) -> ServerOptimizer:
