@@ -85,3 +85,65 @@ def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
     record = json.loads((tmp_path / job.record_path).read_text())
     assert record["protocol"]["name"] == reduced.RUNNER_PROTOCOL and record["git_commit"]
     assert record["config"]["client_lr"] == 0.001 and record["inputs"]["partition"]["sha256"]
+
+
+_KILLED_JOB = """
+import os, signal, sys
+from benchmark.fl import engine
+real = engine.run_rounds
+
+def killing(*args, **kw):
+    def hook(r):
+        if r == {kill_after}:
+            os.kill(os.getpid(), signal.SIGKILL)
+    kw["on_round_end"] = hook
+    return real(*args, **kw)
+
+engine.run_rounds = killing
+from benchmark.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_a_killed_training_job_resumes_from_its_checkpoint_with_an_identical_result(
+    tmp_path, real_data_root, real_weights_dir
+) -> None:
+    """kill -9 after round 6 of 10 (checkpoint every 2 rounds), rerun the same `flb job`: it resumes from
+    round 6 and its tidy rows and curve equal an uninterrupted run's (wall times aside), bit for bit."""
+    import pandas as pd
+
+    job = reduced.runner_job("fedncm_ft", 0)
+    sets = ["--set", f"data_root={real_data_root}", "--set", f"weights_dir={real_weights_dir}", "--set",
+            "device=cpu", "--set", "checkpoint_every=2"]  # fmt: skip
+    runs = {}
+    for name in ("straight", "killed"):
+        cwd = tmp_path / name
+        cwd.mkdir()
+        for j in job.inputs():
+            assert _flb("job", json.dumps(job_to_dict(j)), *sets, cwd=cwd).returncode == 0
+        arg = json.dumps(job_to_dict(job))
+        if name == "killed":
+            script = cwd / "kill.py"
+            script.write_text(_KILLED_JOB.format(kill_after=6))
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+            r = subprocess.run([sys.executable, str(script), "job", arg, *sets], cwd=cwd, env=env,
+                               capture_output=True, text=True, timeout=900)  # fmt: skip
+            assert r.returncode == -9, r.stderr[-2000:]
+            assert not (cwd / job.path).exists()
+            ckpts = list((cwd / "results" / "checkpoints").rglob("*"))
+            assert any(p.is_file() for p in ckpts), "no checkpoint was written before the kill"
+        r = _flb("job", arg, *sets, cwd=cwd)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[name] = (pd.read_csv(cwd / job.path), pd.read_csv(cwd / job.curve_path), r.stderr)
+    assert "resuming from" in runs["killed"][2] and "after round 6/10" in runs["killed"][2], runs["killed"][
+        2
+    ][-2000:]
+    skip = ["wall_s", "peak_rss_mb", "value"]
+    a, b = runs["straight"][0], runs["killed"][0]
+    timing = a["metric"].isin(["train_images_per_s"])
+    pd.testing.assert_frame_equal(a[~timing].drop(columns=skip), b[~timing].drop(columns=skip))
+    pd.testing.assert_series_equal(a[~timing]["value"], b[~timing]["value"])
+    ca, cb = runs["straight"][1].drop(columns=["wall_s"]), runs["killed"][1].drop(columns=["wall_s"])
+    pd.testing.assert_frame_equal(ca, cb)

@@ -347,6 +347,14 @@ def run_rounds(
             costs = Costs(**state["costs"])
             done = int(state["round"])
             resumed = True
+            if cfg.progress:
+                import sys
+
+                print(
+                    f"[{method}{'/' + stage if stage else ''}] resuming from {checkpoint.path} after round "
+                    f"{done}/{rounds}",
+                    file=sys.stderr,
+                )
     if getattr(trainer, "measures_communication", False):
         costs = replace(
             costs,
