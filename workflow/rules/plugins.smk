@@ -1,9 +1,26 @@
 # Jobs of runner plug-ins (benchmark/runners/<name>.py): one rule per job type a plug-in registers that no rule
 # above produces. The job rebuilds itself from the wildcards of its own output pattern and runs via `flb job`.
+# A job class may declare the resources its rule asks for as a class attribute
+#     RESOURCES: ClassVar[dict] = {"gpu": 1}
+# (Snakemake resource name -> an int or str, or a callable taking the job instance and returning one). Hardware
+# needs belong there, so that every executor sees them: the local profile's `resources: gpu=1` runs such jobs one
+# at a time, the SLURM executor plug-in turns `gpu: 1` into `sbatch --gpus=1`. Cluster-specific values
+# (partition, runtime, memory) belong in workflow/profiles/slurm/config.yaml, whose set-resources override these.
 JOB_SETS = " ".join(
     f"--set {k}={config[k]}" for k in ("data_root", "weights_dir", "cache_dir", "device", "batch_size")
     if config.get(k)
 )
+
+
+def _per_job(cls, fn):
+    """A resource callable of the rule: ``fn`` of the job the wildcards name."""
+    return lambda wildcards: fn(cls.from_wildcards(wildcards))
+
+
+def plugin_job_resources(cls):
+    """The rule resources a plug-in job class declares in ``RESOURCES`` (none when it declares none)."""
+    return {k: _per_job(cls, v) if callable(v) else v for k, v in getattr(cls, "RESOURCES", {}).items()}
+
 
 for _kind, _cls in wf.plugin_job_types().items():
     rule:
@@ -12,6 +29,7 @@ for _kind, _cls in wf.plugin_job_types().items():
         output: _cls.PATTERN
         log: "results/logs/jobs/" + _cls.PATTERN.removeprefix("results/") + ".log"
         conda: CONDA_ENV
+        resources: **plugin_job_resources(_cls)
         params:
             job=wf.plugin_job_arg(_cls),
         shell: "{PY} job {params.job} {JOB_SETS} 2> {log}"
