@@ -88,6 +88,7 @@ class FLTuneJob(_TrainFields):
     share, evaluated on that share (seed 0)."""
 
     KIND: ClassVar[str] = "fl_tune"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}  # the generated rule's resources (plugins.smk)
     PATTERN: ClassVar[str] = _TUNE + "/lr{lrs}.csv"
     lrs: str  # _lr_tag(client_lr, server_lr)
 
@@ -139,6 +140,7 @@ class FLTrainJob(_TrainFields):
     ``tuned`` (the :class:`LRChoiceJob` of this run) or ``recorded`` (a committed tuning record)."""
 
     KIND: ClassVar[str] = "fl_train"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
     PATTERN: ClassVar[str] = _TRAIN.replace("/seed{seed}.csv", "/{lr_from}/seed{seed}.csv")
     ptag: str
     lr_from: str
