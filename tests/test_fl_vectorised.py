@@ -21,7 +21,7 @@ from torch.utils.data import TensorDataset
 
 from benchmark.errors import ConfigError
 from benchmark.features.preprocess import Preprocess
-from benchmark.fl.client import batch_schedule
+from benchmark.fl.client import batch_schedule, local_sgd
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import ModelTrainer, run_rounds
 from benchmark.fl.image_data import ImageSet
@@ -213,14 +213,14 @@ def test_the_comparison_catches_a_dropped_fedprox_term(monkeypatch) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ image data
-def image_clients(sizes: list[int]) -> tuple[list[ImageSet], ImageSet]:
+def image_clients(sizes: list[int], device: str = "cpu") -> tuple[list[ImageSet], ImageSet]:
     """Clients as views of one on-device uint8 ImageSet (the fast path: one gather per vmapped call)."""
     rng = np.random.default_rng(2)
     n = sum(sizes)
     pre = Preprocess("tiny", (6, 6), None, (0.5, 0.4, 0.3), (0.2, 0.25, 0.3), "frozen")
     full = ImageSet(
         rng.integers(0, 256, (n + 12, 3, 5, 5), dtype=np.uint8), rng.integers(0, C, n + 12), pre, "train",
-        dtype=torch.float64,
+        dtype=torch.float64, device=device,
     )  # fmt: skip
     order = rng.permutation(n)
     cuts = np.cumsum([0, *sizes])
@@ -291,10 +291,11 @@ def test_config_records_the_execution_fields() -> None:
 # ------------------------------------------------------------------------------------------------ GPU only
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (host syncs are a device matter)")
 def test_a_vectorised_chunk_never_waits_for_the_device() -> None:
-    clients, test = image_clients([8] * 4)
-    clients = [c.to("cuda") for c in clients]
+    clients, test = image_clients([8] * 4, device="cuda")
     cfg = cfg_for(num_clients=4, device="cuda", client_momentum=0.9, prox_mu=0.1)
     trainer = VectorisedTrainer(make_model(), clients, test.to("cuda"), cfg, train_part="all")
+    jobs = [_Client(k, clients[k], batch_schedule(8, 4, 1), 8.0) for k in range(4)]
+    assert trainer._plan(jobs)[2] is not None  # the shared-storage fast path
     trainer.train_round(0, np.arange(4), 0.1)  # warm-up (first calls may allocate / compile)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -302,7 +303,11 @@ def test_a_vectorised_chunk_never_waits_for_the_device() -> None:
         gparams = dict(trainer.model.named_parameters())
         trained = {n: gparams[n].detach() for n in trainer.train_names}
         buffers = {n: b.detach() for n, b in trainer.model.named_buffers()}
-        jobs = [_Client(k, clients[k], batch_schedule(8, 4, 1), 8.0) for k in range(4)]
         trainer._train_chunk(jobs, trained, {}, buffers, 0.1)
+        # and the per-client loop's local SGD on an ImageSet client
+        work = trainer.work
+        local_sgd(
+            work, dict(work.named_parameters()), clients[0], batch_schedule(8, 4, 2), lr=0.1, device="cuda"
+        )
     finally:
         torch.cuda.set_sync_debug_mode("default")
