@@ -157,7 +157,8 @@ class ImageSet(Dataset):
         return arr if self._index is None else self._index[arr]
 
     def to(self, device: torch.device | str) -> ImageSet:
-        """This set on ``device`` (itself when already there)."""
+        """This set on ``device`` (itself when already there). The whole storage moves, and views moved one by
+        one no longer share it: move the full set, then take the client subsets."""
         dev = torch.device(device)
         return self if dev == self.device else self._view(self._index, dev)
 

@@ -198,11 +198,12 @@ class VectorisedTrainer(ModelTrainer):
     def _plan(self, chunk: Sequence[_Client]) -> tuple[list[_Group], torch.Tensor, ImageSet | None]:
         """The vmapped calls of a chunk and one device tensor holding all their row / sample indices."""
         first = chunk[0].data
-        root = (
-            first.root
-            if isinstance(first, ImageSet) and all(first.shares_storage(j.data) for j in chunk)
-            else None
+        shared = (
+            isinstance(first, ImageSet)
+            and first.device == self.device
+            and all(first.shares_storage(j.data) for j in chunk)
         )
+        root = first.root if shared else None  # type: ignore[union-attr]
         groups: list[_Group] = []
         parts: list[np.ndarray] = []
         at = 0
