@@ -29,6 +29,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
+from benchmark.fl.image_data import ImageSet, to_device_index
+
 
 def batch_schedule(
     n: int, batch_size: int, epochs: int, rng: np.random.Generator | None = None
@@ -47,10 +49,18 @@ def batch_schedule(
 
 
 def fetch_batch(data: Dataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(x, y)`` tensors for the samples ``idx`` of ``data`` (fast path for ``TensorDataset``)."""
+    """``(x, y)`` tensors for the samples ``idx`` of ``data``.
+
+    Fast paths: an :class:`~benchmark.fl.image_data.ImageSet` gathers and preprocesses the batch on its own
+    device (``x`` comes back there), a ``TensorDataset`` is indexed where its tensors are; the index travels
+    to the device without a host sync (:func:`~benchmark.fl.image_data.to_device_index`). Any other dataset
+    is read item by item and stacked.
+    """
+    if isinstance(data, ImageSet):
+        return data.batch(idx)
     if isinstance(data, TensorDataset):
-        index = torch.as_tensor(idx, dtype=torch.long)
-        return data.tensors[0][index], data.tensors[1][index]
+        x, y = data.tensors[0], data.tensors[1]
+        return x[to_device_index(idx, x.device)], y[to_device_index(idx, y.device)]
     items = [data[int(i)] for i in idx]
     xs = torch.stack([torch.as_tensor(x) for x, _ in items])
     ys = torch.as_tensor([int(y) for _, y in items], dtype=torch.long)
@@ -59,11 +69,18 @@ def fetch_batch(data: Dataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Ten
 
 @dataclass(frozen=True)
 class ClientResult:
-    """What a client reports besides its weights: examples processed, steps, mean training loss."""
+    """What a client reports besides its weights: examples processed, steps, and the summed training loss
+    (``sum_batches batch_mean_loss * batch_size``, float64, left on the training device so that a round can
+    add its clients' losses up without waiting for the device; :attr:`mean_loss` reads it back)."""
 
     num_examples: int
     num_steps: int
-    mean_loss: float
+    loss_sum: torch.Tensor
+
+    @property
+    def mean_loss(self) -> float:
+        """Example-weighted mean of the batch losses (NaN without examples). Reading it waits for the device."""
+        return float(self.loss_sum.item() / self.num_examples) if self.num_examples else float("nan")
 
 
 def local_sgd(
@@ -86,7 +103,8 @@ def local_sgd(
     buffers change only if the caller put those modules in train mode). ``anchor`` holds the round's global
     values of ``params`` for the FedProx term (required when ``prox_mu > 0``). The loss is the batch-mean
     cross-entropy (legate2023 Eq. 1 with the softmax absorbed in the loss). ``amp`` enables bfloat16 autocast
-    on CUDA. Implements the step in the module docstring.
+    on CUDA. Implements the step in the module docstring. Nothing in the loop waits for the device (the loss
+    is summed there; batches of an :class:`~benchmark.fl.image_data.ImageSet` are made there).
     """
     if prox_mu > 0.0 and anchor is None:
         raise ValueError("local_sgd: prox_mu > 0 needs the round's global weights as anchor")
@@ -124,7 +142,6 @@ def local_sgd(
                 if prox_mu != 0.0:
                     d = d.add(p - anchor[names[i]], alpha=prox_mu)  # type: ignore[index]
                 p.sub_(d, alpha=lr)
-        loss_sum += loss.detach().double() * len(idx)
+        loss_sum += loss.detach().double() * len(idx)  # stays on the device: no host sync per batch
         seen += len(idx)
-    mean_loss = float(loss_sum.item() / seen) if seen else float("nan")
-    return ClientResult(num_examples=seen, num_steps=len(schedule), mean_loss=mean_loss)
+    return ClientResult(num_examples=seen, num_steps=len(schedule), loss_sum=loss_sum)

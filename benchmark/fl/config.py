@@ -41,6 +41,7 @@ BodyMode = Literal["eval", "train"]
 HeadKind = Literal["linear", "mlp"]
 HeadBias = Literal["as_given", "zero", "random"]
 Weighting = Literal["examples", "uniform"]
+ClientExec = Literal["loop", "vectorised"]
 Method = str
 """A registered FL method name (:data:`benchmark.fl.method_registry.FL_METHODS`; no hand-kept list)."""
 
@@ -190,6 +191,20 @@ class FLConfig:
     """``auto`` = CUDA when available, else CPU. CPU runs are deterministic for a given seed."""
     amp: bool = False
     """Mixed precision (bfloat16 autocast) for full-model training on CUDA; ignored on CPU. Recorded."""
+    client_exec: ClientExec = "loop"
+    """How the sampled clients of a full-model round are executed (same arithmetic either way; a test checks
+    that one round agrees to rounding): ``loop`` trains them one after the other on one working copy
+    (:class:`benchmark.fl.engine.ModelTrainer`); ``vectorised`` trains ``vector_chunk`` of them at once with
+    ``torch.func`` (:class:`benchmark.fl.vectorised.VectorisedTrainer`: stacked per-client weights,
+    ``vmap(grad(loss))``), the GPU-efficient path. An execution choice, not part of the protocol; recorded.
+    Not for ``bn_stats="aggregate"`` or models with dropout (a :class:`ConfigError` says so)."""
+    vector_chunk: int = 10
+    """Clients per vectorised chunk (``client_exec="vectorised"``): the memory knob. Peak activation memory
+    grows about linearly with it (a chunk holds ``vector_chunk * batch_size`` images in flight)."""
+    channels_last: bool = False
+    """Feed image batches to the model in channels-last memory layout, which lets cuDNN pick its NHWC kernels
+    (often faster with bf16 on recent GPUs: measure with ``tools/fl_train_bench.py``). Same values, another
+    memory layout; recorded."""
     eval_batch_size: int = 128
     """Reference test loader batch size."""
     bytes_per_float: int = 4
@@ -207,6 +222,12 @@ class FLConfig:
         _choice("frozen_params", self.frozen_params, ("untouched", "server_opt_drift"))
         _choice("lp_body_mode", self.lp_body_mode, ("eval", "train"))
         _choice("aggregation_weights", self.aggregation_weights, ("examples", "uniform"))
+        _choice("client_exec", self.client_exec, ("loop", "vectorised"))
+        _positive_int("vector_chunk", self.vector_chunk)
+        if not isinstance(self.channels_last, bool):
+            raise ConfigError(
+                f"channels_last must be True or False, got {self.channels_last!r}", "e.g. False"
+            )
         _positive_int("num_clients", self.num_clients)
         _positive_int("local_epochs", self.local_epochs)
         _positive_int("batch_size", self.batch_size)

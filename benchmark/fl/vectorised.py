@@ -1,0 +1,314 @@
+"""Full-model rounds with the sampled clients trained side by side (``client_exec="vectorised"``).
+
+:class:`VectorisedTrainer` is :class:`~benchmark.fl.engine.ModelTrainer` with another execution of step 2 of
+a round (module docstring of :mod:`benchmark.fl.engine`; McMahan et al. 2017 Algorithm 1 ClientUpdate):
+instead of one client after the other on one working copy, ``cfg.vector_chunk`` clients at a time keep their
+weights stacked along a leading client axis and every local SGD step of all of them is one
+``torch.func.vmap(grad(loss))`` call over ``functional_call`` of the model (a convolution with per-client
+weights becomes one grouped convolution). On a GPU this turns 30 small batches into one large computation;
+the arithmetic of each client is unchanged:
+
+* the same mini-batches (:func:`benchmark.fl.client.batch_schedule`, the same ``data_order`` stream when
+  ``client_shuffle``), the same batch-mean cross-entropy, the same SGD step as
+  :func:`benchmark.fl.client.local_sgd` (coupled weight decay, momentum buffer started at the first step,
+  FedProx term ``mu (w - w_global)`` after momentum, FLSim order), in the same precision (bf16 autocast on
+  CUDA under ``cfg.amp``);
+* clients whose schedules differ (unequal sizes, the smaller last batch of an epoch) are exact too: at local
+  step ``t`` the clients of a chunk that still have a batch are grouped by that batch's size and each group is
+  one vmapped call, so no batch is ever padded (padding would change BatchNorm's batch statistics). Chunks
+  are formed after a stable sort of the clients by their batch-size sequence, so clients with identical
+  schedules (the balanced partitions of legate2023) share every call;
+* the working model is in train mode as in the loop (BatchNorm normalises with each client's own batch
+  statistics); the running statistics a client's forward passes would update are discarded, exactly as
+  ``bn_stats="frozen_global"`` discards the working copy's;
+* the example-weighted delta average (:class:`~benchmark.fl.server_opt.DeltaAccumulator`, clients added in
+  chunk order: the client order of the loop when all schedules are equal) and the server step are the
+  loop's.
+
+So one round equals the loop's round up to floating-point rounding (grouped vs single convolutions, summation
+order), which ``tests/test_fl_vectorised.py`` checks in float64 to 1e-12 relative.
+
+No host syncs inside a round: a chunk's batch indices go to the device in one non-blocking copy, batches of an
+:class:`~benchmark.fl.image_data.ImageSet` are gathered and preprocessed there, the losses are summed there and
+read back once, at the end of the round.
+
+Not covered, with a clear :class:`~benchmark.errors.ConfigError`: ``bn_stats="aggregate"`` (clients would
+have to return their BatchNorm statistics; use ``client_exec="loop"``) and models with dropout in train mode
+(``vmap`` cannot reproduce the loop's random stream). Memory: a chunk holds ``vector_chunk * batch_size``
+images' activations at once (``vector_chunk`` is the knob), plus three stacked copies of the trained
+weights (weights, gradients, momentum).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+from torch.utils.data import Dataset
+
+from benchmark.errors import ConfigError
+from benchmark.fl.client import batch_schedule, fetch_batch
+from benchmark.fl.config import FLConfig
+from benchmark.fl.engine import ModelTrainer, RoundStats, TrainPart
+from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.fl.server_opt import DeltaAccumulator
+
+
+@dataclass(frozen=True)
+class _Client:
+    """One sampled client of a round: its data, mini-batches and aggregation weight."""
+
+    k: int
+    data: Dataset
+    schedule: list[np.ndarray]
+    weight: float
+
+    @property
+    def signature(self) -> tuple[int, ...]:
+        """The batch sizes of its local steps (clients with equal signatures run in lockstep)."""
+        return tuple(len(b) for b in self.schedule)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One vmapped call: the chunk rows that take local step ``t`` with batches of ``size`` samples.
+
+    ``rows``/``index`` are slices into the chunk's plan tensor on the device (rows of the chunk, and the
+    samples' rows of the shared :class:`ImageSet` storage when the clients have one)."""
+
+    t: int
+    rows: list[int]
+    size: int
+    rows_at: tuple[int, int]
+    index_at: tuple[int, int] | None
+
+
+class VectorisedTrainer(ModelTrainer):
+    """:class:`~benchmark.fl.engine.ModelTrainer` whose rounds train ``cfg.vector_chunk`` clients at a time
+    with ``torch.func`` (module docstring). Same constructor, same records; only :meth:`train_round` differs."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        clients: Sequence[Dataset],
+        test: Dataset,
+        cfg: FLConfig,
+        *,
+        train_part: TrainPart,
+        communicate: bool = True,
+    ) -> None:
+        if cfg.bn_stats == "aggregate":
+            raise ConfigError(
+                "client_exec='vectorised' does not return the clients' BatchNorm statistics, which "
+                "bn_stats='aggregate' averages",
+                "use client_exec='loop' with bn_stats='aggregate'",
+            )
+        super().__init__(model, clients, test, cfg, train_part=train_part, communicate=communicate)
+        self._set_modes(self.work)
+        random = [
+            n
+            for n, m in self.work.named_modules()
+            if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0
+        ]
+        if random:
+            raise ConfigError(
+                f"client_exec='vectorised' needs a model without random layers in train mode; {random[0]!r} "
+                "is a dropout layer (vmap cannot reproduce the per-client loop's random stream)",
+                "use client_exec='loop' for this model",
+            )
+        self.chunk = int(cfg.vector_chunk)
+        self._step = vmap(grad(self._loss, has_aux=True), in_dims=(0, None, 0, 0, 0), randomness="error")
+
+    # ------------------------------------------------------------------------------------------ one step
+    def _autocast(self):
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.amp else nullcontext()
+
+    def _loss(
+        self,
+        trained: dict[str, torch.Tensor],
+        fixed: dict[str, torch.Tensor],
+        buffers: dict[str, torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One client's batch-mean cross-entropy (as :func:`~benchmark.fl.client.local_sgd`), and its value."""
+        with self._autocast():
+            logits = functional_call(self.work, ({**trained, **fixed}, buffers), (x,))
+        if self.amp:
+            logits = logits.float()
+        loss = nn.functional.cross_entropy(logits, y)
+        return loss, loss.detach()
+
+    # ------------------------------------------------------------------------------------------ a round
+    def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
+        """Train the sampled clients chunk by chunk, aggregate, step the server (module docstring)."""
+        cfg = self.cfg
+        self._set_modes(self.work)
+        gparams = dict(self.model.named_parameters())
+        trained = {n: gparams[n].detach() for n in self.train_names}
+        fixed = {n: gparams[n].detach() for n in self.frozen_names}
+        buffers = {n: b.detach() for n, b in self.model.named_buffers()}
+        jobs: list[_Client] = []
+        for k in clients:
+            data = self.clients[int(k)]
+            n_k = len(data)  # type: ignore[arg-type]
+            if n_k == 0:
+                continue
+            rng = cfg.seeds.rng("data_order", int(round_idx), int(k)) if cfg.client_shuffle else None
+            schedule = batch_schedule(n_k, cfg.batch_size, cfg.local_epochs, rng)
+            examples = sum(len(b) for b in schedule)
+            weight = float(examples) if cfg.aggregation_weights == "examples" else 1.0
+            jobs.append(_Client(int(k), data, schedule, weight))
+        jobs.sort(key=lambda j: (len(j.schedule), j.signature))  # stable: equal schedules keep client order
+        deltas = DeltaAccumulator()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        examples = 0
+        for s in range(0, len(jobs), self.chunk):
+            chunk = jobs[s : s + self.chunk]
+            stacked, chunk_loss = self._train_chunk(chunk, trained, fixed, buffers, lr)
+            with torch.no_grad():
+                for r, job in enumerate(chunk):
+                    deltas.add({n: trained[n] - stacked[n][r] for n in self.train_names}, job.weight)
+            loss_sum += chunk_loss
+            examples += sum(sum(len(b) for b in j.schedule) for j in chunk)
+            del stacked
+        if deltas.total_weight > 0:
+            pseudo = deltas.average()
+            for n in self.server_names:
+                if n not in pseudo:  # frozen parameter stepped on purpose (reference drift)
+                    pseudo[n] = torch.zeros_like(gparams[n])
+            self.server_opt.step({n: gparams[n] for n in self.server_names}, pseudo)
+        m = len(clients) if self.communicate else 0
+        return RoundStats(
+            num_examples=examples,
+            train_loss=float(loss_sum.item()) / examples
+            if examples
+            else float("nan"),  # the round's one sync
+            uplink_floats=m * self.up_floats,
+            downlink_floats=m * self.down_floats,
+            compute_f=self.f_per_sample * examples,
+        )
+
+    # ------------------------------------------------------------------------------------------ a chunk
+    def _plan(self, chunk: Sequence[_Client]) -> tuple[list[_Group], torch.Tensor, ImageSet | None]:
+        """The vmapped calls of a chunk and one device tensor holding all their row / sample indices."""
+        first = chunk[0].data
+        shared = (
+            isinstance(first, ImageSet)
+            and first.device == self.device
+            and all(first.shares_storage(j.data) for j in chunk)
+        )
+        root = first.root if shared else None  # type: ignore[union-attr]
+        groups: list[_Group] = []
+        parts: list[np.ndarray] = []
+        at = 0
+        for t in range(max(len(j.schedule) for j in chunk)):
+            by_size: dict[int, list[int]] = {}
+            for r, job in enumerate(chunk):
+                if t < len(job.schedule):
+                    by_size.setdefault(len(job.schedule[t]), []).append(r)
+            for size, rows in by_size.items():
+                parts.append(np.asarray(rows, dtype=np.int64))
+                rows_at = (at, at + len(rows))
+                at += len(rows)
+                index_at = None
+                if root is not None:
+                    parts.extend(chunk[r].data.root_indices(chunk[r].schedule[t]) for r in rows)  # type: ignore[attr-defined]
+                    index_at = (at, at + len(rows) * size)
+                    at += len(rows) * size
+                groups.append(_Group(t, rows, size, rows_at, index_at))
+        plan = to_device_index(np.concatenate(parts), self.device)
+        return groups, plan, root
+
+    def _batch(
+        self, chunk: Sequence[_Client], group: _Group, plan: torch.Tensor, root: ImageSet | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group's batches stacked ``(clients, size, ...)`` on the device."""
+        if root is not None and group.index_at is not None:
+            x, y = root.batch_rows(plan[group.index_at[0] : group.index_at[1]])
+        else:
+            parts = [fetch_batch(chunk[r].data, chunk[r].schedule[group.t]) for r in group.rows]
+            x = torch.cat([p[0] for p in parts]).to(self.device, non_blocking=True)
+            y = torch.cat([p[1] for p in parts]).to(self.device, non_blocking=True)
+        if self.cfg.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x.unflatten(0, (len(group.rows), group.size)), y.unflatten(0, (len(group.rows), group.size))
+
+    def _train_chunk(
+        self,
+        chunk: Sequence[_Client],
+        trained: Mapping[str, torch.Tensor],
+        fixed: dict[str, torch.Tensor],
+        buffers: Mapping[str, torch.Tensor],
+        lr: float,
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Local SGD of the chunk's clients from the global weights: their stacked final weights and the sum
+        of their batch losses (times batch sizes), both on the device."""
+        cfg = self.cfg
+        names = self.train_names
+        c = len(chunk)
+        weights = [trained[n].unsqueeze(0).repeat(c, *([1] * trained[n].dim())) for n in names]
+        moms: list[torch.Tensor] = [torch.empty_like(w) for w in weights] if cfg.client_momentum else []
+        # the BatchNorm running statistics each client's forward passes update (then dropped: frozen_global)
+        bufs = {n: b.unsqueeze(0).expand(c, *b.shape).clone() for n, b in buffers.items()}
+        anchor = [trained[n] for n in names]
+        loss_sum = torch.zeros(c, dtype=torch.float64, device=self.device)
+        groups, plan, root = self._plan(chunk)
+        for group in groups:
+            every = len(group.rows) == c
+            rows = plan[group.rows_at[0] : group.rows_at[1]]
+            p = weights if every else [w.index_select(0, rows) for w in weights]
+            b = bufs if every else {n: v.index_select(0, rows) for n, v in bufs.items()}
+            x, y = self._batch(chunk, group, plan, root)
+            grads, losses = self._step(dict(zip(names, p, strict=True)), fixed, b, x, y)
+            with torch.no_grad():
+                m = moms if every or not moms else [v.index_select(0, rows) for v in moms]
+                self._sgd_step(p, [grads[n] for n in names], m, anchor, lr, first=group.t == 0)
+                if not every:
+                    for dst, src in zip(weights + moms, p + m, strict=True):
+                        dst.index_copy_(0, rows, src)
+                if every:
+                    loss_sum += losses.double() * group.size
+                else:
+                    loss_sum.index_add_(0, rows, losses.double() * group.size)
+        return dict(zip(names, weights, strict=True)), loss_sum.sum()
+
+    def _sgd_step(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        moms: list[torch.Tensor],
+        anchor: list[torch.Tensor],
+        lr: float,
+        *,
+        first: bool,
+    ) -> None:
+        """:func:`~benchmark.fl.client.local_sgd`'s step on stacked clients, in place (same operations)."""
+        cfg = self.cfg
+        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+            d = g
+            if cfg.client_weight_decay != 0.0:
+                d = d.add(p, alpha=cfg.client_weight_decay)
+            if cfg.client_momentum != 0.0:
+                if first:
+                    moms[i].copy_(d)
+                else:
+                    moms[i].mul_(cfg.client_momentum).add_(d)
+                d = moms[i]
+            if cfg.prox_mu != 0.0:
+                d = d.add(p - anchor[i], alpha=cfg.prox_mu)
+            p.sub_(d, alpha=lr)
+
+    def describe(self) -> dict[str, object]:
+        """:meth:`ModelTrainer.describe` plus how the clients were executed."""
+        return {
+            **super().describe(),
+            "client_exec": "vectorised",
+            "vector_chunk": self.chunk,
+            "channels_last": bool(self.cfg.channels_last),
+        }
