@@ -385,6 +385,21 @@ def test_measured_communication_equals_arithmetic_ft(bn_stats: str) -> None:
     assert raw < res.meta["uplink_payload_serialized_bytes"] < raw + 4096  # torch.save framing on top
 
 
+def test_measured_communication_of_vectorised_clients_equals_the_loops() -> None:
+    """The vectorised trainer counts the tensors its clients return and receive, like the loop."""
+    clients, test = make_data()
+    cfg = cfg_for(rounds=3, bn_stats="frozen_global")
+    loop = run_federated(make_model(), clients, test, cfg, train_part="all", method="ft")
+    vec = run_federated(
+        make_model(), clients, test, replace(cfg, client_exec="vectorised", vector_chunk=2), train_part="all",
+        method="ft",
+    )  # fmt: skip
+    assert vec.meta.get("client_exec", "vectorised") != "loop"
+    _assert_measured_equals_arithmetic(vec)
+    assert vec.costs.uplink_bytes_measured == loop.costs.uplink_bytes_measured
+    assert vec.costs.downlink_bytes_measured == loop.costs.downlink_bytes_measured
+
+
 @pytest.mark.parametrize("frozen_params", ["untouched", "server_opt_drift"])
 def test_measured_communication_equals_arithmetic_lp_on_model(frozen_params: str) -> None:
     clients, test = make_data()

@@ -49,7 +49,7 @@ def _flb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
-    tmp_path, real_data_root, real_weights_dir
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
 ) -> None:
     """`flb job` of the partition and of the FT job (what job_fl_train runs): tidy rows with the arithmetic and
     measured bytes, the per-round curve, the record; the accuracy is the pinned guard's (same computation)."""
@@ -85,6 +85,17 @@ def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
     record = json.loads((tmp_path / job.record_path).read_text())
     assert record["protocol"]["name"] == reduced.RUNNER_PROTOCOL and record["git_commit"]
     assert record["config"]["client_lr"] == 0.001 and record["inputs"]["partition"]["sha256"]
+    # the runner's collect step: the cell's value per seed, and the note with the lr and measured communication
+    from types import SimpleNamespace
+
+    from benchmark.runners.fl_train import FLTrainRunner
+
+    monkeypatch.chdir(tmp_path)
+    spec = SimpleNamespace(paper="suite", table="reduced", seeds=(0,))
+    plan = SimpleNamespace(cell=SimpleNamespace(id="cifar10/ft"), method="ft", jobs=(job,))
+    cell = FLTrainRunner().collect(spec, plan, {}, {})
+    assert cell.reason is None and cell.values == [value["accuracy"]]
+    assert "client lr 0.001" in cell.note and "GB measured" in cell.note, cell.note
 
 
 _KILLED_JOB = """

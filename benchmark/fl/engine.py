@@ -603,7 +603,8 @@ class ModelTrainer:
         gbuffers = dict(self.model.named_buffers())
         anchor = {n: gparams[n].detach() for n in self.train_names} if cfg.prox_mu > 0 else None
         deltas, bufs = DeltaAccumulator(), DeltaAccumulator()
-        examples, loss_sum = 0, 0.0
+        examples = 0
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)  # summed on the device: no sync
         down_bytes = wire_bytes(self.downlink_payload(), cfg.bytes_per_float)
         up_measured = 0
         for k in clients:
@@ -636,7 +637,7 @@ class ModelTrainer:
                 if self.buffer_names:
                     bufs.add({n: update[n] for n in self.buffer_names}, w)
             examples += res.num_examples
-            loss_sum += res.mean_loss * res.num_examples
+            loss_sum += res.loss_sum
         if deltas.total_weight > 0:
             pseudo = deltas.average()
             for n in self.server_names:
@@ -650,7 +651,9 @@ class ModelTrainer:
         m = len(clients) if self.communicate else 0
         return RoundStats(
             num_examples=examples,
-            train_loss=loss_sum / examples if examples else float("nan"),
+            train_loss=float(loss_sum.item()) / examples
+            if examples
+            else float("nan"),  # the round's one sync
             uplink_floats=m * self.up_floats,
             downlink_floats=m * self.down_floats,
             compute_f=self.f_per_sample * examples,

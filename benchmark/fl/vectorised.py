@@ -54,7 +54,7 @@ from torch.utils.data import Dataset
 from benchmark.errors import ConfigError
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import ModelTrainer, RoundStats, TrainPart
+from benchmark.fl.engine import ModelTrainer, RoundStats, TrainPart, wire_bytes
 from benchmark.fl.image_data import ImageSet, to_device_index
 from benchmark.fl.server_opt import DeltaAccumulator
 
@@ -168,12 +168,17 @@ class VectorisedTrainer(ModelTrainer):
         deltas = DeltaAccumulator()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         examples = 0
+        up_measured = 0
         for s in range(0, len(jobs), self.chunk):
             chunk = jobs[s : s + self.chunk]
             stacked, chunk_loss = self._train_chunk(chunk, trained, fixed, buffers, lr)
             with torch.no_grad():
                 for r, job in enumerate(chunk):
-                    deltas.add({n: trained[n] - stacked[n][r] for n in self.train_names}, job.weight)
+                    update = {
+                        n: trained[n] - stacked[n][r] for n in self.train_names
+                    }  # what the client returns
+                    up_measured += wire_bytes(update, cfg.bytes_per_float)
+                    deltas.add(update, job.weight)
             loss_sum += chunk_loss
             examples += sum(sum(len(b) for b in j.schedule) for j in chunk)
             del stacked
@@ -192,6 +197,8 @@ class VectorisedTrainer(ModelTrainer):
             uplink_floats=m * self.up_floats,
             downlink_floats=m * self.down_floats,
             compute_f=self.f_per_sample * examples,
+            uplink_bytes_measured=up_measured if self.communicate else 0,
+            downlink_bytes_measured=m * wire_bytes(self.downlink_payload(), cfg.bytes_per_float),
         )
 
     # ------------------------------------------------------------------------------------------ a chunk

@@ -322,15 +322,25 @@ class FLTrainRunner(Runner):
         return plan
 
     def collect(self, spec, plan, labels, settings) -> CellResult:
+        """Accuracy per seed; the note gives the learning rates used and the run's communication, measured
+        (the tensors that crossed the wire) beside the App. A arithmetic the cost cells print."""
         import pandas as pd
 
         from benchmark.tidy import read_tidy
 
         res = collect_runs(spec, plan)
-        if not res.reason:
-            runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
-            lrs = runs[runs["metric"].isin(["client_lr", "server_lr"])].drop_duplicates("metric")
-            res.note = "; ".join(f"{m} {v:g}" for m, v in zip(lrs["metric"], lrs["value"], strict=True))
+        if res.reason:
+            return res
+        runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
+        mean = runs.groupby("metric")["value"].mean()
+        parts = [f"{m.replace('_', ' ')} {mean[m]:g}" for m in ("client_lr", "server_lr") if m in mean]
+        arith = mean.get("uplink_bytes", 0) + mean.get("downlink_bytes", 0)
+        if "uplink_bytes_measured" in mean:
+            measured = mean["uplink_bytes_measured"] + mean.get("downlink_bytes_measured", 0)
+            parts.append(
+                f"communication {measured / 1e9:.4g} GB measured, {arith / 1e9:.4g} GB by App. A arithmetic"
+            )
+        res.note = "; ".join(parts)
         return res
 
     def artefacts(self, plan) -> dict[str, list[str]]:
