@@ -224,10 +224,18 @@ def training_allowed(config: Mapping[str, Any]) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int:
-    from benchmark.pipeline import split_labels
+def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int | None:
+    """Images of a split after the subset, without downloading anything (``None``: not here yet)."""
+    from benchmark.data.registry import load_dataset
+    from benchmark.data.subsets import parse_subset
+    from benchmark.errors import BenchmarkError
 
-    return len(split_labels(dataset, split, subset, 0, root).labels)
+    try:
+        data = load_dataset(dataset, split, root, download=False)
+    except BenchmarkError:
+        return None
+    kind, per_class = parse_subset(subset)
+    return len(data.labels) if kind != "stratified" else int(per_class) * data.num_classes
 
 
 def cell_estimate(
@@ -239,6 +247,8 @@ def cell_estimate(
 
     n_train = _split_size(proto.dataset, "train", proto.subset, root)
     n_test = _split_size(proto.dataset, "test", proto.subset, root)
+    if n_train is None or n_test is None:
+        return f"{seeds} seed(s); the cost is estimated once the data is here"
     rounds = proto.real_rounds(method) + proto.method(method).lp_stage_rounds
     one = run_cost(proto.images_per_round(n_train), rounds, proto.eval_interval(), n_test)
     total = one * seeds
