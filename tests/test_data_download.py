@@ -283,7 +283,9 @@ def test_offline_cell_is_not_run_with_the_command_that_gets_the_data(
 def test_reachable_network_plans_a_fetch_job_instead(tmp_path, monkeypatch, fresh_availability):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # no checkpoint cached here
     plans = _plans("table3", tmp_path / "data", True, monkeypatch)
-    assert plans and all(p.status == "planned" and p.jobs for p in plans)
+    trained = [p for p in plans if p.runner == "fl_train"]  # full-model training: planned only with device=cuda
+    assert trained and all("needs a GPU" in p.reason for p in trained)
+    assert all(p.status == "planned" and p.jobs for p in plans if p.runner != "fl_train")
     monkeypatch.chdir(tmp_path)
     cfg = {"data_root": str(tmp_path / "data")}
     assert wf.fetch_inputs(cfg, "cifar10") == ["results/data/cifar10.json"]
