@@ -149,3 +149,26 @@ def test_choose_lr_takes_the_best_validation_accuracy_first_in_grid_order_on_tie
     rec = choose_lr(points, out=tmp_path / "choice.json", what={"method": "ft"})
     assert rec["choice"] == {"client_lr": 0.01, "server_lr": 1.0}
     assert json.loads((tmp_path / "choice.json").read_text())["choice"]["client_lr"] == 0.01
+
+
+def test_every_training_cell_of_every_table_plans_when_data_and_weights_are_there(monkeypatch):
+    """With every dataset and checkpoint present (patched) and device=cuda, each cell a spec routes to fl_train
+    gets one job per seed: no spec names a protocol, method or algorithm the catalogue lacks."""
+    from benchmark.tables import plan as planner
+    from benchmark.tables.spec import list_specs
+
+    monkeypatch.setattr(planner, "dataset_blocker", lambda name, root=None: None)
+    monkeypatch.setattr(planner, "choose_weights", lambda model, root=None, wdir=None: ("torchvision", ""))
+    cfg = load_config(overrides={"device": "cuda"})
+    seen = collections.Counter()
+    for target in list_specs():
+        for p in plan_target(target, cfg):
+            if p.runner != "fl_train":
+                continue
+            assert p.status == "planned" and len(p.jobs) == len(p.jobs[0:]) > 0, (target, p.cell.id, p.reason)
+            seen[target] += 1
+    # legate2023 Tables 2, 3, 6, 8 and their workshop / thesis copies, fedcof Tables 4, 7, 8
+    assert {"table2", "table3", "table6", "table8", "legate2023ws_table1", "legate2023ws_table2",
+            "legate2023ws_tableE_4", "bernier2024_table3_2", "bernier2024_table3_3", "bernier2024_tableA_3",
+            "bernier2024_tableA_5", "fedcof_table4", "fedcof_table7", "fedcof_table8"} <= set(seen)  # fmt: skip
+    assert seen["table3"] == 12 and seen["table2"] == 18 and seen["fedcof_table4"] == 15

@@ -31,7 +31,7 @@ from benchmark.fl.config import FEDPROX_DEFAULT_MU, BNStats, FLConfig, HeadBias,
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
-Engine = Literal["ft", "head_ft", "random", "lp_ft"]
+Engine = Literal["ft", "head_ft", "random", "lp_ft", "lp"]
 Dtype = Literal["float32", "float64"]
 GRID = "grid"
 
@@ -42,7 +42,9 @@ class TrainMethod:
 
     engine: Engine
     """Engine entry (:mod:`benchmark.fl.methods`): ``ft`` (random head, all trained), ``head_ft`` (closed-form
-    head, then FT: FedNCM+FT), ``random`` (random init, all trained), ``lp_ft`` (LP then FT, Table 6)."""
+    head, then FT: FedNCM+FT), ``random`` (random init, all trained), ``lp_ft`` (LP then FT, Table 6), ``lp``
+    (the head alone on the frozen body, for backbones without a cached-feature protocol, e.g. ResNet18 in
+    legate2023 Table 8; the body stays in eval mode, where the reference code trains it in train mode)."""
     rounds: int
     """Rounds of training in the protocol's ``rounds_unit`` (legate2023 Table 4; fedcof App. J/K)."""
     init: str | None = None
