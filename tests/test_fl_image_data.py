@@ -14,7 +14,7 @@ from benchmark.apps.reduced import _preprocess
 from benchmark.errors import ConfigError
 from benchmark.features.preprocess import Preprocess, get_preprocess, list_presets
 from benchmark.fl.client import batch_schedule, fetch_batch, local_sgd
-from benchmark.fl.image_data import ImageSet, apply_preprocess, to_device_index
+from benchmark.fl.image_data import ImageSet, to_device_index
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -46,12 +46,12 @@ def test_batches_are_bit_identical_to_the_feature_path_preprocessing(split: str)
 
 @pytest.mark.parametrize("preset", list_presets())
 def test_device_preprocessing_equals_preprocess_call_for_every_preset(preset: str) -> None:
-    """apply_preprocess (constants kept on the device) is Preprocess.__call__ bit for bit: resize by the
+    """Preprocess.transform with the constants passed (kept on the device) is Preprocess.__call__ bit for bit: resize by the
     shorter side, to a fixed size, centre crop, or none; a non-square image for the shorter-side resize."""
     pre = get_preprocess(preset)
     raw = torch.from_numpy(nhwc(3, 20, 27, seed=1)).permute(0, 3, 1, 2)
     stats = torch.tensor([pre.mean, pre.std], dtype=torch.float32).view(2, 1, 3, 1, 1)
-    assert torch.equal(apply_preprocess(pre, raw, stats[0], stats[1]), pre(raw))
+    assert torch.equal(pre.transform(raw, stats[0], stats[1]), pre(raw))
 
 
 def test_dtype_and_channels_last_change_only_type_and_layout() -> None:

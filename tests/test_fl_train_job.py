@@ -158,3 +158,11 @@ def test_a_killed_training_job_resumes_from_its_checkpoint_with_an_identical_res
     pd.testing.assert_series_equal(a[~timing]["value"], b[~timing]["value"])
     ca, cb = runs["straight"][1].drop(columns=["wall_s"]), runs["killed"][1].drop(columns=["wall_s"])
     pd.testing.assert_frame_equal(ca, cb)
+
+
+def test_the_guard_refuses_a_reduced_config_the_runner_protocol_would_ignore() -> None:
+    """Only the runner's knobs (threads, dtype, client lr) may vary; anything else is the protocol's."""
+    from benchmark.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fixes every ReducedConfig field"):
+        reduced.run_via_runner("ft", 0, rc=dataclasses.replace(reduced.ReducedConfig(), rounds=3))

@@ -64,8 +64,7 @@ from torch.utils.data import TensorDataset
 
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import Costs, RunResult
-from benchmark.fl.methods import run_ft, run_two_stage
+from benchmark.fl.engine import RunResult
 from benchmark.io import atomic_write_json, sha256_bytes
 from benchmark.provenance import git_commit, machine, package_versions
 
@@ -263,73 +262,12 @@ def create_model(rc: ReducedConfig, seed: int, weights_dir: str | Path | None = 
     return model.to(_dtype(rc.dtype)), ident
 
 
-def run_reduced(
-    method: str,
-    seed: int = 0,
-    *,
-    rc: ReducedConfig | None = None,
-    data: ReducedData | None = None,
-    data_root: str | Path | None = None,
-    weights_dir: str | Path | None = None,
-    init_ulps: int = 0,
-) -> tuple[RunResult, dict[str, Any]]:
-    """One reduced run of ``method`` (``ft`` or ``fedncm_ft``); returns the result and the run identity.
-
-    The model and the inputs are cast to ``rc.dtype`` (the float32 inputs exactly); ``init_ulps`` moves every
-    initial parameter (pre-trained body and head) that many ulps (:func:`nudge_parameters`; tolerance
-    measurement only).
-    """
-    from benchmark.closed_form import paper_protocol_options
-    from benchmark.closed_form import run_method as run_closed_form
-
-    if method not in METHODS:
-        raise ConfigError(f"reduced method must be one of {', '.join(METHODS)}, got {method!r}", "")
-    rc = rc or ReducedConfig()
-    cfg = rc.fl_config(seed)
-    with _threads(rc.threads):
-        data = data or load_reduced_data(rc, seed, data_root)
-        model, ident = create_model(rc, seed, weights_dir)
-        info: dict[str, Any] = {"weights": asdict(ident), **data.identity}
-        dtype = _dtype(rc.dtype)
-        if init_ulps:
-            nudge_parameters(model, init_ulps)
-        data = replace(
-            data,
-            clients=[TensorDataset(c.tensors[0].to(dtype), c.tensors[1]) for c in data.clients],
-            test=TensorDataset(data.test.tensors[0].to(dtype), data.test.tensors[1]),
-            train_x=data.train_x.to(dtype),
-        )
-        if method == "ft":
-            res = run_ft(model, data.clients, data.test, cfg)
-        else:
-            # stage 1: FedNCM on the frozen pre-trained body's features of exactly the training inputs
-            model.eval()
-            with torch.no_grad():
-                f_tr = torch.cat([model.body(b) for b in data.train_x.split(256)]).numpy()
-                f_te = torch.cat([model.body(b) for b in data.test.tensors[0].split(256)]).numpy()
-            opts = paper_protocol_options("fedncm", paper="legate2023")
-            opts["seed"] = cfg.seeds.int_seed("fedncm_bias")
-            if rc.dtype == "float64":  # class sums in float64 too (the paper protocol's float32 sums would
-                opts["solver"] = "solve64"  # round the float64 features); FedNCM has no solve, only a dtype
-            ncm = run_closed_form(
-                "fedncm", f_tr, data.train_y.numpy(), f_te, data.test.tensors[1].numpy(), data.client_indices, 10,
-                **{**opts, "bias": rc.fedncm_bias},
-            )  # fmt: skip
-            stage1 = Costs(
-                uplink_bytes=int(np.asarray(ncm.uplink_floats).sum()) * cfg.bytes_per_float,
-                compute_f=int(sum(len(c) for c in data.client_indices)),
-            )
-            info["fedncm_accuracy"] = ncm.accuracy
-            res = run_two_stage(
-                ncm.head.W, ncm.head.b, replace(cfg, method="head_ft"), stage2="ft", model=model,
-                clients=data.clients, test=data.test, stage1_costs=stage1,
-            )  # fmt: skip
-    return res, info
-
-
 #: The reduced configuration as a training protocol of the ``fl_train`` runner (benchmark/protocols/fl_train.yaml):
 #: the guard runs through the runner's job, the path that produces the paper's training cells.
 RUNNER_PROTOCOL = "reduced_cifar10_32"
+#: The ReducedConfig fields a run may vary (tolerance variants; the regression test's client lr); every other
+#: field is the protocol's (tests/test_fl_train_job.py checks that the two agree).
+RUNNER_KNOBS: tuple[str, ...] = ("threads", "dtype", "client_lr")
 
 
 def runner_job(method: str, seed: int, rc: ReducedConfig | None = None) -> Any:
@@ -357,15 +295,23 @@ def run_via_runner(
     weights_dir: str | Path | None = None,
     init_ulps: int = 0,
 ) -> tuple[RunResult, dict[str, Any]]:
-    """One reduced run through the ``fl_train`` runner's job (:func:`runner_job`): its partition job is run
-    (or reused), then the job's own request is trained in this process. Returns the result and the run
-    identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data` describes."""
+    """One reduced run of ``method`` (``ft`` or ``fedncm_ft``) through the ``fl_train`` runner's job
+    (:func:`runner_job`): its partition job is run (or reused), then the job's own request is trained in this
+    process, in ``rc.dtype`` on ``rc.threads`` threads; ``init_ulps`` moves every initial parameter that many
+    ulps (:func:`nudge_parameters`; tolerance measurement only). Returns the result and the run identity, after
+    checking that the runner saw exactly the inputs :func:`load_reduced_data` describes."""
     from benchmark.fl.train_job import run_training
     from benchmark.jobs import run_jobs
 
     rc = rc or ReducedConfig()
-    if rc.train_per_class != rc.test_per_class:
-        raise ConfigError("the runner's subset covers both splits", "use one images-per-class value")
+    fixed = {k: v for k, v in asdict(rc).items() if k not in RUNNER_KNOBS}
+    if fixed != {k: v for k, v in asdict(ReducedConfig()).items() if k not in RUNNER_KNOBS}:
+        raise ConfigError(
+            f"the runner's protocol {RUNNER_PROTOCOL} fixes every ReducedConfig field but {', '.join(RUNNER_KNOBS)}",
+            "change the protocol in benchmark/protocols/fl_train.yaml (and re-pin) instead",
+        )
+    if method not in METHODS:
+        raise ConfigError(f"reduced method must be one of {', '.join(METHODS)}, got {method!r}", "")
     job = runner_job(method, seed, rc)
     config = {"data_root": str(data_root) if data_root else None, "device": "cpu", "progress": False}
     with _threads(rc.threads):
@@ -373,7 +319,7 @@ def run_via_runner(
         run_jobs(list(job.inputs()), config)
         req = replace(
             job.request(config), weights_dir=str(weights_dir) if weights_dir else None, init_ulps=init_ulps,
-            dtype=rc.dtype, hash_inputs=True, checkpoint=None,
+            dtype=rc.dtype, client_lr=rc.client_lr, hash_inputs=True, checkpoint=None,
         )  # fmt: skip
         out = run_training(req)
     seen = out.record["inputs"]

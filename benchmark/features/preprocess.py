@@ -78,10 +78,20 @@ class Preprocess:
         return oh, ow
 
     def __call__(self, batch: torch.Tensor, flip: torch.Tensor | None = None) -> torch.Tensor:
-        """``batch``: uint8 or float (B, 3, H, W) of one size -> normalised float32 (B, 3, h, w)."""
-        x = batch.float().div_(255.0) if batch.dtype == torch.uint8 else batch.float()
+        """``batch``: uint8 or float (B, 3, H, W) of one size -> normalised float32 (B, 3, h, w), the images of
+        ``flip`` mirrored first (exact on either dtype)."""
         if flip is not None and bool(flip.any()):
-            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+            batch = torch.where(flip.view(-1, 1, 1, 1), batch.flip(-1), batch)
+        return self.transform(batch)
+
+    def transform(
+        self, batch: torch.Tensor, mean: torch.Tensor | None = None, std: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Everything but the flip: to float in [0, 1], resize, centre crop, normalise. ``mean`` / ``std``: the
+        preset's constants as float32 ``(1, 3, 1, 1)`` tensors already on the batch's device; left out, they are
+        built here, which on CUDA is a host-to-device copy per call (the training loop passes them:
+        :class:`benchmark.fl.image_data.ImageSet`)."""
+        x = batch.float().div_(255.0) if batch.dtype == torch.uint8 else batch.float()
         if self.resize is not None:
             if isinstance(self.resize, int):
                 h, w = x.shape[-2:]
@@ -96,8 +106,10 @@ class Preprocess:
             h, w = x.shape[-2:]
             top, left = round((h - c) / 2.0), round((w - c) / 2.0)
             x = x[..., top : top + c, left : left + c]
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        if mean is None:
+            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
+        if std is None:
+            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
         return (x - mean) / std
 
 

@@ -51,6 +51,11 @@ Method = str
 FEDPROX_DEFAULT_MU: float = 0.01
 
 
+def clients_per_round(num_clients: int, participation: float) -> int:
+    """m = round(participation * K), at least 1 and at most K (legate2023 §4: 30 of 100 clients)."""
+    return max(1, min(num_clients, round(participation * num_clients)))
+
+
 def flsim_epochs_to_rounds(epochs: int, num_clients: int, clients_per_round: int) -> int:
     """Rounds run by FLSim for ``--epochs epochs``: ``epochs * ceil(K / m)``.
 
@@ -283,7 +288,7 @@ class FLConfig:
     @property
     def clients_per_round(self) -> int:
         """m = round(participation * K), at least 1."""
-        return max(1, min(self.num_clients, round(self.participation * self.num_clients)))
+        return clients_per_round(self.num_clients, self.participation)
 
     @property
     def seeds(self) -> RunSeeds:

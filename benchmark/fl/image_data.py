@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
@@ -196,7 +195,7 @@ class ImageSet(Dataset):
         if self._any_flip:
             flip = self._flips.index_select(0, rows).view(-1, 1, 1, 1)
             raw = torch.where(flip, raw.flip(-1), raw)
-        x = apply_preprocess(self.preprocess, raw, self._mean, self._std)
+        x = self.preprocess.transform(raw, self._mean, self._std)  # constants on the device: no sync
         if x.dtype != self.dtype:
             x = x.to(self.dtype)
         x = x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
@@ -266,34 +265,6 @@ class ImageSet(Dataset):
             "preprocess": pre.key(),
         }
         return out
-
-
-def apply_preprocess(
-    pre: Preprocess, raw: torch.Tensor, mean: torch.Tensor, std: torch.Tensor
-) -> torch.Tensor:
-    """``pre(raw)`` (no flip) with the normalisation constants given as tensors already on the device.
-
-    The same operations in the same order as :meth:`Preprocess.__call__` (a test checks bit-identity), but
-    ``Preprocess`` builds its mean / std with ``torch.tensor(..., device=...)`` on every call, which on CUDA
-    is a synchronous host-to-device copy: a host sync per batch that the training loop must not have.
-    ``mean`` / ``std``: float32 ``(1, 3, 1, 1)``.
-    """
-    x = raw.float().div_(255.0) if raw.dtype == torch.uint8 else raw.float()
-    if pre.resize is not None:
-        h, w = x.shape[-2:]
-        if isinstance(pre.resize, int):
-            s = pre.resize
-            size = (s, int(s * w / h)) if h <= w else (int(s * h / w), s)
-        else:
-            size = tuple(pre.resize)
-        if tuple(x.shape[-2:]) != size:
-            x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=True)
-    if pre.center_crop is not None:
-        c = pre.center_crop
-        h, w = x.shape[-2:]
-        top, left = round((h - c) / 2.0), round((w - c) / 2.0)
-        x = x[..., top : top + c, left : left + c]
-    return (x - mean) / std
 
 
 def stored_preprocess(pre: Preprocess) -> Preprocess:

@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
 from benchmark.errors import ConfigError, UnknownNameError
-from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt
+from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt, clients_per_round
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
@@ -126,7 +126,7 @@ class Protocol:
     @property
     def clients_per_round(self) -> int:
         """m = round(participation * K), at least 1 (as :class:`FLConfig`)."""
-        return max(1, min(self.num_clients, round(self.participation * self.num_clients)))
+        return clients_per_round(self.num_clients, self.participation)
 
     @property
     def flsim_epoch_rounds(self) -> int:

@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.errors import ConfigError, UnknownNameError
-from benchmark.fl.config import FEDPROX_DEFAULT_MU, BNStats, FLConfig, HeadBias, Selection, ServerOpt
+from benchmark.fl.config import (
+    FEDPROX_DEFAULT_MU,
+    BNStats,
+    FLConfig,
+    HeadBias,
+    Selection,
+    ServerOpt,
+    clients_per_round,
+)
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
@@ -119,7 +127,7 @@ class TrainProtocol:
     # ---------------------------------------------------------------- derived values
     @property
     def clients_per_round(self) -> int:
-        return max(1, min(self.num_clients, round(self.participation * self.num_clients)))
+        return clients_per_round(self.num_clients, self.participation)
 
     @property
     def flsim_epoch_rounds(self) -> int:
