@@ -1,0 +1,65 @@
+"""The federated algorithms of fedbabu's comparisons, as data: which part each client trains, which part the
+server averages, and the local procedure (registry; one entry per method, each citing its paper).
+
+Parts follow the reference's two switches (``main_fed.py``: ``--local_upt_part``, ``--aggr_part``): ``body`` is
+every entry whose name lacks ``linear``, ``head`` the ``linear`` layer, ``full`` both, ``none`` nothing. An entry
+that is not aggregated is **personal**: each client keeps its own copy between the rounds it takes part in (the
+reference's ``net_local_list``); aggregated entries are broadcast to every client after each round.
+
+A part a client does not train gets learning rate 0 (the reference's SGD parameter groups), so FedBABU's head
+stays bit-identical to its random initialisation on every client and on the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmark.errors import UnknownNameError
+from benchmark.pfl.models import is_head
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """``local_part``/``aggregate_part`` in body/head/full/none; ``procedure`` names the local update
+    (``sgd``: the reference's ``LocalUpdate.train``; others live in their own modules); ``prox_mu`` the FedProx
+    proximal weight (None: not proximal; a cell's ``fedprox_mu`` overrides it)."""
+
+    name: str
+    local_part: str
+    aggregate_part: str
+    procedure: str = "sgd"
+    prox_mu: float | None = None
+    paper: str = ""
+
+    def aggregates(self, key: str) -> bool:
+        return _in_part(key, self.aggregate_part)
+
+    def trains(self, key: str) -> bool:
+        return _in_part(key, self.local_part)
+
+
+def _in_part(key: str, part: str) -> bool:
+    return part == "full" or (part == "head" and is_head(key)) or (part == "body" and not is_head(key))
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("fedavg", "full", "full", paper="McMahan et al., AISTATS 2017"),
+        Algorithm("fedbabu", "body", "body", paper="Oh et al., ICLR 2022 (Algorithm 1)"),
+        Algorithm("fedper", "full", "body", paper="Arivazhagan et al., arXiv:1912.00818 (personal head)"),
+        Algorithm("lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)"),
+        Algorithm("local_only", "full", "none", paper="each client alone (fedbabu Table 5 'Local-only')"),
+        Algorithm("fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"),
+        Algorithm("fedprox_babu", "body", "body", prox_mu=0.01, paper="fedbabu Table 7: FedProx on the body"),
+        Algorithm("fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021"),
+        Algorithm("ditto", "full", "full", procedure="ditto", paper="Li et al., ICML 2021"),
+        Algorithm("per_fedavg", "full", "full", procedure="per_fedavg", paper="Fallah et al., NeurIPS 2020"),
+    )
+}
+
+
+def get_algorithm(name: str) -> Algorithm:
+    if name not in ALGORITHMS:
+        raise UnknownNameError(f"no personalised-FL algorithm {name!r}", f"use one of: {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[name]

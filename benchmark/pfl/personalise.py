@@ -1,0 +1,95 @@
+"""Personalisation of a trained federated model, client by client (fedbabu §3, Algorithm 2; reference
+``analysis.ipynb``, cells 2 and 4).
+
+* **initial**: each client's selected model (broadcast entries + its personal entries) on its test set;
+* **personalised**: a *copy* for each client, fine-tuned for ``epochs`` (5, Table 4; varied in Table 6) with
+  SGD lr 1e-3 (the reference notebook; the paper does not state it), momentum 0.9, no weight decay, batch 50,
+  on the client's augmented training data, training ``part`` = ``full`` (the reference), ``body`` or ``head``
+  (Table 4; the other part gets lr 0), then evaluated. No client's fine-tuning touches another client's model
+  or the federated state.
+* **ncm** (Table 12, "without classifier"): class templates = mean body feature of the client's (augmented,
+  as the reference) training images per class (in index order, batches of 128); a test image gets the class of the nearest template
+  (Euclidean, ``torch.cdist``, the reference). The reference returns a *count* of correct images that equals a
+  percentage only with 100 test images per client; here it is a percentage.
+
+Summary statistics are the mean and the **population** std (``np.std``, ddof 0) across clients, as the
+reference prints them and the paper reports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.trainer import State, client_accuracies, sgd_epochs
+
+
+@dataclass(frozen=True)
+class FineTune:
+    """fedbabu's personalisation: ``part`` in full/body/head, ``epochs``, lr, momentum, batch size."""
+
+    part: str = "full"
+    epochs: int = 5
+    lr: float = 1e-3
+    momentum: float = 0.9
+    batch_size: int = 50
+
+    def tag(self) -> str:
+        return f"{self.part}-e{self.epochs}-lr{self.lr:g}-m{self.momentum:g}"
+
+
+def personalise(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
+                states: Callable[[int], State], ft: FineTune, seed: int, eval_batch: int = 128,
+                clients: list[int] | None = None) -> np.ndarray:  # fmt: skip
+    """Per-client accuracy (percent) after fine-tuning each client's copy (module docstring). ``states(i)``
+    must return a fresh dict (it is loaded, never mutated)."""
+    out = []
+    for i in clients if clients is not None else range(split.num_clients):
+        model.load_state_dict(states(i))
+        body_lr = ft.lr if ft.part in ("full", "body") else 0.0
+        head_lr = ft.lr if ft.part in ("full", "head") else 0.0
+        if ft.epochs > 0:
+            sgd_epochs(model, train, split.train[i], epochs=ft.epochs, batch_size=ft.batch_size, body_lr=body_lr,
+                       head_lr=head_lr, momentum=ft.momentum, weight_decay=0.0, seed=seed,
+                       keys=(0xF7, i))  # fmt: skip
+        tuned = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])
+    return np.asarray(out)
+
+
+def ncm_accuracy(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
+                 states: Callable[[int], State], num_classes: int, seed: int, batch: int = 128) -> np.ndarray:  # fmt: skip
+    """Per-client nearest-class-mean accuracy on body features (module docstring)."""
+    out = []
+    model.eval()
+    dev = train.images.device
+    with torch.no_grad():
+        for i in range(split.num_clients):
+            model.load_state_dict(states(i))
+            feats, labels = [], []
+            idx = torch.as_tensor(split.train[i], device=dev)
+            for pos, crop, flip in epoch_plan(len(idx), batch, seed, 0xCE, i, shuffle=False):
+                x, y = train.train_batch(idx[pos.to(dev)], crop.to(dev), flip.to(dev))
+                feats.append(model.features(x))
+                labels.append(y)
+            f, y = torch.cat(feats), torch.cat(labels)
+            templates = torch.full((num_classes, f.shape[1]), -99.0, device=dev)
+            for c in y.unique():
+                templates[c] = f[y == c].mean(0)
+            tidx = torch.as_tensor(split.test[i], device=dev)
+            correct = 0
+            for s in range(0, len(tidx), batch):
+                x, yt = test.test_batch(tidx[s : s + batch])
+                correct += int((torch.cdist(model.features(x), templates).argmin(1) == yt).sum())
+            out.append(100.0 * correct / max(len(tidx), 1))
+    return np.asarray(out)
+
+
+def summary(acc: np.ndarray) -> tuple[float, float]:
+    """Mean and population std (ddof 0) across clients."""
+    return float(np.mean(acc)), float(np.std(acc))

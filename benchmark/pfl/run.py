@@ -1,0 +1,152 @@
+"""The steps the ``pfl`` runner's jobs call: federated training of one configuration, and the evaluation of its
+selected model (initial, personalised after fine-tuning, or head-free NCM), each writing per-client files.
+
+Outputs of :func:`train_step` (``out`` = the job's record path ``.../seed<k>.json``):
+
+* ``<out>`` -- the record: config, partition fingerprint, history (per round: lr, train loss, weighted test
+  accuracy, wall time), the selected round, best and last accuracy, per-client **initial** accuracies of the
+  selected model, machine, versions, git commit, wall time;
+* ``<base>.model.pt`` -- the selected state (broadcast entries and every client's personal entries), which the
+  evaluation jobs fine-tune (a checkpoint of this suite, loaded with ``weights_only=True`` after its sha256 in
+  the record is checked);
+* ``<base>.curve.csv`` -- the per-round curve (plotted beside the tables).
+
+:func:`eval_step` writes the per-client accuracies of one evaluation (``initial``, ``personalised`` with a
+:class:`~benchmark.pfl.personalise.FineTune`, or ``ncm``) as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmark.errors import ConfigError
+from benchmark.io import atomic_path, atomic_write_json, sha256_file
+from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.partition import ClientSplit, make_partitioner
+from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
+from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_run_data(cfg: PFLConfig, partition: dict[str, Any], device: torch.device, data_root: str | None):
+    """The train / test splits on ``device`` and the client partition (a function of the config and seed)."""
+    from benchmark.data.registry import load_dataset
+
+    tr = load_dataset(cfg.dataset, "train", data_root)
+    te = load_dataset(cfg.dataset, "test", data_root)
+    split = make_partitioner(num_clients=cfg.clients, **partition)(tr.labels, te.labels, cfg.seed)
+    num_classes = int(tr.num_classes)
+    fingerprint = hashlib.sha256()
+    for part in (*split.train, *split.test, split.server):
+        fingerprint.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
+    meta = {"data_checksum": {"train": tr.checksum, "test": te.checksum}, "partition_hash": fingerprint.hexdigest(),
+            "num_classes": num_classes}  # fmt: skip
+    return (DeviceImages.from_split(tr, cfg.dataset, device), DeviceImages.from_split(te, cfg.dataset, device),
+            split, meta)  # fmt: skip
+
+
+def _provenance() -> dict[str, Any]:
+    from benchmark.provenance import git_commit, machine, package_versions
+
+    return {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
+
+
+def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, device: str | None = None,
+               data_root: str | None = None, checkpoint: Path | None = None, checkpoint_every: int = 5,
+               progress: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs."""
+    dev = resolve_device(device)
+    train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
+    trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
+    res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+    out = Path(out)
+    base = str(out).removesuffix(".json")
+    model_path = Path(base + ".model.pt")
+    with atomic_path(model_path, suffix=".tmp") as tmp:
+        torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
+                    "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
+                    "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, tmp)  # fmt: skip
+    import pandas as pd
+
+    with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
+        pd.DataFrame(res.history).to_csv(tmp, index=False)
+    mean, std = summary(res.client_accuracy)
+    record = {
+        "kind": "pfl_train", "config": cfg.to_dict(), "partition": partition, **meta,
+        "device": str(dev), "selected_round": res.selected_round, "selection": cfg.selection, **res.extra,
+        "initial": {"per_client": [float(a) for a in res.client_accuracy], "mean": mean, "std_ddof0": std},
+        "other_selection_accuracy": res.other_selection_accuracy, "history": res.history,
+        "model_file": model_path.name, "model_sha256": sha256_file(model_path), "wall_s": res.wall_s,
+        **_provenance(),
+    }  # fmt: skip
+    atomic_write_json(out, record)
+    if checkpoint is not None and Path(checkpoint).is_file():
+        Path(checkpoint).unlink()
+    return record
+
+
+def load_selected(record_path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A training record and its selected state, the state's sha256 checked before it is loaded."""
+    record_path = Path(record_path)
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{record_path}: not a readable training record ({err})", "re-run the training job") from None
+    model_path = record_path.with_name(record["model_file"])
+    if not model_path.is_file() or sha256_file(model_path) != record["model_sha256"]:
+        raise ConfigError(f"{model_path} is missing or does not match the sha256 in {record_path}",
+                          "re-run the training job (delete its record)")  # fmt: skip
+    return record, torch.load(model_path, map_location="cpu", weights_only=True)
+
+
+def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: FineTune | None = None,
+              device: str | None = None, data_root: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Per-client accuracies of the selected model of ``record_path`` under ``evaluation`` (``initial``,
+    ``personalised`` with ``ft``, ``ncm``)."""
+    record, sel = load_selected(record_path)
+    cfg = PFLConfig(**record["config"])
+    dev = resolve_device(device)
+    train, test, split, meta = load_run_data(cfg, record["partition"], dev, data_root)
+    if meta["partition_hash"] != record["partition_hash"]:
+        raise ConfigError(f"the partition rebuilt for {record_path} differs from the one it was trained on",
+                          "re-run the training job with this code")  # fmt: skip
+    from benchmark.pfl.models import build_model
+
+    model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init).to(dev)
+    broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
+    personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
+    init_personal = {k: v.to(dev) for k, v in sel["init_personal"].items()}
+
+    def states(i: int) -> dict[str, torch.Tensor]:
+        return {k: v.clone() for k, v in {**broadcast, **personal.get(i, init_personal)}.items()}
+
+    if evaluation == "initial":
+        acc = client_accuracies(model, test, split.test, states, cfg.eval_batch)
+    elif evaluation == "personalised":
+        acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
+    elif evaluation == "ncm":
+        acc = ncm_accuracy(model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch)
+    else:
+        raise ConfigError(f"evaluation {evaluation!r}", "use initial, personalised or ncm")
+    mean, std = summary(acc)
+    result = {"kind": "pfl_eval", "evaluation": evaluation, "finetune": asdict(ft) if ft else None,
+              "training_record": str(record_path), "selected_round": record["selected_round"],
+              "per_client": [float(a) for a in acc], "mean": mean, "std_ddof0": std, **_provenance()}  # fmt: skip
+    atomic_write_json(out, result)
+    return result
+
+
+def split_sizes(split: ClientSplit) -> tuple[list[int], list[int]]:
+    return [len(t) for t in split.train], [len(t) for t in split.test]
