@@ -16,7 +16,8 @@ other state entry) and default to it here.
 
 "Body" is every state entry whose name does not contain ``linear`` (the reference's test); the head is the
 ``linear`` layer. Head initialisation is PyTorch's default (``head_init="default"``, He-uniform), or
-orthogonal rows (``head_init="orthogonal"``, fedbabu Table 24 ablation; ``nn.init.orthogonal_``).
+orthogonal rows (``head_init="orthogonal"``, ``nn.init.orthogonal_``), or the "similar" rows of fedbabu App. B
+(Table 24 'X': uniform on [0.45, 0.55], each row normalised to unit length).
 """
 
 from __future__ import annotations
@@ -75,8 +76,12 @@ def build_model(name: str, num_classes: int, *, bn: str | None = None, head_init
     net = info.build(num_classes, bn)
     if head_init == "orthogonal":
         nn.init.orthogonal_(net.linear.weight)
+    elif head_init == "similar_rows":  # fedbabu App. B / Table 24 'X': uniform on [0.45, 0.55], unit rows
+        with torch.no_grad():
+            net.linear.weight.uniform_(0.45, 0.55)
+            net.linear.weight.div_(net.linear.weight.norm(dim=1, keepdim=True))
     elif head_init != "default":
-        raise ConfigError(f"head_init={head_init!r}", "use 'default' (PyTorch's) or 'orthogonal' (Table 24)")
+        raise ConfigError(f"head_init={head_init!r}", "use 'default' (PyTorch's), 'orthogonal' or 'similar_rows'")
     return net
 
 

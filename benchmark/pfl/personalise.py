@@ -8,8 +8,9 @@
   (Table 4; the other part gets lr 0), then evaluated. No client's fine-tuning touches another client's model
   or the federated state.
 * **ncm** (Table 12, "without classifier"): class templates = mean body feature of the client's (augmented,
-  as the reference) training images per class (in index order, batches of 128); a test image gets the class of the nearest template
-  (Euclidean, ``torch.cdist``, the reference). The reference returns a *count* of correct images that equals a
+  as the reference) training images per class (in index order, batches of 128); a test image gets the class
+  of the nearest template: by cosine similarity over the client's classes (the paper, §5.1; the default) or
+  by Euclidean ``cdist`` (the reference notebook; evaluation ``ncm_euclidean``). The reference returns a *count* of correct images that equals a
   percentage only with 100 test images per client; here it is a percentage.
 
 Summary statistics are the mean and the **population** std (``np.std``, ddof 0) across clients, as the
@@ -63,7 +64,8 @@ def personalise(model: torch.nn.Module, train: DeviceImages, test: DeviceImages,
 
 
 def ncm_accuracy(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                 states: Callable[[int], State], num_classes: int, seed: int, batch: int = 128) -> np.ndarray:  # fmt: skip
+                 states: Callable[[int], State], num_classes: int, seed: int, batch: int = 128,
+                 metric: str = "cosine") -> np.ndarray:  # fmt: skip
     """Per-client nearest-class-mean accuracy on body features (module docstring)."""
     out = []
     model.eval()
@@ -79,15 +81,28 @@ def ncm_accuracy(model: torch.nn.Module, train: DeviceImages, test: DeviceImages
                 labels.append(y)
             f, y = torch.cat(feats), torch.cat(labels)
             templates = torch.full((num_classes, f.shape[1]), -99.0, device=dev)
+            present = torch.zeros(num_classes, dtype=torch.bool, device=dev)
             for c in y.unique():
                 templates[c] = f[y == c].mean(0)
+                present[c] = True
             tidx = torch.as_tensor(split.test[i], device=dev)
             correct = 0
             for s in range(0, len(tidx), batch):
                 x, yt = test.test_batch(tidx[s : s + batch])
-                correct += int((torch.cdist(model.features(x), templates).argmin(1) == yt).sum())
+                correct += int((_nearest(model.features(x), templates, present, metric) == yt).sum())
             out.append(100.0 * correct / max(len(tidx), 1))
     return np.asarray(out)
+
+
+def _nearest(f: torch.Tensor, templates: torch.Tensor, present: torch.Tensor, metric: str) -> torch.Tensor:
+    """Class of the nearest template: ``cosine`` (the paper, §5.1: highest cosine similarity, over the classes
+    the client has) or ``euclidean`` (the reference: ``cdist`` to every row, absent classes at -99)."""
+    if metric == "euclidean":
+        return torch.cdist(f, templates).argmin(1)
+    if metric != "cosine":
+        raise ValueError(f"ncm metric {metric!r}: use cosine or euclidean")
+    sim = torch.nn.functional.normalize(f, dim=1) @ torch.nn.functional.normalize(templates, dim=1).T
+    return sim.masked_fill(~present, float("-inf")).argmax(1)
 
 
 def summary(acc: np.ndarray) -> tuple[float, float]:

@@ -12,7 +12,7 @@ Outputs of :func:`train_step` (``out`` = the job's record path ``.../seed<k>.jso
 * ``<base>.curve.csv`` -- the per-round curve (plotted beside the tables).
 
 :func:`eval_step` writes the per-client accuracies of one evaluation (``initial``, ``personalised`` with a
-:class:`~benchmark.pfl.personalise.FineTune`, or ``ncm``) as JSON.
+:class:`~benchmark.pfl.personalise.FineTune`, or ``ncm_cosine`` / ``ncm_euclidean``) as JSON.
 """
 
 from __future__ import annotations
@@ -136,10 +136,11 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
         acc = client_accuracies(model, test, split.test, states, cfg.eval_batch)
     elif evaluation == "personalised":
         acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
-    elif evaluation == "ncm":
-        acc = ncm_accuracy(model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch)
+    elif evaluation in ("ncm_cosine", "ncm_euclidean"):
+        metric = evaluation.removeprefix("ncm_")
+        acc = ncm_accuracy(model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch, metric)
     else:
-        raise ConfigError(f"evaluation {evaluation!r}", "use initial, personalised or ncm")
+        raise ConfigError(f"evaluation {evaluation!r}", "use initial, personalised, ncm_cosine or ncm_euclidean")
     mean, std = summary(acc)
     result = {"kind": "pfl_eval", "evaluation": evaluation, "finetune": asdict(ft) if ft else None,
               "training_record": str(record_path), "selected_round": record["selected_round"],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.jobs import Job, register_job
+from benchmark.runners import CellResult, Runner, register_runner
 
 _TRAIN_DIR = (
     "results/runs/pfl/{dataset}/{model}-bn{bn}/{scheme}{scheme_param}-K{clients}-p{server_fraction}/{algorithm}/"
@@ -121,3 +122,178 @@ class PFLEvalJob(_PFLFields):
             self.training().path, self.evaluation, self.path, ft=ft if self.evaluation == "personalised" else None,
             device=config.get("device"), data_root=config.get("data_root"),
         )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ planning
+#: fedbabu's head initialisations (Table 24): the paper's names -> ``build_model(head_init=...)``.
+HEAD_INITS = {"pytorch_default_he_uniform": "default", "similar_rows": "similar_rows", "orthogonal": "orthogonal"}
+#: Cell protocol keys this runner does not implement yet, and why (the cell is NOT RUN with the reason).
+UNSUPPORTED = {
+    "local_update_parts": "training only some body layers (fedbabu App. Tables 14/15 ablation) is not implemented",
+    "test_distribution": "the ID/OOD test sets of fedbabu Table 20 are not implemented",
+    "setting": "the centralised F/B models of fedbabu Table 9 are not wired to this runner",
+}
+
+
+def _num(value: Any) -> str:
+    return f"{float(value):g}"
+
+
+def training_allowed(config: Mapping[str, Any]) -> bool:
+    """Training jobs are planned with a CUDA device, or with CPU training opted into explicitly."""
+    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
+
+
+def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str, seeds: tuple[int, ...],
+              config: Mapping[str, Any]) -> tuple[tuple[Job, ...], str | None]:  # fmt: skip
+    """The jobs of one fedbabu cell (one per seed), or ``((), reason)``."""
+    for key, why in UNSUPPORTED.items():
+        if proto.get(key) not in (None, "none"):
+            return (), f"{why} ({key}={proto.get(key)!r})"
+    if proto.get("server_update") not in (None, "none") or float(proto.get("server_data_fraction") or 0) > 0:
+        return (), "FedBABU+ with server data (fedbabu Tables 2/21, p > 0) is not implemented"
+    part = proto.get("partition") or {}
+    if part.get("kind") == "shards" and part.get("shards_per_user"):
+        scheme, param = "shards", str(int(part["shards_per_user"]))
+    elif part.get("kind") == "dirichlet" and part.get("beta"):
+        scheme, param = "dirichlet", _num(part["beta"])
+    else:
+        return (), f"partition {part!r} states no s or beta"
+    for key in ("participation", "local_epochs", "rounds"):
+        if proto.get(key) is None:
+            return (), f"the cell states no {key}"
+    head_init = HEAD_INITS.get(str(proto.get("head_init", "pytorch_default_he_uniform")))
+    if head_init is None:
+        return (), f"head_init {proto.get('head_init')!r} is not implemented"
+    from benchmark.pfl.models import pfl_model_info
+
+    base = dict(
+        dataset=dataset, model=model, bn=pfl_model_info(model).default_bn, scheme=scheme, scheme_param=param,
+        clients=int(proto.get("clients") or 100), server_fraction="0", algorithm=algorithm,
+        participation=_num(proto["participation"]), local_epochs=int(proto["local_epochs"]),
+        rounds=int(proto["rounds"]), momentum=_num(proto.get("momentum", 0.9)),
+        head_lr=_num(proto.get("head_lr_ratio", 1.0)), head_init=head_init,
+        prox_mu=_num(proto["fedprox_mu"]) if proto.get("fedprox_mu") is not None else "default",
+        selection=str(config.get("pfl_selection", "best")),
+    )  # fmt: skip
+    stage = proto.get("stage")
+    classifier = proto.get("classifier", "trained_head")
+    if stage == "initial" and classifier == "trained_head":
+        return tuple(PFLTrainJob(**base, seed=s) for s in seeds), None
+    if stage == "initial" and classifier == "nearest_template_cosine":
+        ev = dict(evaluation="ncm_" + str(config.get("pfl_ncm_metric", "cosine")), ft_part="none", ft_epochs=0,
+                  ft_lr="0", ft_momentum="0")  # fmt: skip
+    elif stage == "personalized" and classifier == "trained_head":
+        ev = dict(evaluation="personalised", ft_part=str(proto.get("finetune_part", "full")),
+                  ft_epochs=int(proto.get("finetune_epochs", 5)), ft_lr=_num(proto.get("finetune_lr") or 1e-3),
+                  ft_momentum=_num(proto.get("finetune_momentum", 0.9)))  # fmt: skip
+    else:
+        return (), f"stage {stage!r} with classifier {classifier!r} is not implemented"
+    return tuple(PFLEvalJob(**base, seed=s, **ev) for s in seeds), None
+
+
+#: Training images/s measured on this suite's 2-core CPU (AMD EPYC, fp32, batch 50, channels-first; issue 12
+#: note): the basis of the NOT RUN estimates. No GPU figure is stated until one is measured.
+CPU_IMAGES_PER_S = {"mobilenet_cifar": 190.0, "4convnet": 860.0}
+
+
+def estimate(proto: Mapping[str, Any], model: str, seeds: int) -> str:
+    """Training images per seed (rounds x sampled clients x tau x 500) and the CPU hours they take here."""
+    try:
+        m = max(int(float(proto["participation"]) * int(proto.get("clients") or 100)), 1)
+        images = int(proto["rounds"]) * m * int(proto["local_epochs"]) * int(proto.get("train_per_client") or 500)
+    except (KeyError, TypeError, ValueError):
+        return f"{seeds} seed(s)"
+    rate = CPU_IMAGES_PER_S.get(model)
+    hours = f", about {images * seeds / rate / 3600:.1f} CPU-hours on this suite's 2-core CPU" if rate else ""
+    return f"{seeds} seed(s) x {images / 1e6:.2f} M training images{hours}"
+
+
+class PFLRunner(Runner):
+    """Routes fedbabu cells to :class:`PFLTrainJob` / :class:`PFLEvalJob` (module docstring)."""
+
+    name = "pfl"
+    needs_data = False  # trains from scratch: no weights; the dataset is checked here
+
+    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
+        return None  # takes the cell's own clients and participation
+
+    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        from benchmark.tables.availability import dataset_blocker
+        from benchmark.tables.plan import _alias
+
+        proto = plan.cell.protocol
+        plan.dataset = _alias(spec, "dataset", proto.get("dataset"))
+        plan.model = _alias(spec, "model", proto.get("model"))
+        plan.params = dict(rule.params)
+        plan.weights = "none (trained from scratch)"
+        algorithm = rule.params.get("methods", {}).get(proto.get("method"))
+        if algorithm is None:
+            plan.reason = f"method {proto.get('method')!r} is not implemented by the pfl runner"
+            return plan
+        plan.method = algorithm
+        missing = dataset_blocker(plan.dataset, config.get("data_root"))
+        if missing:
+            plan.reason = missing
+            return plan
+        jobs, why = cell_jobs(proto, algorithm, plan.model, plan.dataset, spec.seeds, config)
+        if why:
+            plan.reason = why
+            return plan
+        if not training_allowed(config):
+            plan.reason = (
+                f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: "
+                f"{estimate(proto, plan.model, len(spec.seeds))}; run with --config device=cuda or the slurm "
+                "profile (or cpu_training=true to train on this CPU)"
+            )
+            return plan
+        plan.jobs = jobs
+        plan.protocol = "fedbabu"
+        plan.status = "planned"
+        return plan
+
+    def collect(self, spec, plan, labels, settings) -> CellResult:
+        """Per seed the mean accuracy across clients; rows: every client's accuracy, the mean and the std
+        across clients (ddof 0); the std across clients (mean over seeds) goes to the table beside ours."""
+        import json
+
+        import numpy as np
+
+        from benchmark.tidy import make_row
+
+        values, rows, stds, sel = [], [], [], []
+        for job in plan.jobs:
+            rec = json.loads(Path(job.path).read_text())
+            per_client = rec["initial"]["per_client"] if job.KIND == "pfl_train" else rec["per_client"]
+            acc = np.asarray(per_client, dtype=float)
+            values.append(float(acc.mean()))
+            stds.append(float(acc.std()))
+            sel.append(int(rec["selected_round"]))
+            common = dict(
+                paper=spec.paper, table=spec.table, cell=plan.cell.id, dataset=plan.dataset, model=plan.model,
+                weights="none", method=plan.method, fl_algorithm=plan.method, partition=f"{job.scheme}{job.scheme_param}",
+                clients=job.clients, participation=float(job.participation), seed=job.seed, unit="percent",
+                protocol="fedbabu", git_commit=rec.get("git_commit"), versions=rec.get("versions"),
+                machine=rec.get("machine"),
+            )  # fmt: skip
+            rows.append(make_row(**common, metric="accuracy", value=float(acc.mean()), note="mean over clients"))
+            rows.append(make_row(**common, metric="client_accuracy_std", value=float(acc.std()),
+                                 note="std across clients, ddof 0"))  # fmt: skip
+            rows.extend(make_row(**common, metric="client_accuracy", value=float(a), note=f"client={i}")
+                        for i, a in enumerate(acc))  # fmt: skip
+        client_std = float(np.mean(stds))
+        note = f"± across clients (ddof 0): ours {client_std:.2f}; selected round(s) {sel}"
+        departures: tuple[str, ...] = ()
+        return CellResult(values, rows, note=note, departures=departures,
+                          extra={"std_over": "clients", "ours_client_std": client_std})  # fmt: skip
+
+    def artefacts(self, plan) -> dict[str, list[str]]:
+        curves = []
+        for job in plan.jobs:
+            train = job if job.KIND == "pfl_train" else job.training()
+            if Path(train.curve_path).is_file():
+                curves.append(train.curve_path)
+        return {"curves": curves}
+
+
+register_runner(PFLRunner())
