@@ -146,6 +146,11 @@ BINARY_PREFIX = Departure(
 )
 B_IS_BYTE = Departure("b_is_byte", "a lower-case 'b' in the printed unit read as byte instead of bit")
 B_IS_BIT = Departure("b_is_bit", "an upper-case 'B' in the printed unit read as bit instead of byte")
+SELECTED_ON_TEST = Departure(
+    "selected_on_test",
+    "model taken at the round of best accuracy on the clients' test sets (the reference code's best_model.pt) "
+    "instead of the last model the paper reports (fedbabu App. A)",
+)
 
 DEPARTURES: dict[str, Departure] = {
     d.name: d
@@ -162,6 +167,7 @@ DEPARTURES: dict[str, Departure] = {
         BINARY_PREFIX,
         B_IS_BYTE,
         B_IS_BIT,
+        SELECTED_ON_TEST,
     )
 }
 

@@ -38,6 +38,7 @@ class DeviceImages:
     labels: torch.Tensor
     mean: torch.Tensor
     std: torch.Tensor
+    dtype: torch.dtype = torch.float32
 
     @classmethod
     def from_split(cls, split, dataset: str, device: torch.device | str) -> DeviceImages:
@@ -55,7 +56,7 @@ class DeviceImages:
         )
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
-        return (x.float() / 255.0 - self.mean) / self.std
+        return (x.to(self.dtype) / 255.0 - self.mean.to(self.dtype)) / self.std.to(self.dtype)
 
     def test_batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.normalise(self.images[idx]), self.labels[idx]

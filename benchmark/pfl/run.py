@@ -124,7 +124,11 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
                           "re-run the training job with this code")  # fmt: skip
     from benchmark.pfl.models import build_model
 
-    model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init).to(dev)
+    model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
+    model = model.to(dev, getattr(torch, cfg.dtype))
+    train.dtype = test.dtype = getattr(torch, cfg.dtype)
+    clients = list(range(cfg.eval_clients or split.num_clients))
+    split = ClientSplit(split.train[: len(clients)], split.test[: len(clients)], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
     personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
     init_personal = {k: v.to(dev) for k, v in sel["init_personal"].items()}

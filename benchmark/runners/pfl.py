@@ -48,10 +48,14 @@ class _PFLFields(Job):
     selection: str
     seed: int
 
-    def pfl_config(self) -> Any:
+    def pfl_config(self, config: Mapping[str, Any] | None = None) -> Any:
+        """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
+        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record)."""
         from benchmark.pfl.trainer import PFLConfig
 
+        knobs = config or {}
         return PFLConfig(
+            dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
             participation=float(self.participation), local_epochs=self.local_epochs, rounds=self.rounds,
             momentum=float(self.momentum), head_lr_ratio=float(self.head_lr), head_init=self.head_init,
@@ -87,7 +91,7 @@ class PFLTrainJob(_PFLFields):
 
         ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
         train_step(
-            self.pfl_config(), self.partition(), self.path, device=config.get("device"),
+            self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
         )  # fmt: skip
 
@@ -134,6 +138,9 @@ UNSUPPORTED = {
     "setting": "the centralised F/B models of fedbabu Table 9 are not wired to this runner",
 }
 
+#: Values of those keys that are plain FedBABU / FedAvg (Tables 14/15: all four convs = FedBABU, + linear = FedAvg).
+SUPPORTED_VALUES = {("local_update_parts", "conv1234"), ("local_update_parts", "conv1234_linear")}
+
 
 def _num(value: Any) -> str:
     return f"{float(value):g}"
@@ -148,8 +155,12 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
               config: Mapping[str, Any]) -> tuple[tuple[Job, ...], str | None]:  # fmt: skip
     """The jobs of one fedbabu cell (one per seed), or ``((), reason)``."""
     for key, why in UNSUPPORTED.items():
-        if proto.get(key) not in (None, "none"):
-            return (), f"{why} ({key}={proto.get(key)!r})"
+        value = proto.get(key)
+        if value not in (None, "none") and (key, value) not in SUPPORTED_VALUES:
+            return (), f"{why} ({key}={value!r})"
+    if algorithm == "local_only":
+        return (), ("Local-only training (each client alone for 160 epochs with its own best-epoch selection, "
+                    "reference main_local.py) is not implemented")  # fmt: skip
     if proto.get("server_update") not in (None, "none") or float(proto.get("server_data_fraction") or 0) > 0:
         return (), "FedBABU+ with server data (fedbabu Tables 2/21, p > 0) is not implemented"
     part = proto.get("partition") or {}
@@ -232,6 +243,22 @@ class PFLRunner(Runner):
             plan.reason = f"method {proto.get('method')!r} is not implemented by the pfl runner"
             return plan
         plan.method = algorithm
+        from benchmark.errors import UnknownNameError
+        from benchmark.pfl.algorithms import ALGORITHMS
+        from benchmark.pfl.models import pfl_model_info
+
+        if proto.get("model_readings"):
+            readings = "; ".join(f"{r['value']} ({r['source']})" for r in proto["model_readings"])
+            plan.reason = f"the paper names more than one network for this table: {readings}"
+            return plan
+        try:
+            pfl_model_info(str(plan.model))
+        except UnknownNameError as err:
+            plan.reason = f"{err.what}; {err.fix}"
+            return plan
+        if algorithm not in ALGORITHMS:
+            plan.reason = f"algorithm {algorithm!r} is not implemented in benchmark/pfl/algorithms.py"
+            return plan
         missing = dataset_blocker(plan.dataset, config.get("data_root"))
         if missing:
             plan.reason = missing
@@ -283,7 +310,9 @@ class PFLRunner(Runner):
                         for i, a in enumerate(acc))  # fmt: skip
         client_std = float(np.mean(stds))
         note = f"± across clients (ddof 0): ours {client_std:.2f}; selected round(s) {sel}"
-        departures: tuple[str, ...] = ()
+        # a model chosen on the test sets (the reference) is a departure from the paper's last model (App. A)
+        last = [j.rounds for j in plan.jobs]
+        departures = ("selected_on_test",) if any(r != n for r, n in zip(sel, last, strict=True)) else ()
         return CellResult(values, rows, note=note, departures=departures,
                           extra={"std_over": "clients", "ours_client_std": client_std})  # fmt: skip
 

@@ -157,8 +157,14 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
             "verdict": str(v.status),
         }
     digits = 2 if o.plan.cell.metric == "accuracy" else 3
+    ours = _fmt(v.ours_mean, v.ours_std, digits)
+    if o.extra.get("std_over") == "clients" and v.ours_mean is not None:
+        # the paper's ± is the spread across clients (fedbabu): show ours the same way, and any seed spread apart
+        ours = f"{v.ours_mean:.{digits}f}±{o.extra['ours_client_std']:.{digits}f} (clients)"
+        if v.n_ours > 1:
+            ours += f", ± {v.ours_std:.{digits}f} over {v.n_ours} seeds"
     return {
-        "ours": _fmt(v.ours_mean, v.ours_std, digits),
+        "ours": ours,
         "paper": o.plan.cell.printed,
         "delta": "" if v.delta is None else f"{v.delta:+.{digits}f}",
         "verdict": str(v.status),
