@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmark.data import cifar, folders, text
+from benchmark.data import cifar, emnist, folders, text
 from benchmark.data.fetch import manifest_entries
 from benchmark.errors import ChecksumError, DataMissingError, UnknownNameError
 from benchmark.io import atomic_write_json, sha256_file
@@ -81,6 +81,9 @@ _CIFAR10 = DataSource(cifar.CIFAR10_FOLDER, (Remote(
 _CIFAR100 = DataSource(cifar.CIFAR100_FOLDER, (Remote(
     "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "eb9058c3a382ffc7106e4002c42a8d85", "md5",
     "", True, f"{_TV}.CIFAR100.tgz_md5"),))  # fmt: skip
+_EMNIST = DataSource(emnist.EMNIST_FOLDER, (Remote(
+    emnist.EMNIST_URL, emnist.EMNIST_ZIP_MD5, "md5", emnist.EMNIST_DEST, True, f"{_TV}.EMNIST.md5"),),
+    record=(*emnist.split_files("train"), *emnist.split_files("test"), emnist.MAPPING))  # fmt: skip
 _FLOWERS_URL = "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/"
 _FLOWERS = DataSource(folders.FLOWERS_FOLDER, (
     Remote(_FLOWERS_URL + "102flowers.tgz", "52808999861908f626f3c1f4e79d11fa", "md5", folders.FLOWERS_FOLDER,
@@ -112,7 +115,7 @@ _SST5 = DataSource(text.SST5_FOLDERS[1], (Remote(
 SOURCES: dict[str, DataSource] = {
     "cifar10": _CIFAR10, "cifar100": _CIFAR100, "flowers102": _FLOWERS, "eurosat": _EUROSAT,
     "eurosat_sub": _EUROSAT, "cub200": _CUB, "imagenet_r": _IMAGENET_R, "ag_news": _AG_NEWS, "sst2": _SST2,
-    "sst5": _SST5,
+    "sst5": _SST5, "emnist": _EMNIST,
 }  # fmt: skip
 
 #: Registry name -> where to get a dataset that has no working public download.

@@ -103,7 +103,7 @@ class DatasetInfo:
 
 def _ensure_loaded() -> None:
     # Importing the loader modules registers them.
-    from benchmark.data import cifar, folders, text  # noqa: F401
+    from benchmark.data import cifar, emnist, folders, text  # noqa: F401
 
 
 #: The datasets by name (the loader modules register themselves with :func:`register_dataset`).
