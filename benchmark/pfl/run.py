@@ -74,10 +74,10 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     out = Path(out)
     base = str(out).removesuffix(".json")
     model_path = Path(base + ".model.pt")
-    with atomic_path(model_path, suffix=".tmp") as tmp:
+    with atomic_path(model_path, suffix=".tmp") as tmp, open(tmp, "wb") as f:  # a file object: the archive's
         torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
                     "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
-                    "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, tmp)  # fmt: skip
+                    "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, f)  # fmt: skip
     import pandas as pd
 
     with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
