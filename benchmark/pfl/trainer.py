@@ -88,9 +88,14 @@ class PFLConfig:
         return max(int(self.participation * self.clients), 1)
 
     def lr_at(self, r: int) -> float:
-        """The client lr of round ``r`` (0-based): x0.1 after rounds R//2 and 3R//4 (1-based)."""
-        drops = sum(r + 1 > m for m in (self.rounds // 2, (self.rounds * 3) // 4))
-        return self.lr * 0.1**drops
+        """The client lr of round ``r`` (0-based): x0.1 after rounds R//2 and 3R//4 (1-based), multiplied as
+        ``main_fed.py`` does (``lr *= 0.1`` once after each finished round in ``[R//2, 3R//4]``: no drop for
+        R=1, one for R=2 where the milestones coincide)."""
+        lr = self.lr
+        for done in range(1, r + 1):
+            if done in (self.rounds // 2, (self.rounds * 3) // 4):
+                lr *= 0.1
+        return lr
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
