@@ -241,11 +241,7 @@ def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkey
     assert all(_equal(models[0]["personal"][i], models[1]["personal"][i]) for i in ("0", "1"))
     on_disk = json.loads((tmp_path / "a" / "seed0.json").read_text())
     assert on_disk["model_sha256"] == a["model_sha256"]
-    if a["model_sha256"] != b["model_sha256"]:
-        pytest.xfail(
-            "the same model saves to different bytes: train_step's torch.save(..., tmp) names the zip "
-            "archive after atomic_path's random temp file; save through an open file instead"
-        )
+    assert a["model_sha256"] == b["model_sha256"]  # the model file is saved through a file object
 
 
 class _Interrupted(Exception):
