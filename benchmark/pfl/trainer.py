@@ -7,7 +7,9 @@ Per round ``r`` (0-based) of ``R``:
    local procedure: the reference's ``LocalUpdate.train`` is ``tau`` epochs of SGD over its augmented data in
    batches of 50, with a **fresh** optimiser (momentum restarts every round), two parameter groups (body at
    ``lr``, head at ``lr * head_lr_ratio``; a part the algorithm does not train gets lr 0), weight decay 0, and
-   for FedProx the proximal term ``mu/2 * ||w - w_global||^2`` over the trained parameters;
+   for FedProx the proximal term ``mu/2 * ||w - w_global||^2`` over the trained parameters. An algorithm whose
+   ``procedure`` is not ``sgd`` runs its own (:mod:`benchmark.pfl.procedures`: FedRep, Ditto, Per-FedAvg), which
+   returns the client's full state; the procedure's ``begin_round`` hook runs before the round's first update;
 3. the server takes the **unweighted** mean of the sampled clients' aggregated entries (integer buffers are
    averaged as floats and cast back, as ``torch.div`` then ``load_state_dict`` do) and broadcasts them to
    every client; each sampled client keeps its personal entries;
@@ -20,6 +22,11 @@ Model selection (``selection``): ``best`` keeps the state of the round with the 
 reference's ``best_model.pt``: selection on the clients' test sets, strictly greater, first wins); ``last``
 keeps the final round's state (fedbabu App. A says the paper reports the last model). Both selected states are
 kept; :class:`PFLResult` carries the one asked for and the other's accuracy.
+
+``personal[i]`` overlays the broadcast for client ``i`` (``client_state``). For the sgd-procedure algorithms it
+holds exactly the entries the algorithm does not aggregate; a procedure may keep more there -- Ditto keeps the
+client's **full** personal model (the broadcast is then the global model, ``personal[i]`` the model client ``i``
+is evaluated and fine-tuned with). The round loop only overwrites it with non-aggregated entries when there are any.
 
 A checkpoint (every ``checkpoint_every`` rounds, atomic) holds the broadcast and personal entries, the best
 state so far and the history; a resumed run continues bit-identically (all randomness is keyed by round and
@@ -189,6 +196,12 @@ class PFLTrainer:
         self.init_personal: State = {k: v for k, v in init.items() if not self.algo.aggregates(k)}
         self.personal: dict[int, State] = {}
         self.prox_mu = cfg.prox_mu if cfg.prox_mu is not None else self.algo.prox_mu
+        self.procedure = None  # the reference's LocalUpdate.train (sgd_epochs); else a registered procedure
+        if self.algo.procedure != "sgd":
+            from benchmark.pfl.procedures import get_procedure
+
+            self.procedure = get_procedure(self.algo.procedure)
+            self.procedure.check(cfg, self.algo)
         self.history: list[dict[str, Any]] = []
         self.progress = progress
         self.log = log
@@ -210,10 +223,8 @@ class PFLTrainer:
     # ------------------------------------------------------------------------------------ local update
     def local_update(self, i: int, r: int, lr: float) -> tuple[State, float]:
         """Client ``i``'s update in round ``r``: its full state after the local procedure, and its loss."""
-        if self.algo.procedure != "sgd":
-            from benchmark.pfl.procedures import get_procedure
-
-            return get_procedure(self.algo.procedure)(self, i, r, lr)
+        if self.procedure is not None:
+            return self.procedure(self, i, r, lr)
         self.model.load_state_dict(self.client_state(i))
         body_lr, head_lr = self.part_lrs(lr)
         prox = None
@@ -237,6 +248,8 @@ class PFLTrainer:
     def run_round(self, r: int) -> dict[str, Any]:
         lr = self.cfg.lr_at(r)
         clients = self.sample(r)
+        if self.procedure is not None:
+            self.procedure.start_round(self, r)
         states, losses = [], []
         for i in clients:
             s, loss = self.local_update(int(i), r, lr)

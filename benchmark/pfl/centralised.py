@@ -1,0 +1,98 @@
+"""Centralised training for fedbabu Table 9 (App. C, "Personalization of the centralized model"): one model
+trained on the union of all clients' training data for 10 epochs, entirely (``F``, ``part="full"``) or body only
+(``B``, ``part="body"``: the head keeps its initialisation, as FedBABU's); it is then broadcast to every client
+and evaluated / fine-tuned like a federated model.
+
+:func:`train_centralised` returns the trained state dict. The model is initialised exactly as
+:class:`~benchmark.pfl.trainer.PFLTrainer` initialises a federated run of the same config (``torch.manual_seed(
+cfg.seed)`` then ``build_model``), so the ``B`` model's head is the FedBABU run's head. One SGD optimiser runs all
+epochs (two groups, body / head, the part not trained at lr 0); epoch ``e``'s batches are keyed
+``(seed, 0xCE17, e)``.
+
+Recipes (:class:`CentralRecipe`):
+
+* :meth:`CentralRecipe.protocol` (default) -- Table 9's protocol as transcribed (``expected/fedbabu/table9.yaml``:
+  fedbabu §3's setup): the config's batch size (50), lr (0.1), momentum (0.9) and weight decay (0), lr x0.1 after
+  epochs ``E//2`` and ``3E//4`` (1-based, as :meth:`PFLConfig.lr_at` over rounds).
+* :meth:`CentralRecipe.main_single` -- the reference's only centralised script (``main_single.py``, which the
+  paper does not name for Table 9): batch 128, weight decay 5e-4, ``MultiStepLR([80, 120])`` (no decay within
+  10 epochs), head bias zeroed at initialisation.
+
+How a job uses it: load the data and partition as ``run.load_run_data(cfg, partition, device, root)``, call
+``state = train_centralised(cfg, train, split, "body", 10, num_classes=meta["num_classes"])``, and write the
+training record and ``<base>.model.pt`` as ``run.train_step`` does with ``{"broadcast": state, "personal": {},
+"init_personal": {}}``: ``run.eval_step`` then evaluates (``initial``) and fine-tunes (``personalised``, Table 9's
+``tau_f`` = 1..5) it per client unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from benchmark.errors import ConfigError
+from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.models import build_model, is_head
+from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.procedures._loop import clone_state, epoch_batches, sgd_step
+from benchmark.pfl.trainer import PFLConfig, State
+
+CENTRAL_KEY = 0xCE17  # the batch key of the centralised epochs
+
+
+@dataclass(frozen=True)
+class CentralRecipe:
+    """Batch size, lr, momentum, weight decay, the epochs (1-based) after which the lr is x0.1, and whether the
+    head bias starts at zero (``main_single.py``)."""
+
+    batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    milestones: tuple[int, ...]
+    zero_head_bias: bool = False
+
+    @classmethod
+    def protocol(cls, cfg: PFLConfig, epochs: int) -> CentralRecipe:
+        return cls(cfg.batch_size, cfg.lr, cfg.momentum, cfg.weight_decay, (epochs // 2, (epochs * 3) // 4))
+
+    @classmethod
+    def main_single(cls) -> CentralRecipe:
+        return cls(128, 0.1, 0.9, 5e-4, (80, 120), zero_head_bias=True)
+
+    def lr_at(self, epoch: int) -> float:
+        """The lr of epoch ``epoch`` (0-based)."""
+        return self.lr * 0.1 ** sum(epoch + 1 > m for m in self.milestones)
+
+
+def train_centralised(cfg: PFLConfig, train: DeviceImages, split: ClientSplit, part: str, epochs: int, *,
+                      num_classes: int, recipe: CentralRecipe | None = None) -> State:  # fmt: skip
+    """The model of ``cfg`` (model, bn, head init, seed) trained on the union of ``split.train`` for ``epochs``
+    epochs, updating ``part`` (``full`` / ``body`` / ``head``); its state dict (module docstring)."""
+    if part not in ("full", "body", "head"):
+        raise ConfigError(f"part={part!r}", "use 'full' (Table 9 F), 'body' (Table 9 B) or 'head'")
+    if epochs < 1:
+        raise ConfigError(f"epochs={epochs}", "train at least one epoch (Table 9: 10)")
+    recipe = recipe or CentralRecipe.protocol(cfg, epochs)
+    idx = np.unique(np.concatenate([np.asarray(t, dtype=np.int64) for t in split.train]))
+    if len(idx) == 0:
+        raise ConfigError("the partition's clients hold no training images", "check the partition")
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init).to(train.images.device)
+    if recipe.zero_head_bias:
+        torch.nn.init.zeros_(model.linear.bias)
+    body = [p for n, p in model.named_parameters() if not is_head(n)]
+    head = [p for n, p in model.named_parameters() if is_head(n)]
+    trains = {"body": part in ("full", "body"), "head": part in ("full", "head")}
+    opt = torch.optim.SGD([{"params": body}, {"params": head}], lr=recipe.lr, momentum=recipe.momentum,
+                          weight_decay=recipe.weight_decay)  # fmt: skip
+    model.train()
+    for e in range(epochs):
+        lr = recipe.lr_at(e)
+        opt.param_groups[0]["lr"] = lr if trains["body"] else 0.0
+        opt.param_groups[1]["lr"] = lr if trains["head"] else 0.0
+        for x, y in epoch_batches(train, idx, recipe.batch_size, cfg.seed, CENTRAL_KEY, e):
+            sgd_step(model, opt, x, y)
+    return clone_state(model)
