@@ -54,7 +54,12 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("fedprox_babu", "body", "body", prox_mu=0.01, paper="fedbabu Table 7: FedProx on the body"),
         Algorithm("fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021"),
         Algorithm("ditto", "full", "full", procedure="ditto", paper="Li et al., ICML 2021"),
-        Algorithm("per_fedavg", "full", "full", procedure="per_fedavg", paper="Fallah et al., NeurIPS 2020"),
+        # the reference's main_ditto.py as written (personal models reset to the global each round and averaged)
+        Algorithm("ditto_reference", "full", "full", procedure="ditto_reference", paper="jhoon-oh/FedBABU main_ditto.py"),
+        # fedbabu App. A.3: beta = the round's lr (the default); the reference passes beta = 0.1
+        Algorithm("per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020"),
+        Algorithm("per_fedavg_reference", "full", "full", procedure="per_fedavg",
+                  paper="jhoon-oh/FedBABU main_per_fedavg.py (beta 0.1)"),
     )
 }
 

@@ -1,0 +1,137 @@
+"""The ``pfl`` runner (fedbabu): machine-independent planning, per-client collection, the verdict and table text
+of ``std_over: clients`` cells, and the selection departure."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmark.jobs import job_from_dict, job_to_dict
+from benchmark.runners import get_runner
+from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
+from benchmark.tables.assemble import CellOutcome, _cell_text
+from benchmark.tables.plan import plan_target
+from benchmark.tables.spec import load_spec
+from benchmark.verdict import Status, judge
+from benchmark.workflow import load_config
+
+TABLES = [1, 2, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+
+
+@pytest.fixture()
+def cfg(real_data_root, monkeypatch):
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+
+    def make(**over):
+        return load_config(overrides={"data_root": str(real_data_root), **over})
+
+    return make
+
+
+def test_table5_with_device_cuda_plans_one_training_and_one_personalisation_per_cell(cfg, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # planning never looks at the machine
+    plans = plan_target("fedbabu_table5", cfg(device="cuda"))
+    status = collections.Counter(p.status for p in plans)
+    assert status == {"planned": 126, "not_run": 3}  # local-only: not implemented, said so
+    assert all("Local-only" in p.reason for p in plans if p.status == "not_run")
+    kinds = collections.Counter(j.KIND for p in plans for j in p.jobs)
+    assert kinds == {"pfl_eval": 126}
+    trainings = {j.training().path for p in plans for j in p.jobs}
+    assert len(trainings) == 126  # 7 algorithms x 3 s x 2 f x 3 tau
+
+
+def test_without_a_gpu_every_cell_is_not_run_with_its_cost(cfg):
+    plans = plan_target("fedbabu_table1", cfg())
+    assert {p.status for p in plans} == {"not_run"}
+    reason = plans[0].reason
+    assert "needs a GPU" in reason and "M training images" in reason and "cpu_training=true" in reason
+
+
+def test_cpu_training_is_an_explicit_opt_in(cfg):
+    plans = plan_target("fedbabu_table1", cfg(cpu_training=True))
+    assert {p.status for p in plans} == {"planned"}
+
+
+def test_initial_cells_share_the_training_job_of_the_personalised_cells(cfg):
+    plans = plan_target("fedbabu_table1", cfg(device="cuda"))
+    initial = {j.path for p in plans if p.cell.protocol["stage"] == "initial" for j in p.jobs}
+    personal = {j.training().path for p in plans if p.cell.protocol["stage"] == "personalized" for j in p.jobs}
+    assert initial == personal and len(initial) == 18
+
+
+def test_every_fedbabu_table_plans_or_says_why(cfg):
+    reasons = collections.Counter()
+    for t in TABLES:
+        for p in plan_target(f"fedbabu_table{t}", cfg(device="cuda")):
+            assert p.status == "planned" or p.reason, (t, p.cell.id)
+            if p.status != "planned":
+                reasons[p.reason.split(" (")[0][:60]] += 1
+    assert sum(reasons.values()) < 400  # most of the 1,273 cells plan; the rest name what is missing
+
+
+def test_emnist_cells_name_the_download_command(cfg):
+    plans = plan_target("fedbabu_table19", cfg(device="cuda"))
+    assert all("flb data fetch emnist" in p.reason for p in plans)
+
+
+def test_jobs_round_trip_through_plan_files_and_wildcards(cfg):
+    job = next(j for p in plan_target("fedbabu_table4", cfg(device="cuda")) for j in p.jobs)
+    assert isinstance(job, PFLEvalJob)
+    assert job_from_dict(job_to_dict(job)) == job
+    fields = {k: v for k, v in job_to_dict(job).items() if k != "kind"}
+    assert PFLEvalJob.from_wildcards(fields) == job
+    assert job.inputs() == (job.training(),) and isinstance(job.training(), PFLTrainJob)
+
+
+def _write_record(job: PFLTrainJob, per_client: list[float], selected: int) -> None:
+    path = Path(job.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"initial": {"per_client": per_client}, "selected_round": selected,
+                                "git_commit": "x", "versions": "v", "machine": "m"}))  # fmt: skip
+
+
+def _cell_plan(cfg, target: str, stage: str = "initial"):
+    plans = plan_target(target, cfg(device="cuda"))
+    return load_spec(target), next(p for p in plans if p.status == "planned" and p.cell.protocol["stage"] == stage)
+
+
+def test_collect_reports_the_mean_over_clients_and_keeps_every_client(cfg, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec, plan = _cell_plan(cfg, "fedbabu_table1")
+    job = plan.jobs[0]
+    acc = [50.0, 60.0, 70.0, 80.0]
+    _write_record(job, acc, selected=job.rounds)
+    res = get_runner("pfl").collect(spec, plan, {}, {})
+    assert res.values == [65.0]
+    assert res.extra == {"std_over": "clients", "ours_client_std": pytest.approx(float(np.std(acc)))}
+    per_client = [r for r in res.rows if r["metric"] == "client_accuracy"]
+    assert [r["value"] for r in per_client] == acc and per_client[2]["note"] == "client=2"
+    assert res.departures == ()  # the last round was the best: nothing departs from the paper's last model
+
+
+def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_departure(cfg, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec, plan = _cell_plan(cfg, "fedbabu_table1")
+    _write_record(plan.jobs[0], [plan.cell.mean] * 3, selected=plan.jobs[0].rounds - 1)
+    res = get_runner("pfl").collect(spec, plan, {}, {})
+    assert res.departures == ("selected_on_test",)
+    v = judge(plan.cell, res.values, substitute=False, not_run_reason=None, departures=res.departures)
+    assert v.status is Status.PASS_DEPARTURE and "last model" in v.reason
+
+
+def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(cfg, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _spec, plan = _cell_plan(cfg, "fedbabu_table1")
+    assert plan.cell.std_over == "clients" and plan.cell.std > 1.0
+    # 1.5 points off with a 5-point client spread: the spread is not an uncertainty of the mean -> FAIL
+    values = [plan.cell.mean + 1.5]
+    v = judge(plan.cell, values, substitute=False, not_run_reason=None)
+    assert v.status is Status.FAIL and v.paper_std_used == 0.0 and v.tolerance == 1.0
+    text = _cell_text(CellOutcome(plan, values, v, "", {"std_over": "clients", "ours_client_std": 4.25}))
+    assert text["ours"] == f"{values[0]:.2f}±4.25 (clients)"
