@@ -61,7 +61,9 @@ def test_cpu_training_is_an_explicit_opt_in(cfg):
 def test_initial_cells_share_the_training_job_of_the_personalised_cells(cfg):
     plans = plan_target("fedbabu_table1", cfg(device="cuda"))
     initial = {j.path for p in plans if p.cell.protocol["stage"] == "initial" for j in p.jobs}
-    personal = {j.training().path for p in plans if p.cell.protocol["stage"] == "personalized" for j in p.jobs}
+    personal = {
+        j.training().path for p in plans if p.cell.protocol["stage"] == "personalized" for j in p.jobs
+    }
     assert initial == personal and len(initial) == 18
 
 
@@ -98,7 +100,9 @@ def _write_record(job: PFLTrainJob, per_client: list[float], selected: int) -> N
 
 def _cell_plan(cfg, target: str, stage: str = "initial"):
     plans = plan_target(target, cfg(device="cuda"))
-    return load_spec(target), next(p for p in plans if p.status == "planned" and p.cell.protocol["stage"] == stage)
+    return load_spec(target), next(
+        p for p in plans if p.status == "planned" and p.cell.protocol["stage"] == stage
+    )
 
 
 def test_collect_reports_the_mean_over_clients_and_keeps_every_client(cfg, tmp_path, monkeypatch):
@@ -115,7 +119,9 @@ def test_collect_reports_the_mean_over_clients_and_keeps_every_client(cfg, tmp_p
     assert res.departures == ()  # the last round was the best: nothing departs from the paper's last model
 
 
-def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_departure(cfg, tmp_path, monkeypatch):
+def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_departure(
+    cfg, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     spec, plan = _cell_plan(cfg, "fedbabu_table1")
     _write_record(plan.jobs[0], [plan.cell.mean] * 3, selected=plan.jobs[0].rounds - 1)
@@ -125,7 +131,9 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
     assert v.status is Status.PASS_DEPARTURE and "last model" in v.reason
 
 
-def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(cfg, tmp_path, monkeypatch):
+def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(
+    cfg, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     _spec, plan = _cell_plan(cfg, "fedbabu_table1")
     assert plan.cell.std_over == "clients" and plan.cell.std > 1.0

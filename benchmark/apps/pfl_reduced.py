@@ -141,8 +141,12 @@ def compare(pinned: dict[str, Any], computed: dict[str, Any]) -> list[str]:
         x, y = np.asarray(want["train_loss"]), np.asarray(got["train_loss"])
         if x.shape != y.shape or np.any(np.abs(x - y) > tol["loss_rtol"] * np.abs(x)):
             out.append(f"{alg}.train_loss: pinned {x.tolist()}, computed {y.tolist()}")
-        if np.any(np.abs(np.subtract(want["test_accuracy"], got["test_accuracy"])) > tol["accuracy_abs"] + 1e-9):
-            out.append(f"{alg}.test_accuracy: pinned {want['test_accuracy']}, computed {got['test_accuracy']}")
+        if np.any(
+            np.abs(np.subtract(want["test_accuracy"], got["test_accuracy"])) > tol["accuracy_abs"] + 1e-9
+        ):
+            out.append(
+                f"{alg}.test_accuracy: pinned {want['test_accuracy']}, computed {got['test_accuracy']}"
+            )
         for key in ("initial", "personalised"):
             d = np.abs(np.subtract(want[key], got[key]))
             if d.size and d.max() > tol["client_accuracy_abs"] + 1e-9:
@@ -152,7 +156,9 @@ def compare(pinned: dict[str, Any], computed: dict[str, Any]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--write-pinned", action="store_true", help="recompute, measure the tolerance, write the pin")
+    ap.add_argument(
+        "--write-pinned", action="store_true", help="recompute, measure the tolerance, write the pin"
+    )
     args = ap.parse_args(argv)
     computed = compute()
     if args.write_pinned:

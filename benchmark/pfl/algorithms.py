@@ -48,23 +48,42 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("fedavg", "full", "full", paper="McMahan et al., AISTATS 2017"),
         Algorithm("fedbabu", "body", "body", paper="Oh et al., ICLR 2022 (Algorithm 1)"),
         Algorithm("fedper", "full", "body", paper="Arivazhagan et al., arXiv:1912.00818 (personal head)"),
-        Algorithm("lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)"),
+        Algorithm(
+            "lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)"
+        ),
         Algorithm("local_only", "full", "none", paper="each client alone (fedbabu Table 5 'Local-only')"),
-        Algorithm("fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"),
+        Algorithm(
+            "fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"
+        ),
         Algorithm("fedprox_babu", "body", "body", prox_mu=0.01, paper="fedbabu Table 7: FedProx on the body"),
         Algorithm("fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021"),
         Algorithm("ditto", "full", "full", procedure="ditto", paper="Li et al., ICML 2021"),
         # the reference's main_ditto.py as written (personal models reset to the global each round and averaged)
-        Algorithm("ditto_reference", "full", "full", procedure="ditto_reference", paper="jhoon-oh/FedBABU main_ditto.py"),
+        Algorithm(
+            "ditto_reference",
+            "full",
+            "full",
+            procedure="ditto_reference",
+            paper="jhoon-oh/FedBABU main_ditto.py",
+        ),
         # fedbabu App. A.3: beta = the round's lr (the default); the reference passes beta = 0.1
-        Algorithm("per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020"),
-        Algorithm("per_fedavg_reference", "full", "full", procedure="per_fedavg",
-                  paper="jhoon-oh/FedBABU main_per_fedavg.py (beta 0.1)"),
+        Algorithm(
+            "per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020"
+        ),
+        Algorithm(
+            "per_fedavg_reference",
+            "full",
+            "full",
+            procedure="per_fedavg",
+            paper="jhoon-oh/FedBABU main_per_fedavg.py (beta 0.1)",
+        ),
     )
 }
 
 
 def get_algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
-        raise UnknownNameError(f"no personalised-FL algorithm {name!r}", f"use one of: {', '.join(ALGORITHMS)}")
+        raise UnknownNameError(
+            f"no personalised-FL algorithm {name!r}", f"use one of: {', '.join(ALGORITHMS)}"
+        )
     return ALGORITHMS[name]

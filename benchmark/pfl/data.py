@@ -75,8 +75,9 @@ class DeviceImages:
         return self.normalise(padded[bi, ci, rows, cols]), self.labels[idx]
 
 
-def epoch_plan(n: int, batch_size: int, seed: int, *keys: int, augment: bool = True, shuffle: bool = True,
-               pad: int = 4):
+def epoch_plan(
+    n: int, batch_size: int, seed: int, *keys: int, augment: bool = True, shuffle: bool = True, pad: int = 4
+):
     """One local epoch's draws for a client with ``n`` images: a list of (positions, crop, flip) per batch
     (the DataLoader's shuffle unless ``shuffle=False``, then per-image crop offsets and flips), from a generator seeded by
     ``(seed, *keys)``."""

@@ -62,17 +62,23 @@ def list_pfl_models() -> list[str]:
 
 def pfl_model_info(name: str) -> PFLModelInfo:
     if name not in _MODELS:
-        raise UnknownNameError(f"no personalised-FL model {name!r}", f"use one of: {', '.join(list_pfl_models())}")
+        raise UnknownNameError(
+            f"no personalised-FL model {name!r}", f"use one of: {', '.join(list_pfl_models())}"
+        )
     return _MODELS[name]
 
 
-def build_model(name: str, num_classes: int, *, bn: str | None = None, head_init: str = "default") -> nn.Module:
+def build_model(
+    name: str, num_classes: int, *, bn: str | None = None, head_init: str = "default"
+) -> nn.Module:
     """The network ``name`` with a ``num_classes`` head; parameters drawn from torch's global generator
     (seed it first)."""
     info = pfl_model_info(name)
     bn = bn or info.default_bn
     if bn not in ("batch", "standard"):
-        raise ConfigError(f"bn={bn!r}", "use 'batch' (track_running_stats=False, the reference) or 'standard'")
+        raise ConfigError(
+            f"bn={bn!r}", "use 'batch' (track_running_stats=False, the reference) or 'standard'"
+        )
     net = info.build(num_classes, bn)
     if head_init == "orthogonal":
         nn.init.orthogonal_(net.linear.weight)
@@ -81,7 +87,9 @@ def build_model(name: str, num_classes: int, *, bn: str | None = None, head_init
             net.linear.weight.uniform_(0.45, 0.55)
             net.linear.weight.div_(net.linear.weight.norm(dim=1, keepdim=True))
     elif head_init != "default":
-        raise ConfigError(f"head_init={head_init!r}", "use 'default' (PyTorch's), 'orthogonal' or 'similar_rows'")
+        raise ConfigError(
+            f"head_init={head_init!r}", "use 'default' (PyTorch's), 'orthogonal' or 'similar_rows'"
+        )
     return net
 
 

@@ -59,7 +59,9 @@ def _class_shards(labels: np.ndarray, num_classes: int, per_class: int) -> list[
     return shards
 
 
-def _deal(shards: list[list[np.ndarray]], rows: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+def _deal(
+    shards: list[list[np.ndarray]], rows: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, ...]:
     out = []
     for row in rows:
         parts = []
@@ -147,4 +149,7 @@ def make_partitioner(kind: str, num_clients: int, *, shards_per_client: int | No
         return ShardsPartitioner(num_clients, int(shards_per_client), server_fraction)
     if kind == "dirichlet" and beta:
         return DirichletPartitioner(num_clients, float(beta), server_fraction=server_fraction)
-    raise ConfigError(f"partition {kind!r} (s={shards_per_client}, beta={beta})", "use shards with s, or dirichlet with beta")
+    raise ConfigError(
+        f"partition {kind!r} (s={shards_per_client}, beta={beta})",
+        "use shards with s, or dirichlet with beta",
+    )

@@ -103,7 +103,9 @@ def load_selected(record_path: str | Path) -> tuple[dict[str, Any], dict[str, An
     try:
         record = json.loads(record_path.read_text())
     except (OSError, ValueError) as err:
-        raise ConfigError(f"{record_path}: not a readable training record ({err})", "re-run the training job") from None
+        raise ConfigError(
+            f"{record_path}: not a readable training record ({err})", "re-run the training job"
+        ) from None
     model_path = record_path.with_name(record["model_file"])
     if not model_path.is_file() or sha256_file(model_path) != record["model_sha256"]:
         raise ConfigError(f"{model_path} is missing or does not match the sha256 in {record_path}",
@@ -128,7 +130,9 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
     model = model.to(dev, getattr(torch, cfg.dtype))
     train.dtype = test.dtype = getattr(torch, cfg.dtype)
     clients = list(range(cfg.eval_clients or split.num_clients))
-    split = ClientSplit(split.train[: len(clients)], split.test[: len(clients)], split.server, split.label_rows)
+    split = ClientSplit(
+        split.train[: len(clients)], split.test[: len(clients)], split.server, split.label_rows
+    )
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
     personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
     init_personal = {k: v.to(dev) for k, v in sel["init_personal"].items()}
@@ -142,9 +146,13 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
         acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
     elif evaluation in ("ncm_cosine", "ncm_euclidean"):
         metric = evaluation.removeprefix("ncm_")
-        acc = ncm_accuracy(model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch, metric)
+        acc = ncm_accuracy(
+            model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch, metric
+        )
     else:
-        raise ConfigError(f"evaluation {evaluation!r}", "use initial, personalised, ncm_cosine or ncm_euclidean")
+        raise ConfigError(
+            f"evaluation {evaluation!r}", "use initial, personalised, ncm_cosine or ncm_euclidean"
+        )
     mean, std = summary(acc)
     result = {"kind": "pfl_eval", "evaluation": evaluation, "finetune": asdict(ft) if ft else None,
               "training_record": str(record_path), "selected_round": record["selected_round"],

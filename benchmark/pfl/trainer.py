@@ -182,7 +182,9 @@ class PFLTrainer:
     def __init__(self, cfg: PFLConfig, train: DeviceImages, test: DeviceImages, split: ClientSplit,
                  num_classes: int, *, progress: bool = True, log: Callable[[str], None] | None = None) -> None:  # fmt: skip
         if split.num_clients != cfg.clients:
-            raise ConfigError(f"partition has {split.num_clients} clients, config {cfg.clients}", "re-partition")
+            raise ConfigError(
+                f"partition has {split.num_clients} clients, config {cfg.clients}", "re-partition"
+            )
         self.cfg, self.train, self.test, self.split = cfg, train, test, split
         self.algo: Algorithm = get_algorithm(cfg.algorithm)
         self.device = train.images.device
@@ -268,7 +270,9 @@ class PFLTrainer:
         return self.split.test[: self.cfg.eval_clients] if self.cfg.eval_clients else self.split.test
 
     def evaluate(self) -> np.ndarray:
-        return client_accuracies(self.model, self.test, self.eval_split(), self.client_state, self.cfg.eval_batch)
+        return client_accuracies(
+            self.model, self.test, self.eval_split(), self.client_state, self.cfg.eval_batch
+        )
 
     # ------------------------------------------------------------------------------------------- run
     def snapshot(self) -> tuple[State, dict[int, State]]:
@@ -294,7 +298,12 @@ class PFLTrainer:
                 row["test_accuracy"] = weighted_mean(acc, self.eval_split())
                 last_acc = acc
                 if row["test_accuracy"] > best["acc"]:
-                    best = {"acc": row["test_accuracy"], "round": r + 1, "state": self.snapshot(), "clients": acc}
+                    best = {
+                        "acc": row["test_accuracy"],
+                        "round": r + 1,
+                        "state": self.snapshot(),
+                        "clients": acc,
+                    }
                 bar.set_acc(row["test_accuracy"] / 100)
             row["wall_s"] = time.perf_counter() - t0
             self.history.append(row)

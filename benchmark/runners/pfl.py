@@ -104,7 +104,9 @@ class PFLEvalJob(_PFLFields):
 
     KIND: ClassVar[str] = "pfl_eval"
     RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
-    PATTERN: ClassVar[str] = _TRAIN_DIR + "/seed{seed}/{evaluation}-{ft_part}-e{ft_epochs}-lr{ft_lr}-m{ft_momentum}.json"
+    PATTERN: ClassVar[str] = (
+        _TRAIN_DIR + "/seed{seed}/{evaluation}-{ft_part}-e{ft_epochs}-lr{ft_lr}-m{ft_momentum}.json"
+    )
     evaluation: str
     ft_part: str
     ft_epochs: int
@@ -130,7 +132,11 @@ class PFLEvalJob(_PFLFields):
 
 # ------------------------------------------------------------------------------------------------ planning
 #: fedbabu's head initialisations (Table 24): the paper's names -> ``build_model(head_init=...)``.
-HEAD_INITS = {"pytorch_default_he_uniform": "default", "similar_rows": "similar_rows", "orthogonal": "orthogonal"}
+HEAD_INITS = {
+    "pytorch_default_he_uniform": "default",
+    "similar_rows": "similar_rows",
+    "orthogonal": "orthogonal",
+}
 #: Cell protocol keys this runner does not implement yet, and why (the cell is NOT RUN with the reason).
 UNSUPPORTED = {
     "local_update_parts": "training only some body layers (fedbabu App. Tables 14/15 ablation) is not implemented",
@@ -215,7 +221,9 @@ def estimate(proto: Mapping[str, Any], model: str, seeds: int) -> str:
     """Training images per seed (rounds x sampled clients x tau x 500) and the CPU hours they take here."""
     try:
         m = max(int(float(proto["participation"]) * int(proto.get("clients") or 100)), 1)
-        images = int(proto["rounds"]) * m * int(proto["local_epochs"]) * int(proto.get("train_per_client") or 500)
+        images = (
+            int(proto["rounds"]) * m * int(proto["local_epochs"]) * int(proto.get("train_per_client") or 500)
+        )
     except (KeyError, TypeError, ValueError):
         return f"{seeds} seed(s)"
     rate = CPU_IMAGES_PER_S.get(model)
@@ -306,7 +314,9 @@ class PFLRunner(Runner):
                 protocol="fedbabu", git_commit=rec.get("git_commit"), versions=rec.get("versions"),
                 machine=rec.get("machine"),
             )  # fmt: skip
-            rows.append(make_row(**common, metric="accuracy", value=float(acc.mean()), note="mean over clients"))
+            rows.append(
+                make_row(**common, metric="accuracy", value=float(acc.mean()), note="mean over clients")
+            )
             rows.append(make_row(**common, metric="client_accuracy_std", value=float(acc.std()),
                                  note="std across clients, ddof 0"))  # fmt: skip
             rows.extend(make_row(**common, metric="client_accuracy", value=float(a), note=f"client={i}")

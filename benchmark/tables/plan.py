@@ -10,6 +10,7 @@ and never plans again. Jobs are :mod:`benchmark.jobs` values; each cell's runner
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,9 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
     rule = spec.rule_for(view)
     if rule is None:
         return CellPlan(cell, None, "not_run", spec.not_run_reason)
+    wanted = config.get("cell_filter")
+    if wanted and not re.search(str(wanted), cell.id):
+        return CellPlan(cell, rule.runner, "not_run", f"not selected by cell_filter={wanted!r}")
     differ = protocol_disagreements(spec, cell)
     if differ:
         return CellPlan(
@@ -189,6 +193,9 @@ PLAN_SETTINGS = (
     "device",
     "cpu_training",
     "train_precision",
+    "pfl_selection",
+    "pfl_ncm_metric",
+    "cell_filter",
 )
 
 
