@@ -27,6 +27,7 @@ import torch
 
 from benchmark.errors import ConfigError
 from benchmark.pfl.data import NORMALISATION, DeviceImages
+from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
@@ -160,18 +161,18 @@ def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
 def test_personalise_vectorised_equals_personalise() -> None:
     t = trainer("fedbabu")
 
-    def states(i: int) -> dict[str, torch.Tensor]:
-        return {k: v.clone() for k, v in t.client_state(i).items()}
+    def states(i: int) -> dict[str, torch.Tensor]:  # fresh copies, client i's body shifted by 0.01 * i
+        return {k: v.clone() if is_head(k) else v + 0.01 * i for k, v in t.client_state(i).items()}
 
-    before = client_accuracies(t.model, t.test, t.split.test, states, 20)  # batches 20, 20, 10
+    clients = [3, 1, 0]  # sizes 55, 60, 60: lock-step groups [3] and [1, 0] (bodies differ: stacked entries)
+    before = client_accuracies(t.model, t.test, t.split.test, states, 20)  # batches of 20, 20, 10
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error")  # no fallback
         got = lockstep_accuracies(t.model, t.test, t.split.test, [states(i) for i in range(4)], 20, chunk=3)
     np.testing.assert_array_equal(got, before)
-    ft = FineTune(part="head", epochs=1, lr=0.5)  # head only: the body is a fixed entry shared by the chunk
-    clients = [3, 1, 0]
+    ft = FineTune(part="head", epochs=1, lr=0.5)  # head only: the body is a fixed entry of the chunk
     want = personalise(t.model, t.train, t.test, t.split, states, ft, seed=0, eval_batch=20, clients=clients)
     got = personalise_vectorised(t.model, t.train, t.test, t.split, states, ft, seed=0, eval_batch=20,
-                                 clients=clients, chunk=1)  # fmt: skip
+                                 clients=clients, chunk=None)  # fmt: skip
     np.testing.assert_array_equal(got, want)
     assert not np.array_equal(want, before[clients])  # fine-tuning changed something
