@@ -100,9 +100,11 @@ def test_size_chunks_groups_equal_sizes_in_order() -> None:
         size_chunks(sizes, 0)
 
 
-@pytest.mark.parametrize("algorithm", ["fedavg", "fedbabu", "fedprox"])
-def test_vectorised_round_equals_the_loop(algorithm: str) -> None:
-    loop, vec = trainer(algorithm), trainer(algorithm)
+@pytest.mark.parametrize(
+    ("algorithm", "kw"), [("fedavg", {}), ("fedbabu", {}), ("fedprox", {"weight_decay": 5e-4})]
+)
+def test_vectorised_round_equals_the_loop(algorithm: str, kw: dict) -> None:
+    loop, vec = trainer(algorithm, **kw), trainer(algorithm, **kw)
     start = dict(loop.broadcast)
     row_loop = loop.run_round(0)
     row_vec = run_round_vectorised(vec, 0, chunk=2)  # chunks [0, 1], [2], [3]

@@ -173,7 +173,10 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
     model.train()
     dev = data.images.device
     rows, crops, flips = _draws(n, batch_size, seed, keys, idxs, epochs, dev)
-    bufs: State = {}
+    by_lr: dict[float, list[str]] = {}
+    for k in trained:
+        by_lr.setdefault(lr_of[k], []).append(k)
+    bufs: dict[float, list[torch.Tensor]] = {}
     losses = []
     for e in range(epochs):
         for s in range(0, n, batch_size):
@@ -189,22 +192,31 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
             grads, loss = step(weights, stacked, shared, x, y)
             losses.append(loss)
             with torch.no_grad():
-                for k in trained:  # torch.optim.SGD's step (single-tensor path), per client
-                    d = grads[k]
-                    if weight_decay != 0.0:
-                        d = d.add(weights[k], alpha=weight_decay)
-                    if momentum != 0.0:
-                        if k not in bufs:
-                            bufs[k] = torch.clone(d).detach()
-                        else:
-                            bufs[k].mul_(momentum).add_(d)
-                        d = bufs[k]
-                    weights[k].add_(d, alpha=-lr_of[k])
+                for lr, ks in by_lr.items():
+                    _sgd_step([weights[k] for k in ks], [grads[k] for k in ks], bufs.setdefault(lr, []), lr=lr,
+                              momentum=momentum, weight_decay=weight_decay)  # fmt: skip
     means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * c
     out = []
     for j, start in enumerate(starts):
         out.append({k: weights[k][j].clone() if k in weights else start[k].detach().clone() for k in names})
     return out, [float(v) for v in means]
+
+
+def _sgd_step(params: list[torch.Tensor], grads: list[torch.Tensor], bufs: list[torch.Tensor], *, lr: float,
+              momentum: float, weight_decay: float) -> None:  # fmt: skip
+    """``torch.optim.SGD``'s step (its foreach path, the default on CUDA; the same elementwise arithmetic as its
+    single-tensor path) on stacked clients, in place; ``bufs`` is empty before the first step."""
+    d = grads
+    if weight_decay != 0.0:
+        d = torch._foreach_add(d, params, alpha=weight_decay)
+    if momentum != 0.0:
+        if not bufs:
+            bufs.extend(torch.clone(g).detach() for g in d)
+        else:
+            torch._foreach_mul_(bufs, momentum)
+            torch._foreach_add_(bufs, d)
+        d = bufs
+    torch._foreach_add_(params, d, alpha=-lr)
 
 
 # ----------------------------------------------------------------------------------------------- a round
