@@ -108,7 +108,7 @@ def _stack_shared(names: Sequence[str], states: Sequence[State]) -> tuple[State,
             pending.append((n, torch.stack([s[n].detach() for s in states])))
     stacked: State = {}
     if pending:
-        same = torch.stack([(t == t[:1]).flatten(1).all() for _, t in pending]).tolist()
+        same = torch.stack([(t == t[:1]).reshape(len(t), -1).all() for _, t in pending]).tolist()
         for (n, t), eq in zip(pending, same, strict=True):
             if eq:
                 shared[n] = t[0]
@@ -153,6 +153,8 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
     if any(len(i) != n for i in idxs):
         raise ConfigError("lock-step SGD: clients of unequal sizes", "group clients by size (size_chunks)")
     names = [k for k, _ in model.named_parameters()]
+    if n == 0:  # sgd_epochs: no batch, the state unchanged, a nan loss
+        return [{k: s[k].detach().clone() for k in names} for s in starts], [float("nan")] * c
     lr_of = {k: head_lr if is_head(k) else body_lr for k in names}
     trained = [k for k in names if lr_of[k] != 0.0]
     shared, stacked = _stack_shared([k for k in names if k not in trained], starts)
