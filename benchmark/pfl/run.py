@@ -125,6 +125,10 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
         raise ConfigError(f"the partition rebuilt for {record_path} differs from the one it was trained on",
                           "re-run the training job with this code")  # fmt: skip
     from benchmark.pfl.models import build_model
+    from benchmark.pfl.vectorised import model_reason, personalise_vectorised
+
+    def vectorised_ok(m: torch.nn.Module) -> bool:
+        return model_reason(m) is None
 
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
     model = model.to(dev, getattr(torch, cfg.dtype))
@@ -142,6 +146,8 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
 
     if evaluation == "initial":
         acc = client_accuracies(model, test, split.test, states, cfg.eval_batch)
+    elif evaluation == "personalised" and cfg.client_exec == "vectorised" and vectorised_ok(model):
+        acc = personalise_vectorised(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
     elif evaluation == "personalised":
         acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
     elif evaluation in ("ncm_cosine", "ncm_euclidean"):

@@ -81,10 +81,16 @@ class PFLConfig:
     # clients (None: all, the paper) and compute in ``dtype`` (float64 makes the guard portable across CPUs)
     eval_clients: int | None = None
     dtype: str = "float32"
+    # execution only (same arithmetic up to summation order): the per-client loop, or clients of a round in
+    # lock-step with torch.func (benchmark/pfl/vectorised.py; GPU), ``vector_chunk`` clients at a time
+    client_exec: str = "loop"
+    vector_chunk: int | None = None
 
     def __post_init__(self) -> None:
         if self.selection not in ("best", "last"):
             raise ConfigError(f"selection={self.selection!r}", "use 'best' (the reference) or 'last'")
+        if self.client_exec not in ("loop", "vectorised"):
+            raise ConfigError(f"client_exec={self.client_exec!r}", "use 'loop' or 'vectorised'")
         if self.dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype={self.dtype!r}", "use float32 (the paper) or float64 (portable pins)")
         if not 0 < self.participation <= 1:
@@ -248,6 +254,10 @@ class PFLTrainer:
         return out
 
     def run_round(self, r: int) -> dict[str, Any]:
+        if self.cfg.client_exec == "vectorised":
+            from benchmark.pfl.vectorised import run_round_vectorised
+
+            return run_round_vectorised(self, r, self.cfg.vector_chunk)
         lr = self.cfg.lr_at(r)
         clients = self.sample(r)
         if self.procedure is not None:

@@ -54,7 +54,11 @@ class _PFLFields(Job):
         from benchmark.pfl.trainer import PFLConfig
 
         knobs = config or {}
+        exec_ = str(knobs.get("train_exec", "auto"))
+        if exec_ == "auto":
+            exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
+            client_exec=exec_, vector_chunk=knobs.get("train_chunk"),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
             participation=float(self.participation), local_epochs=self.local_epochs, rounds=self.rounds,
