@@ -308,3 +308,16 @@ def test_sampling_is_the_references_count_and_seeded():
     assert np.array_equal(t.sample(0), rounds[0])
     t.cfg = PFLConfig(clients=5, participation=0.1)
     assert len(t.sample(0)) == 1
+
+
+@pytest.mark.parametrize("algorithm", ["centralized_body", "centralized_full"])
+def test_table9_centralised_models_train_on_the_union_and_b_keeps_the_initial_head(data, algorithm):
+    from benchmark.pfl import run
+
+    trainer = _trainer(data, _cfg(algorithm=algorithm, rounds=1))
+    init = _clone(trainer.init_state)
+    res = run._centralised(trainer, run.CENTRALISED[algorithm])
+    assert res.client_accuracy.shape == (2,) and res.selected_personal == {}
+    assert not _equal(_body(res.selected_state), _body(init))  # the body trained on the clients' union
+    assert _equal(_head(res.selected_state), _head(init)) == (algorithm == "centralized_body")
+    assert _equal(trainer.client_state(0), trainer.client_state(1))  # one model broadcast to every client

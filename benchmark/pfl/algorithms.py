@@ -70,6 +70,10 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm(
             "per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020"
         ),
+        # fedbabu Table 9 (App. C): centralised training, F (full) / B (body), then per-client personalisation;
+        # run by benchmark.pfl.run (train_centralised), not by the round loop
+        Algorithm("centralized_full", "full", "full", procedure="centralised", paper="fedbabu App. C (F)"),
+        Algorithm("centralized_body", "body", "full", procedure="centralised", paper="fedbabu App. C (B)"),
         Algorithm(
             "per_fedavg_reference",
             "full",

@@ -70,7 +70,10 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     dev = resolve_device(device)
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
-    res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+    if cfg.algorithm in CENTRALISED:
+        res = _centralised(trainer, CENTRALISED[cfg.algorithm])
+    else:
+        res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     out = Path(out)
     base = str(out).removesuffix(".json")
     model_path = Path(base + ".model.pt")
@@ -95,6 +98,27 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     if checkpoint is not None and Path(checkpoint).is_file():
         Path(checkpoint).unlink()
     return record
+
+
+#: fedbabu Table 9: one model trained on the union of the clients' data for ``rounds`` epochs, F = the whole
+#: network, B = the body only (:mod:`benchmark.pfl.centralised`); no model selection (the last epoch).
+CENTRALISED = {"centralized_full": "full", "centralized_body": "body"}
+
+
+def _centralised(trainer: PFLTrainer, part: str):
+    import time
+
+    from benchmark.pfl.centralised import train_centralised
+    from benchmark.pfl.trainer import PFLResult, weighted_mean
+
+    cfg, t0 = trainer.cfg, time.perf_counter()
+    state = train_centralised(cfg, trainer.train, trainer.split, part, cfg.rounds, num_classes=trainer.model.linear.out_features)
+    trainer.broadcast, trainer.init_personal, trainer.personal = state, {}, {}
+    acc = trainer.evaluate()
+    mean = weighted_mean(acc, trainer.eval_split())
+    return PFLResult(cfg, acc, cfg.rounds, [{"round": cfg.rounds, "test_accuracy": mean}], state, {}, mean,
+                     time.perf_counter() - t0, extra={"best_round": cfg.rounds, "best_accuracy": mean,
+                                                      "last_accuracy": mean, "centralised_part": part})  # fmt: skip
 
 
 def load_selected(record_path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -205,7 +205,7 @@ class PFLTrainer:
         self.personal: dict[int, State] = {}
         self.prox_mu = cfg.prox_mu if cfg.prox_mu is not None else self.algo.prox_mu
         self.procedure = None  # the reference's LocalUpdate.train (sgd_epochs); else a registered procedure
-        if self.algo.procedure != "sgd":
+        if self.algo.procedure not in ("sgd", "centralised"):  # centralised: benchmark.pfl.run
             from benchmark.pfl.procedures import get_procedure
 
             self.procedure = get_procedure(self.algo.procedure)
@@ -254,7 +254,7 @@ class PFLTrainer:
         return out
 
     def run_round(self, r: int) -> dict[str, Any]:
-        if self.cfg.client_exec == "vectorised":
+        if self.cfg.client_exec == "vectorised" and self.procedure is None:  # procedures run their own loop
             from benchmark.pfl.vectorised import run_round_vectorised
 
             return run_round_vectorised(self, r, self.cfg.vector_chunk)

@@ -145,7 +145,6 @@ HEAD_INITS = {
 UNSUPPORTED = {
     "local_update_parts": "training only some body layers (fedbabu App. Tables 14/15 ablation) is not implemented",
     "test_distribution": "the ID/OOD test sets of fedbabu Table 20 are not implemented",
-    "setting": "the centralised F/B models of fedbabu Table 9 are not wired to this runner",
 }
 
 #: Values of those keys that are plain FedBABU / FedAvg (Tables 14/15: all four convs = FedBABU, + linear = FedAvg).
@@ -183,6 +182,8 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         scheme, param = "dirichlet", _num(part["beta"])
     else:
         return (), f"partition {part!r} states no s or beta"
+    if proto.get("setting") == "centralized":  # Table 9: epochs over the union of the clients' data
+        proto = {**proto, "participation": 1.0, "local_epochs": 1, "rounds": int(proto["centralized_epochs"])}
     for key in ("participation", "local_epochs", "rounds"):
         if proto.get(key) is None:
             return (), f"the cell states no {key}"
