@@ -242,6 +242,10 @@ def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkey
     on_disk = json.loads((tmp_path / "a" / "seed0.json").read_text())
     assert on_disk["model_sha256"] == a["model_sha256"]
     assert a["model_sha256"] == b["model_sha256"]  # the model file is saved through a file object
+    from benchmark.apps.plots import as_frame, curve
+
+    xs, ys = curve(as_frame(tmp_path / "a" / "seed0.curve.csv"), "communication")  # the tables' curve format
+    assert len(xs) == 2 and xs[1] > xs[0] > 0 and ys == [h["test_accuracy"] for h in a["history"]]
 
 
 class _Interrupted(Exception):

@@ -56,7 +56,8 @@ class DeviceImages:
         )
 
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
-        return (x.to(self.dtype) / 255.0 - self.mean.to(self.dtype)) / self.std.to(self.dtype)
+        # float64 constants promote the batch to float64 (the exact float32 constants, as a cast would give)
+        return (x.to(self.dtype) / 255.0 - self.mean) / self.std
 
     def test_batch(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.normalise(self.images[idx]), self.labels[idx]

@@ -81,10 +81,8 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
         torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
                     "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
                     "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, f)  # fmt: skip
-    import pandas as pd
-
     with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
-        pd.DataFrame(res.history).to_csv(tmp, index=False)
+        curve_frame(trainer, res.history).to_csv(tmp, index=False)
     mean, std = summary(res.client_accuracy)
     record = {
         "kind": "pfl_train", "config": cfg.to_dict(), "partition": partition, **meta,
@@ -98,6 +96,29 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     if checkpoint is not None and Path(checkpoint).is_file():
         Path(checkpoint).unlink()
     return record
+
+
+def curve_frame(trainer: PFLTrainer, history: list[dict[str, Any]]):
+    """The per-round curve in the suite's curve format (``benchmark.apps.plots``): ``round, stage, accuracy``
+    (percent, weighted over the evaluated clients), ``train_loss``, cumulative ``uplink_bytes`` /
+    ``downlink_bytes`` (the aggregated entries, float32, sent by and to each sampled client: FedBABU sends the
+    body only) and ``compute_f`` (forward = 1 F per image, backward = 2 F: 3 F per training image)."""
+    import pandas as pd
+
+    cfg = trainer.cfg
+    sent = sum(v.numel() * 4 for v in trainer.broadcast.values())
+    up = comp = 0.0
+    rows = []
+    for h in history:
+        r = int(h["round"]) - 1
+        clients = trainer.sample(r) if cfg.algorithm not in CENTRALISED else range(cfg.clients)
+        images = sum(len(trainer.split.train[int(i)]) for i in clients) * cfg.local_epochs
+        up += len(clients) * sent if cfg.algorithm not in CENTRALISED else 0.0
+        comp += 3.0 * images
+        rows.append({"round": r + 1, "stage": cfg.algorithm, "accuracy": h.get("test_accuracy"),
+                     "test_loss": None, "train_loss": h.get("train_loss"), "uplink_bytes": up, "downlink_bytes": up,
+                     "compute_f": comp, "wall_s": h.get("wall_s"), "method": cfg.algorithm, "seed": cfg.seed})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 #: fedbabu Table 9: one model trained on the union of the clients' data for ``rounds`` epochs, F = the whole
