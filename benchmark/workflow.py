@@ -30,6 +30,20 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
 
+def coerce_cli_booleans(config: dict[str, Any]) -> dict[str, Any]:
+    """Snakemake's ``--config key=true`` passes the string ``'true'``: for every field the schema types as a
+    boolean, turn ``'true'`` / ``'false'`` (any case) into the boolean, in place, so the documented
+    ``--config cpu_training=true`` works (anything else is left for :func:`validate_config` to refuse)."""
+    import yaml
+
+    props = yaml.safe_load(SCHEMA.read_text()).get("properties", {})
+    for key, value in list(config.items()):
+        if isinstance(value, str) and props.get(key, {}).get("type") == "boolean":
+            if value.lower() in ("true", "false"):
+                config[key] = value.lower() == "true"
+    return config
+
+
 def validate_config(config: Mapping[str, Any]) -> None:
     """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field."""
     import jsonschema

@@ -143,3 +143,13 @@ def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_
     assert v.status is Status.FAIL and v.paper_std_used == 0.0 and v.tolerance == 1.0
     text = _cell_text(CellOutcome(plan, values, v, "", {"std_over": "clients", "ours_client_std": 4.25}))
     assert text["ours"] == f"{values[0]:.2f}±4.25 (clients)"
+
+
+def test_cli_booleans_are_booleans_and_other_strings_are_still_refused():
+    from benchmark.errors import ConfigError
+    from benchmark.workflow import coerce_cli_booleans, validate_config
+
+    cfg = coerce_cli_booleans({"cpu_training": "true", "channels_last": "False", "tier": "ci"})
+    assert cfg == {"cpu_training": True, "channels_last": False, "tier": "ci"}
+    with pytest.raises(ConfigError, match="cpu_training"):
+        validate_config(coerce_cli_booleans({**load_config(), "cpu_training": "yes please"}))

@@ -67,6 +67,7 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
                data_root: str | None = None, checkpoint: Path | None = None, checkpoint_every: int = 5,
                progress: bool = True) -> dict[str, Any]:  # fmt: skip
     """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs."""
+    prov = _provenance()  # the code that runs: taken before training (a long run may outlive a commit)
     dev = resolve_device(device)
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
@@ -89,8 +90,7 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
         "device": str(dev), "selected_round": res.selected_round, "selection": cfg.selection, **res.extra,
         "initial": {"per_client": [float(a) for a in res.client_accuracy], "mean": mean, "std_ddof0": std},
         "other_selection_accuracy": res.other_selection_accuracy, "history": res.history,
-        "model_file": model_path.name, "model_sha256": sha256_file(model_path), "wall_s": res.wall_s,
-        **_provenance(),
+        "model_file": model_path.name, "model_sha256": sha256_file(model_path), "wall_s": res.wall_s, **prov,
     }  # fmt: skip
     atomic_write_json(out, record)
     if checkpoint is not None and Path(checkpoint).is_file():

@@ -21,7 +21,7 @@ from benchmark.jobs import Job, register_job
 from benchmark.runners import CellResult, Runner, register_runner
 
 _TRAIN_DIR = (
-    "results/runs/pfl/{dataset}/{model}-bn{bn}/{scheme}{scheme_param}-K{clients}-p{server_fraction}/{algorithm}/"
+    "results/runs/pfl/{dataset}/{model}-bn{bn}/{scheme}-{scheme_param}-K{clients}-p{server_fraction}/{algorithm}/"
     "f{participation}-tau{local_epochs}-R{rounds}-m{momentum}-hl{head_lr}-{head_init}-mu{prox_mu}/{selection}"
 )
 

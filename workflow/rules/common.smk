@@ -25,6 +25,11 @@ wildcard_constraints:
     seed=r"\d+",
     split="train|test",
     subset=r"all|stratified[1-9]\d*",
+    scheme="shards|dirichlet",  # the pfl runner's partition (benchmark/runners/pfl.py)
+    clients=r"\d+",
+    local_epochs=r"\d+",
+    rounds=r"\d+",
+    ft_epochs=r"\d+",
 
 
 def table_outputs(target):
