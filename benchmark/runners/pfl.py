@@ -225,10 +225,12 @@ CPU_IMAGES_PER_S = {"mobilenet_cifar": 190.0, "4convnet": 860.0}
 def estimate(proto: Mapping[str, Any], model: str, seeds: int) -> str:
     """Training images per seed (rounds x sampled clients x tau x 500) and the CPU hours they take here."""
     try:
-        m = max(int(float(proto["participation"]) * int(proto.get("clients") or 100)), 1)
-        images = (
-            int(proto["rounds"]) * m * int(proto["local_epochs"]) * int(proto.get("train_per_client") or 500)
-        )
+        clients, per_client = int(proto.get("clients") or 100), int(proto.get("train_per_client") or 500)
+        if proto.get("setting") == "centralized":  # Table 9: epochs over the union of the clients' data
+            images = int(proto["centralized_epochs"]) * clients * per_client
+        else:
+            m = max(int(float(proto["participation"]) * clients), 1)
+            images = int(proto["rounds"]) * m * int(proto["local_epochs"]) * per_client
     except (KeyError, TypeError, ValueError):
         return f"{seeds} seed(s)"
     rate = CPU_IMAGES_PER_S.get(model)
