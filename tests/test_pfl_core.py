@@ -325,3 +325,15 @@ def test_table9_centralised_models_train_on_the_union_and_b_keeps_the_initial_he
     assert not _equal(_body(res.selected_state), _body(init))  # the body trained on the clients' union
     assert _equal(_head(res.selected_state), _head(init)) == (algorithm == "centralized_body")
     assert _equal(trainer.client_state(0), trainer.client_state(1))  # one model broadcast to every client
+
+
+def test_local_only_trains_each_client_alone_from_the_same_initial_model(data):
+    from benchmark.pfl.local_only import train_local_only
+
+    res = train_local_only(_trainer(data, _cfg(algorithm="local_only", rounds=2, clients=3), _split(3)))
+    assert set(res.selected_personal) == {0, 1, 2} and res.selected_state == {}
+    assert not _equal(res.selected_personal[0], res.selected_personal[1])
+    # client 1 alone gives client 1's model: nothing flows between clients
+    two = train_local_only(_trainer(data, _cfg(algorithm="local_only", rounds=2, clients=2), _split(2)))
+    assert _equal(two.selected_personal[1], res.selected_personal[1])
+    assert res.client_accuracy[:2].tolist() == two.client_accuracy.tolist()

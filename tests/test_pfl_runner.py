@@ -38,12 +38,13 @@ def test_table5_with_device_cuda_plans_one_training_and_one_personalisation_per_
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # planning never looks at the machine
     plans = plan_target("fedbabu_table5", cfg(device="cuda"))
     status = collections.Counter(p.status for p in plans)
-    assert status == {"planned": 126, "not_run": 3}  # local-only: not implemented, said so
-    assert all("Local-only" in p.reason for p in plans if p.status == "not_run")
+    assert status == {"planned": 129}
     kinds = collections.Counter(j.KIND for p in plans for j in p.jobs)
-    assert kinds == {"pfl_eval": 126}
-    trainings = {j.training().path for p in plans for j in p.jobs}
+    assert kinds == {"pfl_eval": 126, "pfl_train": 3}  # Local-only (s = 100, 50, 10): its models are the cell
+    trainings = {j.training().path for p in plans for j in p.jobs if j.KIND == "pfl_eval"}
     assert len(trainings) == 126  # 7 algorithms x 3 s x 2 f x 3 tau
+    local = [j for p in plans for j in p.jobs if j.KIND == "pfl_train"]
+    assert {(j.algorithm, j.rounds, j.participation) for j in local} == {("local_only", 160, "1")}
 
 
 def test_without_a_gpu_every_cell_is_not_run_with_its_cost(cfg):

@@ -73,6 +73,10 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
     if cfg.algorithm in CENTRALISED:
         res = _centralised(trainer, CENTRALISED[cfg.algorithm])
+    elif cfg.algorithm == "local_only":
+        from benchmark.pfl.local_only import train_local_only
+
+        res = train_local_only(trainer)
     else:
         res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     out = Path(out)
@@ -82,8 +86,9 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
         torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
                     "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
                     "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, f)  # fmt: skip
-    with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
-        curve_frame(trainer, res.history).to_csv(tmp, index=False)
+    if cfg.algorithm != "local_only":  # local-only has no rounds: no curve
+        with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
+            curve_frame(trainer, res.history).to_csv(tmp, index=False)
     mean, std = summary(res.client_accuracy)
     record = {
         "kind": "pfl_train", "config": cfg.to_dict(), "partition": partition, **meta,

@@ -147,6 +147,8 @@ UNSUPPORTED = {
     "test_distribution": "the ID/OOD test sets of fedbabu Table 20 are not implemented",
 }
 
+#: Epochs of Local-only training: the reference's scripts/run_local.sh (``--epochs 160``; CIFAR-100 only).
+LOCAL_ONLY_EPOCHS = 160
 #: Values of those keys that are plain FedBABU / FedAvg (Tables 14/15: all four convs = FedBABU, + linear = FedAvg).
 SUPPORTED_VALUES = {("local_update_parts", "conv1234"), ("local_update_parts", "conv1234_linear")}
 
@@ -170,9 +172,9 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     if dataset == "emnist":
         return (), ("the 1,488-client EMNIST partition of fedbabu App. Table 19 (about 450 images per client) is not "
                     "stated precisely enough to rebuild, and the gzip release has no writer ids")  # fmt: skip
-    if algorithm == "local_only":
-        return (), ("Local-only training (each client alone for 160 epochs with its own best-epoch selection, "
-                    "reference main_local.py) is not implemented")  # fmt: skip
+    if algorithm == "local_only":  # each client alone for LOCAL_ONLY_EPOCHS epochs (benchmark/pfl/local_only.py)
+        proto = {**proto, "participation": 1.0, "local_epochs": 1, "rounds": LOCAL_ONLY_EPOCHS,
+                 "stage": "initial" if proto.get("stage") == "local_only" else proto.get("stage")}  # fmt: skip
     if proto.get("server_update") not in (None, "none") or float(proto.get("server_data_fraction") or 0) > 0:
         return (), "FedBABU+ with server data (fedbabu Tables 2/21, p > 0) is not implemented"
     part = proto.get("partition") or {}
