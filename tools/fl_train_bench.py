@@ -43,7 +43,6 @@ import math
 import os
 import platform
 import sys
-import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -65,6 +64,7 @@ from benchmark.fl.vectorised import VectorisedTrainer
 from benchmark.io import atomic_write_json
 from benchmark.models.backbones import create_backbone
 from benchmark.provenance import cpu_description, git_commit, package_versions
+from benchmark.timing import peak_gib, reset_peak_memory, timed
 
 PRECISIONS = ("fp32", "bf16")
 LAYOUTS = ("contiguous", "channels_last")
@@ -117,34 +117,6 @@ def model_for(args: argparse.Namespace, device: torch.device, layout: str) -> to
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _reset_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def _peak_gib(device: torch.device) -> float | None:
-    return round(torch.cuda.max_memory_allocated(device) / 2**30, 3) if device.type == "cuda" else None
-
-
-def _timed(fn, repeats: int, device: torch.device) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn`` after one warm-up call."""
-    times = []
-    for r in range(repeats + 1):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        if r > 0:
-            times.append(time.perf_counter() - t0)
-    return times
-
-
 def time_central(
     args: argparse.Namespace, device: torch.device, precision: str, layout: str, train: ImageSet
 ) -> dict[str, Any]:
@@ -152,7 +124,7 @@ def time_central(
     batch = args.clients * args.batch
     rec: dict[str, Any] = {"mode": "central", "chunk": None, "precision": precision, "layout": layout}
     rec["batch"] = batch
-    _reset_memory(device)
+    reset_peak_memory(device)
     try:
         model = model_for(args, device, layout).train()
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, foreach=True)
@@ -176,15 +148,15 @@ def time_central(
             opt.step()
 
         step()  # warm-up (cuDNN autotuning)
-        times = _timed(step, args.central_steps, device)
+        times = timed(lambda _r: step(), args.central_steps, device)
     except torch.OutOfMemoryError:
-        return {**rec, "status": "oom", "peak_mem_gib": _peak_gib(device)}
+        return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {
         **rec,
         "status": "ok",
         "step_s": [round(t, 5) for t in times],
         "images_per_s": round(batch * len(times) / sum(times), 1),
-        "peak_mem_gib": _peak_gib(device),
+        "peak_mem_gib": peak_gib(device),
     }
 
 
@@ -205,7 +177,7 @@ def time_federated(
         train.subset(np.arange(k * args.per_client, (k + 1) * args.per_client)) for k in range(args.clients)
     ]
     cfg = fl_config(args, device, precision, layout, client_exec=mode, vector_chunk=chunk)
-    _reset_memory(device)
+    reset_peak_memory(device)
     try:
         cls = VectorisedTrainer if mode == "vectorised" else ModelTrainer
         trainer = cls(model_for(args, device, layout), clients, test, cfg, train_part="all")
@@ -216,11 +188,11 @@ def time_federated(
         def one_round() -> None:
             examples.append(trainer.train_round(next(counter), ids, args.lr).num_examples)
 
-        times = _timed(one_round, args.rounds, device)
-        peak = _peak_gib(device)
-        eval_times = _timed(trainer.evaluate, 1, device)
+        times = timed(lambda _r: one_round(), args.rounds, device)
+        peak = peak_gib(device)
+        eval_times = timed(lambda _r: trainer.evaluate(), 1, device)
     except torch.OutOfMemoryError:
-        return {**rec, "status": "oom", "peak_mem_gib": _peak_gib(device)}
+        return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     round_s = sum(times) / len(times)
     eval_s = eval_times[0] * args.eval_images / args.test_size
     evals = math.ceil(args.total_rounds / args.eval_every) + 1  # every eval_every rounds, the last, round 0

@@ -40,7 +40,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from benchmark.pfl.vectorised import loop_reason, run_round_vectorised
 from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.timing import peak_gib, reset_peak_memory, sync, timed
 
 MODELS = ("mobilenet_cifar", "4convnet")
 TARGET = 0.60  # issue 12: vectorised round >= 60 % of centralised images/s
@@ -92,34 +93,6 @@ def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImag
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _reset_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def _peak_gib(device: torch.device) -> float | None:
-    return round(torch.cuda.max_memory_allocated(device) / 2**30, 3) if device.type == "cuda" else None
-
-
-def _timed(fn: Callable[[int], None], repeats: int, device: torch.device) -> list[float]:
-    """Seconds of ``fn(1) .. fn(repeats)`` after the warm-up call ``fn(0)``."""
-    times = []
-    for r in range(repeats + 1):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn(r)
-        _sync(device)
-        if r > 0:
-            times.append(time.perf_counter() - t0)
-    return times
-
-
 def images_per_round(args: argparse.Namespace) -> int:
     return args.clients * args.images_per_client * args.epochs
 
@@ -130,18 +103,18 @@ def time_federated(
     """One warm-up and ``args.rounds`` timed FedBABU rounds executed as ``mode``."""
     device = train.images.device
     rec: dict[str, Any] = {"mode": mode, "chunk": args.chunk if mode == "vectorised" else None}
-    _reset_memory(device)
+    reset_peak_memory(device)
     try:
         trainer = make_trainer(args, train, test)
         if mode == "vectorised":
             rec["fallback"] = loop_reason(trainer)
-            times = _timed(lambda r: run_round_vectorised(trainer, r, args.chunk), args.rounds, device)
+            times = timed(lambda r: run_round_vectorised(trainer, r, args.chunk), args.rounds, device)
         else:
-            times = _timed(trainer.run_round, args.rounds, device)
+            times = timed(trainer.run_round, args.rounds, device)
     except torch.OutOfMemoryError:
-        return {**rec, "status": "oom", "peak_mem_gib": _peak_gib(device)}
+        return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {**rec, "status": "ok", "round_s": [round(t, 5) for t in times], "images_per_round": images_per_round(args),
-            "images_per_s": round(images_per_round(args) * len(times) / sum(times), 1), "peak_mem_gib": _peak_gib(device)}  # fmt: skip
+            "images_per_s": round(images_per_round(args) * len(times) / sum(times), 1), "peak_mem_gib": peak_gib(device)}  # fmt: skip
 
 
 def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any]:
@@ -150,7 +123,7 @@ def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any
     batch = args.clients * min(args.batch_size, args.images_per_client)
     steps = math.ceil(images_per_round(args) / batch) * args.rounds
     rec: dict[str, Any] = {"mode": "central", "batch": batch, "steps": steps}
-    _reset_memory(device)
+    reset_peak_memory(device)
     try:
         torch.manual_seed(args.seed)
         model = build_model(args.model, args.num_classes).to(device).train()
@@ -169,16 +142,16 @@ def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any
             opt.step()
 
         step(0)  # warm-up (cuDNN autotuning)
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         for s in range(1, steps + 1):
             step(s)
-        _sync(device)
+        sync(device)
         wall = time.perf_counter() - t0
     except torch.OutOfMemoryError:
-        return {**rec, "status": "oom", "peak_mem_gib": _peak_gib(device)}
+        return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {**rec, "status": "ok", "wall_s": round(wall, 5), "images": steps * batch,
-            "images_per_s": round(steps * batch / wall, 1), "peak_mem_gib": _peak_gib(device)}  # fmt: skip
+            "images_per_s": round(steps * batch / wall, 1), "peak_mem_gib": peak_gib(device)}  # fmt: skip
 
 
 def check(args: argparse.Namespace, train: DeviceImages, test: DeviceImages) -> dict[str, Any]:

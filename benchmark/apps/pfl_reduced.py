@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from benchmark.apps.reduced import torch_threads
 from benchmark.io import atomic_write_json
 from benchmark.provenance import machine, package_versions
 
@@ -67,16 +67,6 @@ def jobs(algorithm: str) -> tuple[Any, Any]:
 
 
 @contextmanager
-def _threads(n: int) -> Iterator[None]:
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-@contextmanager
 def _in_dir(path: Path) -> Iterator[None]:
     old = Path.cwd()
     os.chdir(path)
@@ -93,7 +83,7 @@ def compute(threads: int = 1, data_root: str | None = None) -> dict[str, Any]:
     root = data_root or os.environ.get("FLB_DATA_ROOT")
     config = {**KNOBS, "data_root": str(Path(root).resolve()) if root else None}
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, _in_dir(Path(tmp)), _threads(threads):
+    with tempfile.TemporaryDirectory() as tmp, _in_dir(Path(tmp)), torch_threads(threads):
         for alg in ALGORITHMS:
             train, pers = jobs(alg)
             run_jobs([pers], config)

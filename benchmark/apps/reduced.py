@@ -171,7 +171,8 @@ class ReducedData:
 
 
 @contextmanager
-def _threads(n: int) -> Iterator[None]:
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` for the block, restored after."""
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -314,7 +315,7 @@ def run_via_runner(
         raise ConfigError(f"reduced method must be one of {', '.join(METHODS)}, got {method!r}", "")
     job = runner_job(method, seed, rc)
     config = {"data_root": str(data_root) if data_root else None, "device": "cpu", "progress": False}
-    with _threads(rc.threads):
+    with torch_threads(rc.threads):
         data = data or load_reduced_data(rc, seed, data_root)
         run_jobs(list(job.inputs()), config)
         req = replace(
@@ -377,7 +378,7 @@ def compute_all(
     ident: dict[str, Any] = {}
     t0 = time.perf_counter()
     for seed in seeds:
-        with _threads(rc.threads):
+        with torch_threads(rc.threads):
             data = load_reduced_data(rc, seed, data_root)
         for method in methods:
             res, info = run_via_runner(

@@ -33,6 +33,13 @@ def training_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE)
     return rate * max(1.0, (REFERENCE_SIZE / max(int(image_size), 1)) ** 2) ** 0.5
 
 
+def native_rate(machine: str, model: str) -> float | None:
+    """Measured training images/s of a network trained at its own input size (``native`` in throughput.yaml:
+    the pfl runner's CIFAR networks), or ``None`` where it was not measured on ``machine``."""
+    rate = _table().get("native", {}).get(machine, {}).get(model)
+    return None if rate is None else float(rate)
+
+
 @dataclass(frozen=True)
 class RunCost:
     """Images one run trains on and evaluates (forward passes, 1F each = 1/3 of a training image)."""

@@ -35,9 +35,10 @@ from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
 
 
 def resolve_device(device: str | None) -> torch.device:
-    if device in (None, "", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """The config's ``device`` (``auto`` / empty: CUDA when available, else CPU)."""
+    from benchmark.features.extract import pick_device
+
+    return pick_device(None if device == "auto" else device)
 
 
 def load_run_data(cfg: PFLConfig, partition: dict[str, Any], device: torch.device, data_root: str | None):
@@ -183,10 +184,8 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
     model = model.to(dev, getattr(torch, cfg.dtype))
     train.dtype = test.dtype = getattr(torch, cfg.dtype)
-    clients = list(range(cfg.eval_clients or split.num_clients))
-    split = ClientSplit(
-        split.train[: len(clients)], split.test[: len(clients)], split.server, split.label_rows
-    )
+    n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
+    split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
     personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
     init_personal = {k: v.to(dev) for k, v in sel["init_personal"].items()}
@@ -215,7 +214,3 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
               "per_client": [float(a) for a in acc], "mean": mean, "std_ddof0": std, **_provenance()}  # fmt: skip
     atomic_write_json(out, result)
     return result
-
-
-def split_sizes(split: ClientSplit) -> tuple[list[int], list[int]]:
-    return [len(t) for t in split.train], [len(t) for t in split.test]

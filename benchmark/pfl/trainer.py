@@ -186,7 +186,7 @@ class PFLTrainer:
     """Broadcast entries + per-client personal entries; :meth:`run` runs the rounds (module docstring)."""
 
     def __init__(self, cfg: PFLConfig, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                 num_classes: int, *, progress: bool = True, log: Callable[[str], None] | None = None) -> None:  # fmt: skip
+                 num_classes: int, *, progress: bool = True) -> None:  # fmt: skip
         if split.num_clients != cfg.clients:
             raise ConfigError(
                 f"partition has {split.num_clients} clients, config {cfg.clients}", "re-partition"
@@ -212,7 +212,6 @@ class PFLTrainer:
             self.procedure.check(cfg, self.algo)
         self.history: list[dict[str, Any]] = []
         self.progress = progress
-        self.log = log
 
     # ------------------------------------------------------------------------------------------ states
     def client_state(self, i: int) -> State:

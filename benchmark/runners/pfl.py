@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from benchmark.jobs import Job, register_job
 from benchmark.runners import CellResult, Runner, register_runner
+from benchmark.runners.fl_train import training_allowed
 
 _TRAIN_DIR = (
     "results/runs/pfl/{dataset}/{model}-bn{bn}/{scheme}-{scheme_param}-K{clients}-p{server_fraction}/{algorithm}/"
@@ -157,11 +158,6 @@ def _num(value: Any) -> str:
     return f"{float(value):g}"
 
 
-def training_allowed(config: Mapping[str, Any]) -> bool:
-    """Training jobs are planned with a CUDA device, or with CPU training opted into explicitly."""
-    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
-
-
 def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str, seeds: tuple[int, ...],
               config: Mapping[str, Any]) -> tuple[tuple[Job, ...], str | None]:  # fmt: skip
     """The jobs of one fedbabu cell (one per seed), or ``((), reason)``."""
@@ -219,23 +215,14 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     return tuple(PFLEvalJob(**base, seed=s, **ev) for s in seeds), None
 
 
-#: Training images/s measured on this suite's 2-core CPU (AMD EPYC, fp32, batch 50, channels-first; issue 12
-#: note): the basis of the NOT RUN estimates. No GPU figure is stated until one is measured.
-CPU_IMAGES_PER_S = {"mobilenet_cifar": 190.0, "4convnet": 860.0}
+def estimate(job: _PFLFields, per_client: int, seeds: int) -> str:
+    """Training images per seed (rounds x sampled clients x tau x images per client, from the planned job: the
+    centralised and Local-only runs are such runs too) and the CPU-hours they take here (measured rates)."""
+    from benchmark.fl.estimate import native_rate
 
-
-def estimate(proto: Mapping[str, Any], model: str, seeds: int) -> str:
-    """Training images per seed (rounds x sampled clients x tau x 500) and the CPU hours they take here."""
-    try:
-        clients, per_client = int(proto.get("clients") or 100), int(proto.get("train_per_client") or 500)
-        if proto.get("setting") == "centralized":  # Table 9: epochs over the union of the clients' data
-            images = int(proto["centralized_epochs"]) * clients * per_client
-        else:
-            m = max(int(float(proto["participation"]) * clients), 1)
-            images = int(proto["rounds"]) * m * int(proto["local_epochs"]) * per_client
-    except (KeyError, TypeError, ValueError):
-        return f"{seeds} seed(s)"
-    rate = CPU_IMAGES_PER_S.get(model)
+    m = max(int(float(job.participation) * job.clients), 1)
+    images = job.rounds * m * job.local_epochs * per_client
+    rate = native_rate("cpu", job.model)
     hours = f", about {images * seeds / rate / 3600:.1f} CPU-hours on this suite's 2-core CPU" if rate else ""
     return f"{seeds} seed(s) x {images / 1e6:.2f} M training images{hours}"
 
@@ -245,9 +232,6 @@ class PFLRunner(Runner):
 
     name = "pfl"
     needs_data = False  # trains from scratch: no weights; the dataset is checked here
-
-    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
-        return None  # takes the cell's own clients and participation
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
         from benchmark.tables.availability import dataset_blocker
@@ -288,10 +272,10 @@ class PFLRunner(Runner):
             plan.reason = why
             return plan
         if not training_allowed(config):
+            size = estimate(jobs[0], int(proto.get("train_per_client") or 500), len(spec.seeds))
             plan.reason = (
-                f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: "
-                f"{estimate(proto, plan.model, len(spec.seeds))}; run with --config device=cuda or the slurm "
-                "profile (or cpu_training=true to train on this CPU)"
+                f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}; run with "
+                "--config device=cuda or the slurm profile (or cpu_training=true to train on this CPU)"
             )
             return plan
         plan.jobs = jobs

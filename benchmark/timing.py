@@ -1,0 +1,38 @@
+"""Timing helpers of the benchmark scripts (``tools/fl_train_bench.py``, ``tools/pfl_bench.py``): device
+synchronisation around a timed call, peak GPU memory. CPU: the synchronisation is a no-op and no memory peak is
+recorded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gib(device: torch.device) -> float | None:
+    return round(torch.cuda.max_memory_allocated(device) / 2**30, 3) if device.type == "cuda" else None
+
+
+def timed(fn: Callable[[int], object], repeats: int, device: torch.device) -> list[float]:
+    """Seconds of ``fn(1) .. fn(repeats)`` after the warm-up call ``fn(0)`` (the device synchronised around each)."""
+    times = []
+    for r in range(repeats + 1):
+        sync(device)
+        t0 = time.perf_counter()
+        fn(r)
+        sync(device)
+        if r > 0:
+            times.append(time.perf_counter() - t0)
+    return times
