@@ -118,7 +118,9 @@ def loss_sum(model: nn.Module, data: TextTensors, chunk: int = DEFAULT_CHUNK) ->
     with torch.inference_mode():
         for part in data.chunks(chunk):
             logits = model(part.input_ids, part.attention_mask)
-            total = total + F.cross_entropy(logits.float(), part.labels, reduction="sum").double()
+            if logits.dtype in (torch.float16, torch.bfloat16):
+                logits = logits.float()
+            total = total + F.cross_entropy(logits, part.labels, reduction="sum").double()
     return total
 
 
