@@ -1,0 +1,144 @@
+"""The text task of a FedMeZO run: a dataset split, MeZO's optional k-shot subset, clients, tokens.
+
+bernier2024 §4.2.1: SST-2 / SST-5 / MNLI over 10 clients by a Dirichlet label split, α = 100 ("IID") and
+0.1 ("non-IID"), full participation, and "a complete distribution of the original dataset to clients"
+(§4.2.2). The split is legate2023's equal-size Dirichlet sharder (the same authors' FLSim code,
+:func:`benchmark.data.partition.dirichlet`), whose ``N mod K`` leftover examples are then dealt to the
+clients round-robin so that the union of the clients is the whole training set (the thesis's equivalence
+claim needs it). ``k_shot`` draws MeZO's / LM-BFF's k examples per class from the training split first
+(Malladi et al. 2023 §3: k = 16 and 512); the default ``None`` uses the full split, as Table 4.2 lists.
+Evaluation uses the labelled ``test`` split (SST-2: the 1,821 labelled sentences LM-BFF and MeZO test on;
+SST-5: 2,210).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmark.data.partition import make_partition, partition_sha256
+from benchmark.data.registry import DatasetSplit, load_dataset
+from benchmark.errors import ConfigError
+from benchmark.seeding import numpy_rng
+from benchmark.zo.text_model import TextTensors, tokenise
+
+#: bernier2024 Table 4.2's text datasets this suite can load (MNLI is not available here).
+TEXT_DATASETS = ("sst2", "sst5")
+DEFAULT_MAX_LENGTH = 128
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """Tokenised clients and test set, with the identities of everything that made them."""
+
+    dataset: str
+    classes: int
+    clients: tuple[TextTensors, ...]
+    test: TextTensors
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def union(self) -> TextTensors:
+        import torch
+
+        parts = [c for c in self.clients if len(c)]
+        width = max(p.input_ids.shape[1] for p in parts)
+
+        def pad(t):
+            return torch.nn.functional.pad(t, (0, width - t.shape[1]))
+
+        return TextTensors(
+            torch.cat([pad(p.input_ids) for p in parts]),
+            torch.cat([pad(p.attention_mask) for p in parts]),
+            torch.cat([p.labels for p in parts]),
+        )
+
+
+def k_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """``k`` examples of every class, drawn without replacement (seeded), in ascending index order."""
+    rng = numpy_rng(seed, "k-shot")
+    out = []
+    for c in np.unique(labels):
+        pool = np.flatnonzero(labels == c)
+        if len(pool) < k:
+            raise ConfigError(f"k_shot={k} but class {c} has {len(pool)} training examples", "lower k_shot")
+        out.append(rng.choice(pool, size=k, replace=False))
+    return np.sort(np.concatenate(out))
+
+
+def complete_dirichlet(labels: np.ndarray, clients: int, alpha: float, seed: int) -> list[np.ndarray]:
+    """legate2023's equal-size Dirichlet split, plus the ``N mod K`` leftovers dealt round-robin (sorted),
+    so every example is on exactly one client."""
+    part = make_partition("dirichlet", labels, seed, num_clients=clients, alpha=alpha)
+    shards = [np.asarray(c, dtype=np.int64) for c in part.clients]
+    used = np.zeros(len(labels), dtype=bool)
+    for c in shards:
+        used[c] = True
+    for i, idx in enumerate(np.flatnonzero(~used)):
+        shards[i % clients] = np.append(shards[i % clients], idx)
+    return shards
+
+
+def _split(dataset: str, split: str, data_root: str | Path | None) -> DatasetSplit:
+    if dataset not in TEXT_DATASETS:
+        raise ConfigError(
+            f"text dataset {dataset!r}", f"use one of {TEXT_DATASETS} (MNLI is not available here)"
+        )
+    return load_dataset(dataset, split, data_root)
+
+
+def prepare_task(
+    dataset: str,
+    tokenizer,
+    *,
+    clients: int = 10,
+    alpha: float = 100.0,
+    seed: int = 0,
+    k_shot: int | None = None,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    test_split: str = "test",
+    data_root: str | Path | None = None,
+    test_limit: int | None = None,
+) -> TextTask:
+    """Load, subsample, split over ``clients`` and tokenise. ``seed`` seeds the k-shot draw and the split;
+    ``test_limit`` keeps the first n test examples (CI only)."""
+    train = _split(dataset, "train", data_root)
+    test = _split(dataset, test_split, data_root)
+    labels = np.asarray(train.labels)
+    pool = np.arange(len(labels)) if k_shot is None else k_shot_indices(labels, k_shot, seed)
+    shards = complete_dirichlet(labels[pool], clients, alpha, seed)
+    texts = train.texts
+    client_tensors = tuple(
+        tokenise(tokenizer, [texts[i] for i in pool[s]], labels[pool[s]].tolist(), max_length) for s in shards
+    )
+    n_test = len(test) if test_limit is None else min(test_limit, len(test))
+    test_labels = np.asarray(test.labels[:n_test])
+    if (test_labels < 0).any():
+        raise ConfigError(f"{dataset} {test_split!r} split has no labels", "evaluate on test_split='dev'")
+    test_tensors = tokenise(tokenizer, list(test.texts[:n_test]), test_labels.tolist(), max_length)
+    identity = {
+        "train_checksum": train.checksum,
+        "test_checksum": test.checksum,
+        "test_split": test_split,
+        "test_examples": n_test,
+        "k_shot": k_shot,
+        "clients": clients,
+        "alpha": alpha,
+        "partition_sha256": partition_sha256([pool[s] for s in shards]),
+        "client_sizes": [len(s) for s in shards],
+        "max_length": max_length,
+    }
+    return TextTask(dataset, len(train.class_names), client_tensors, test_tensors, identity)
+
+
+def client_label_counts(task: TextTask) -> list[list[int]]:
+    """Per-client class counts (for the record and the non-IID check)."""
+    return [np.bincount(c.labels.numpy(), minlength=task.classes).tolist() for c in task.clients]
+
+
+def as_index_lists(shards: Sequence[np.ndarray]) -> list[list[int]]:
+    return [np.asarray(s).tolist() for s in shards]
