@@ -250,14 +250,16 @@ def test_one_client_equals_centralised_sgd_bit_for_bit() -> None:
 
 
 def test_a_seed_fixes_the_run() -> None:
-    def run(seed: int):
+    def run(seed: int, global_seed: int):
         rec = Recorder()
-        res = run_slora(
-            tiny_model(), CLIENTS, TEST, config(seed=seed, optimizer="adamw", lr=0.01), progress=rec
-        )
+        model = tiny_model()
+        torch.manual_seed(global_seed)  # the run must not depend on (nor move) torch's global RNG
+        rng = torch.random.get_rng_state()
+        res = run_slora(model, CLIENTS, TEST, config(seed=seed, optimizer="adamw", lr=0.01), progress=rec)
+        assert torch.equal(torch.random.get_rng_state(), rng)
         return res, rec.rounds[3]
 
-    (a, state_a), (b, state_b), (c, _) = run(0), run(0), run(1)
+    (a, state_a), (b, state_b), (c, _) = run(0, 1), run(0, 2), run(1, 1)
     assert a == b
     assert all(torch.equal(state_a[n], state_b[n]) for n in state_a)
     assert [h.train_loss for h in a.history] != [h.train_loss for h in c.history]

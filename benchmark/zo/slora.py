@@ -8,12 +8,12 @@ the rounds. This module runs the same two stages on :class:`benchmark.zo.text_mo
 full fine-tuning under FedAvg. One random mask over *all* encoder parameters, with exactly
 ``round(density · N)`` ones among the ``N`` encoder entries, is drawn once from the seed (stream
 ``"slora_mask"`` of :mod:`benchmark.seeding`); every client regenerates the same mask from the seed, so no
-indices travel. A client trains only the masked entries (its gradients are masked and every unmasked
-entry is put back to its pre-trained value after each step, which also undoes weight decay) and sends the
-**values** of the masked entries; the server averages them weighted by client size and broadcasts the
-result. The linear head is new (not pre-trained) and is trained densely in both stages and exchanged in
-full every round (a departure: SLoRA fine-tunes HF's sequence-classification heads; how its mask treats
-the head is not stated in what we could read).
+indices travel. A client trains only the masked entries (every unmasked entry is put back to its
+pre-trained value after each step: for SGD and AdamW the same as masking the gradient, and it also undoes
+weight decay there) and sends the **values** of the masked entries; the server averages them weighted by
+client size and broadcasts the result. The linear head is new (not pre-trained) and is trained densely
+in both stages and exchanged in full every round (our choice: SLoRA fine-tunes HF's sequence-classification
+heads, and how its mask treats the head is not stated in what we could read).
 
 **Switch.** For every module that gets LoRA, ``ΔW = W_after_stage1 − W_pretrained`` is decomposed by SVD
 (float64) and LoRA starts from its best rank-``r`` approximation: ``B = U_r √S_r / √s``,
@@ -28,7 +28,8 @@ documented choices, not verified against the authors' code.
 ``target_modules`` (default the attention ``query`` and ``value`` of BERT/MiniLM/RoBERTa), rank ``r``,
 ``lora_alpha = alpha`` (default ``r``, so the scaling is 1), dropout 0, no bias; the encoder base is
 frozen. Clients train the LoRA matrices and the head; the server averages A and B separately (FedAvg of
-the factors, as in SLoRA), weighted by client size.
+the factors, the common federated-LoRA rule; SLoRA's own rule was not available to us), weighted by
+client size.
 
 **Local training.** ``local_steps`` minibatch steps of ``batch_size`` examples (clamped to the client's
 size; a step with ``batch_size ≥ n`` uses the whole client) drawn without replacement from permutations of
@@ -249,7 +250,11 @@ def slora_comm_arithmetic(
 
     ``density · model_size`` is ``round(density · model_params)`` values (the mask has exactly that many
     entries; its indices are not sent, every client regenerates the mask from the seed). ``head_params``
-    extends Eq. 7 by a dense head exchanged in both stages (0 gives Eq. 7 as printed)."""
+    extends Eq. 7 by a dense head exchanged in both stages (0 gives Eq. 7 as printed).
+
+    With the thesis' setting (RoBERTa-large, 355,359,744 parameters; rank-16 LoRA on query and value of 24
+    layers of width 1024, 1,572,864 parameters; R = 50, 20% priming at density 0.1, K = 10) this gives
+    16.73 GB, not the 69.254 GB of Table 4.1; the thesis does not say how its figure was obtained."""
     r1 = priming_rounds(rounds, priming_fraction)
     r2 = rounds - r1
     stage1 = r1 * clients * (masked_count(model_params, density) + head_params)
@@ -311,9 +316,10 @@ def local_train(
     masks: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> float:
     """``config.local_steps`` steps of a fresh optimiser on ``params`` (eval mode, mean cross-entropy per
-    minibatch); returns the mean minibatch loss. ``masks`` (stage 1) pairs each masked parameter's mask
-    with its pre-trained value: its gradient is masked and its unmasked entries are restored after every
-    step."""
+    minibatch); returns the mean minibatch loss. ``masks`` (stage 1) pairs the first ``len(masks)``
+    parameters (the encoder's) with their mask and pre-trained value: every unmasked entry is restored after
+    each step, which for these element-wise optimisers is the same as masking the gradient, and also undoes
+    weight decay there. Parameters past ``masks`` (the head) train densely."""
     model.eval()
     opt = make_optimizer(params, config)
     losses = []
@@ -322,10 +328,6 @@ def local_train(
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(batch.input_ids, batch.attention_mask).float(), batch.labels)
         loss.backward()
-        if masks is not None:
-            for p, (m, _) in zip(params, masks, strict=False):
-                if p.grad is not None:
-                    p.grad.mul_(m)
         opt.step()
         if masks is not None:
             with torch.no_grad():
