@@ -16,7 +16,9 @@ The server keeps nothing but the log of ``(s_r, average)``: with the initial mod
 nothing.
 
 Simulation: ``client_exec="shared"`` lets the clients use one model, since they hold bit-identical weights
-(each restores exactly after perturbing: ``ZOConfig.restore="copy"``) and apply the same update;
+(each restores exactly after perturbing: ``ZOConfig.restore="copy"``) and apply the same update: each
+direction is generated once per round and every client's batch is evaluated under it, which gives each
+client exactly the scalars it would compute alone (the ``replicas`` test checks it);
 ``client_exec="replicas"`` gives every client and the server their own copy and checks after each round
 that all of them hash alike (the tests use it). Departures: seeds are 32-bit and scalars float64 on the
 wire (the thesis counts one byte per number: :mod:`benchmark.zo.transport`).
@@ -136,15 +138,21 @@ def run_fedmezo(
         transport.begin_round(r)
         replies: dict[int, np.ndarray] = {}
         losses: dict[int, float] = {}
-        for k, data in enumerate(clients):
+        holders = [k for k, data in enumerate(clients) if len(data)]
+        shared = None
+        if replicas is None:  # one perturbation serves every client: they hold the same weights and seed
+            shared = projected_gradients(model, [clients[k] for k in holders], seed, zo)
+        for k in range(len(clients)):
             got = wire.decode_seed(transport.down(wire.encode_seed(seed), 1))
-            if not len(data):
+            if k not in holders:
                 continue
-            local = replicas[k] if replicas is not None else model
-            proj = projected_gradients(local, [data], got, zo)
-            payload = transport.up(wire.encode_scalars(proj.grads[0]), zo.num_z)
-            replies[k] = wire.decode_scalars(payload)
-            losses[k] = float(proj.plus[0].mean())
+            if shared is None:
+                proj = projected_gradients(replicas[k], [clients[k]], got, zo)
+                grads, plus = proj.grads[0], proj.plus[0]
+            else:
+                grads, plus = shared.grads[holders.index(k)], shared.plus[holders.index(k)]
+            replies[k] = wire.decode_scalars(transport.up(wire.encode_scalars(grads), zo.num_z))
+            losses[k] = float(plus.mean())
         average = server.aggregate(replies)
         entry = LogEntry(r, seed, tuple(float(x) for x in average))
         server.log.append(entry)
