@@ -151,6 +151,14 @@ SELECTED_ON_TEST = Departure(
     "model taken at the round of best accuracy on the clients' test sets (the reference code's best_model.pt) "
     "instead of the last model the paper reports (fedbabu App. A)",
 )
+K_SHOT_SUBSET = Departure(
+    "k_shot_subset",
+    "trained on MeZO's k-shot subset of the training split (k examples per class) instead of the whole split "
+    "bernier2024 Table 4.2 lists",
+)
+OTHER_ROUND_BUDGET = Departure(
+    "other_round_budget", "trained for another number of rounds than the thesis prints (config zo_rounds)"
+)
 
 DEPARTURES: dict[str, Departure] = {
     d.name: d
@@ -168,6 +176,8 @@ DEPARTURES: dict[str, Departure] = {
         B_IS_BYTE,
         B_IS_BIT,
         SELECTED_ON_TEST,
+        K_SHOT_SUBSET,
+        OTHER_ROUND_BUDGET,
     )
 }
 

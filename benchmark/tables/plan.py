@@ -196,6 +196,12 @@ PLAN_SETTINGS = (
     "pfl_selection",
     "pfl_ncm_metric",
     "cell_filter",
+    "zo_k_shot",
+    "zo_lr",
+    "zo_rounds",
+    "zo_encoder",
+    "zo_eval_every",
+    "zo_test_limit",
 )
 
 

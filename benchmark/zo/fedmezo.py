@@ -27,7 +27,7 @@ wire (the thesis counts one byte per number: :mod:`benchmark.zo.transport`).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,10 +116,12 @@ def run_fedmezo(
     start_log: Sequence[LogEntry] = (),
     progress: Progress | None = None,
     transport: Transport | None = None,
+    after_round: Callable[[list[LogEntry], ZORound], None] | None = None,
 ) -> tuple[ZORunResult, list[LogEntry]]:
     """Run ``config.rounds`` FedMeZO rounds from ``model`` (trained in place; in ``replicas`` mode ``model``
     is the server's reconstruction). ``start_log`` resumes: ``model`` must already hold those updates.
-    Returns the result and the full log."""
+    ``after_round(log, record)`` runs after every round (checkpointing). Returns the result (the rounds run
+    by this call) and the full log."""
     zo = config.zo
     sizes = [len(c) for c in clients]
     if sum(sizes) == 0:
@@ -171,6 +173,8 @@ def run_fedmezo(
             traffic.uplink_bytes, traffic.downlink_bytes,
         )  # fmt: skip
         records.append(rec)
+        if after_round is not None:
+            after_round(server.log, rec)
         if progress is not None:
             progress(r + 1, config.rounds, rec)
     final = next((x.test_accuracy for x in reversed(records) if x.test_accuracy is not None), None)
