@@ -4,15 +4,20 @@ links to ``shared/data/text``), plus small fixtures for formats, checksums and t
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+# The 127.0.0.1 HTTP server and the online switch of the download tests, reused (MNLI below).
+from test_data_download import online, server  # noqa: F401
+
 from benchmark.data import text
 from benchmark.data.registry import load_dataset
-from benchmark.errors import ChecksumError, ConfigError, DataMissingError
+from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TEXT = Path(os.environ.get("FLB_SHARED_DATA", ROOT.parent / "shared" / "data")) / "text"
@@ -242,3 +247,188 @@ def test_sst2_download_extracts_glue_zip_and_records_manifest(tmp_path, monkeypa
     d = load_dataset("sst2", "dev", tmp_path, download=True)
     assert len(d) == 1 and calls == [text.SST2_URL]
     assert "test.tsv" in (tmp_path / "text" / "SST-2" / "MANIFEST.sha256").read_text()
+
+
+# ----------------------------------------------------------------------------------------------- MNLI
+#
+# A tiny MNLI.zip in GLUE's layout (MNLI/{train,dev_matched,dev_mismatched,test_matched}.tsv, original/),
+# served by the 127.0.0.1 HTTP server of the download tests; its sha256 stands in for the official one.
+
+_PARSES = ("( ( a b ) )", "( ( c ) )", "(ROOT (S (NP a) (VP b)))", "(ROOT (S (NP c)))")
+_MNLI_ROWS = {  # (genre, premise, hypothesis, gold label)
+    "train": [
+        ("fiction", 'He said "no" twice.', "He refused.", "entailment"),
+        ("slate", "The shop opens at nine.", "The shop is open all night.", "contradiction"),
+        ("government", "Tabs\\tstay escaped; a stray \r stays too.", "It is about text.", "neutral"),
+    ],
+    "dev_matched": [
+        ("travel", "The bridge is old.", "The bridge was built long ago.", "entailment"),
+        ("fiction", "Nobody agreed here.", "The annotators split.", "-"),
+        ("slate", "Prices rose in May.", "Prices fell in May.", "contradiction"),
+    ],
+    "dev_mismatched": [("letters", "Dear friend, thanks.", "The letter is rude.", "contradiction")],
+}
+
+
+def mnli_tsv(split: str, rows=None) -> str:
+    """A GLUE MNLI TSV: train has label1 only, the dev files label1..label5, test no labels."""
+    n_labels = {"train": 1, "test_matched": 0}.get(split, 5)
+    labels = [f"label{i}" for i in range(1, n_labels + 1)]
+    head = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
+            "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", *labels]  # fmt: skip
+    head += ["gold_label"] if n_labels else []
+    lines = ["\t".join(head)]
+    for i, (genre, s1, s2, gold) in enumerate(_MNLI_ROWS.get(split, []) if rows is None else rows):
+        golds = [gold if gold != "-" else "neutral"] * n_labels + ([gold] if n_labels else [])
+        lines.append("\t".join([str(i), str(100 + i), f"{100 + i}e", genre, *_PARSES, s1, s2, *golds]))
+    return "\n".join(lines) + "\n"
+
+
+def mnli_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for split in ("train", "dev_matched", "dev_mismatched", "test_matched"):
+            zf.writestr(f"MNLI/{split}.tsv", mnli_tsv(split))
+        zf.writestr("MNLI/README.txt", "GLUE MNLI (test fixture)\n")
+        zf.writestr("MNLI/original/multinli_1.0_dev_matched.txt", "gold_label\tsentence1\n")
+    return buf.getvalue()
+
+
+def _serve_mnli(monkeypatch, server, body: bytes, sha256: str) -> None:  # noqa: F811
+    import dataclasses
+
+    from benchmark.data import download
+
+    www, base, _ = server
+    (www / "MNLI.zip").write_bytes(body)
+    src = download.SOURCES["mnli"]
+    remote = dataclasses.replace(src.remotes[0], url=base + "MNLI.zip", checksum=sha256)
+    monkeypatch.setitem(download.SOURCES, "mnli", dataclasses.replace(src, remotes=(remote,)))
+
+
+def _fetch(capsys, *args: str) -> tuple[int, str]:
+    from benchmark import cli
+
+    rc = cli.main(["data", "fetch", *args])
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+def test_mnli_registered_with_glue_source() -> None:
+    from benchmark.data import download
+    from benchmark.data.registry import dataset_info
+
+    info = dataset_info("mnli")
+    assert info.num_classes == 3 and info.modality == "text"
+    assert info.splits == ("train", "dev_matched", "dev_mismatched")
+    src = download.SOURCES["mnli"]
+    (remote,) = src.remotes
+    assert remote.url == "https://dl.fbaipublicfiles.com/glue/data/MNLI.zip" and remote.algorithm == "sha256"
+    assert remote.checksum == text.MNLI_ZIP_SHA256 and len(remote.checksum) == 64
+    assert remote.extract and remote.dest == "text" and src.folder == "text/MNLI"
+    assert src.record == ("train.tsv", "dev_matched.tsv", "dev_mismatched.tsv")
+
+
+def test_mnli_pairs_labels_and_skipped_rows(tmp_path) -> None:
+    _write(tmp_path, "text/MNLI/dev_matched.tsv", mnli_tsv("dev_matched"))
+    d = load_dataset("mnli", "dev_matched", tmp_path, download=False)
+    assert d.class_names == ("entailment", "neutral", "contradiction") and d.num_classes == 3
+    assert d.texts == ("The bridge is old.", "Prices rose in May.")  # the '-' row is skipped...
+    assert d.meta["text_pairs"] == ("The bridge was built long ago.", "Prices fell in May.")
+    assert d.labels.tolist() == [0, 2] and d.meta["skipped_no_gold"] == 1  # ...and counted
+    assert text.sentence_pairs(d) == (d.texts, d.meta["text_pairs"])
+    assert len(d.checksum) == 64 and load_dataset("mnli", "dev_matched", tmp_path).checksum == d.checksum
+    _write(tmp_path, "text/MNLI/train.tsv", mnli_tsv("train"))
+    tr = load_dataset("mnli", "train", tmp_path, download=False)
+    assert tr.texts[0] == 'He said "no" twice.'  # bare quotes kept: no CSV quoting
+    assert tr.texts[2] == "Tabs\\tstay escaped; a stray \r stays too."  # split on \n and \t only
+    assert tr.labels.tolist() == [0, 2, 1] and tr.meta["skipped_no_gold"] == 0
+
+
+def test_mnli_pairs_encode_as_tokenizer_pairs(tmp_path) -> None:
+    from transformers import BertTokenizer
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "bridge", "is", "old", "."]
+    tok = BertTokenizer(vocab={w: i for i, w in enumerate(words)})
+    _write(tmp_path, "text/MNLI/dev_matched.tsv", mnli_tsv("dev_matched"))
+    premises, hypotheses = text.sentence_pairs(load_dataset("mnli", "dev_matched", tmp_path))
+    enc = tok(list(premises), list(hypotheses), padding=True)
+    assert tok.decode(enc["input_ids"][0]).startswith("[CLS] the bridge is old. [SEP]")
+    assert enc["token_type_ids"][0].count(1) > 0  # the hypothesis is the second segment
+
+
+def test_mnli_subset_pairs_and_bad_rows_are_refused(tmp_path) -> None:
+    _write(tmp_path, "text/MNLI/dev_matched.tsv", mnli_tsv("dev_matched"))
+    d = load_dataset("mnli", "dev_matched", tmp_path)
+    with pytest.raises(ConfigError, match="not aligned"):
+        text.sentence_pairs(d.subset(np.array([1, 0]), "swap"))
+    path = Path("x/dev_matched.tsv")
+    with pytest.raises(DataMissingError, match="no gold_label column"):
+        text.parse_mnli_tsv(mnli_tsv("test_matched", _MNLI_ROWS["train"]).splitlines(), path)
+    bad = [("g", "p", "h", "maybe")]
+    with pytest.raises(CacheCorruptError, match="line 2 has gold_label 'maybe'"):
+        text.parse_mnli_tsv(mnli_tsv("dev_matched", bad).splitlines(), path)
+    extra_tab = mnli_tsv("dev_matched", [("g", "p\tq", "h", "neutral")]).splitlines()
+    with pytest.raises(CacheCorruptError, match="line 2 has 17 tab-separated fields, the header 16"):
+        text.parse_mnli_tsv(extra_tab, path)
+
+
+def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
+    body = mnli_zip()
+    _serve_mnli(monkeypatch, server, body, hashlib.sha256(body).hexdigest())
+    root = tmp_path / "data"
+    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    assert rc == 0, out
+    assert "sha256" in out and "verified" in out and server[2] == ["/MNLI.zip"]
+    assert sorted(p.name for p in root.iterdir()) == ["text"]  # no staging folder left behind
+    manifest = (root / "text" / "MNLI" / "MANIFEST.sha256").read_text()
+    recorded = sorted(line.split()[1] for line in manifest.splitlines() if not line.startswith("#"))
+    assert recorded == ["dev_matched.tsv", "dev_mismatched.tsv", "train.tsv"]
+    counts = {s: len(load_dataset("mnli", s, root, download=False)) for s in text.MNLI_SPLITS}
+    assert counts == {"train": 3, "dev_matched": 2, "dev_mismatched": 1}
+    mm = load_dataset("mnli", "dev_mismatched", root, download=False)
+    assert text.sentence_pairs(mm) == (("Dear friend, thanks.",), ("The letter is rude.",))
+    assert mm.labels.tolist() == [2]
+    # Present now: a second fetch verifies and downloads nothing.
+    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    assert rc == 0 and "nothing downloaded" in out and server[2] == ["/MNLI.zip"]
+    # A file changed after extraction is refused before it is parsed.
+    (root / "text" / "MNLI" / "train.tsv").write_text(mnli_tsv("train", _MNLI_ROWS["dev_mismatched"]))
+    with pytest.raises(ChecksumError, match=r"sha256 mismatch for .*MNLI/train\.tsv"):
+        load_dataset("mnli", "train", root, download=False)
+
+
+def test_mnli_loader_downloads_when_allowed(tmp_path, monkeypatch, server, online) -> None:  # noqa: F811
+    body = mnli_zip()
+    _serve_mnli(monkeypatch, server, body, hashlib.sha256(body).hexdigest())
+    d = load_dataset("mnli", "dev_matched", tmp_path, download=True)
+    assert d.labels.tolist() == [0, 2] and server[2] == ["/MNLI.zip"]
+
+
+def test_mnli_corrupted_zip_is_refused(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
+    good = mnli_zip()
+    _serve_mnli(monkeypatch, server, good[: len(good) // 2], hashlib.sha256(good).hexdigest())  # cut off
+    root = tmp_path / "data"
+    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    assert rc == 2
+    assert "sha256 mismatch" in out and "MNLI.zip" in out and "nothing was written" in out
+    assert list(root.iterdir()) == []
+
+
+def test_mnli_absent_offline_names_the_fetch_command(tmp_path) -> None:
+    from benchmark.tables import availability
+
+    with pytest.raises(DataMissingError) as err:
+        load_dataset("mnli", "train", tmp_path)  # FLB_OFFLINE=1 (conftest): no download tried
+    msg = str(err.value)
+    assert "`flb data fetch mnli`" in msg and str(tmp_path / "text" / "MNLI") in msg and "train.tsv" in msg
+    assert text.MNLI_URL in msg and "FLB_DATA_ROOT" in msg and "\n" not in msg
+    cached = [availability.online, availability.dataset_missing, availability.dataset_fetch_planned]
+    for fn in cached:
+        fn.cache_clear()
+    try:
+        reason = availability.dataset_blocker("mnli", str(tmp_path))
+    finally:
+        for fn in cached:
+            fn.cache_clear()
+    assert reason is not None and f"`flb data fetch mnli --data-root {tmp_path}`" in reason

@@ -110,12 +110,16 @@ _SST2 = DataSource(text.SST2_FOLDERS[0], (Remote(
 _SST5 = DataSource(text.SST5_FOLDERS[1], (Remote(
     text.SST5_URL, text.SST5_ZIP_SHA256, "sha256", "text", True, "Flux.jl Data.Sentiment (789,539 bytes)"),),
     record=("train.txt", "dev.txt", "test.txt"))  # fmt: skip
+_MNLI = DataSource(text.MNLI_FOLDERS[0], (Remote(
+    text.MNLI_URL, text.MNLI_ZIP_SHA256, "sha256", "text", True,
+    "Hugging Face datasets glue/dataset_infos.json (312,783,507 bytes)"),),
+    record=tuple(f"{s}.tsv" for s in text.MNLI_SPLITS))  # fmt: skip
 
 #: Registry name -> its public source (datasets sharing files share the source).
 SOURCES: dict[str, DataSource] = {
     "cifar10": _CIFAR10, "cifar100": _CIFAR100, "flowers102": _FLOWERS, "eurosat": _EUROSAT,
     "eurosat_sub": _EUROSAT, "cub200": _CUB, "imagenet_r": _IMAGENET_R, "ag_news": _AG_NEWS, "sst2": _SST2,
-    "sst5": _SST5, "emnist": _EMNIST,
+    "sst5": _SST5, "mnli": _MNLI, "emnist": _EMNIST,
 }  # fmt: skip
 
 #: Registry name -> where to get a dataset that has no working public download.

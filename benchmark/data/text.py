@@ -1,4 +1,4 @@
-"""Text classification datasets: AG News, SST-2 (GLUE) and SST-5 (Stanford Sentiment Treebank).
+"""Text classification datasets: AG News, SST-2 (GLUE), SST-5 (Stanford Sentiment Treebank) and MNLI (GLUE).
 
 Layout under the data root (the same as this project's ``shared/data/text/``, so its ``MANIFEST.sha256``,
 whose paths start with ``text/``, verifies the files as they are):
@@ -10,6 +10,8 @@ whose paths start with ``text/``, verifies the files as they are):
                same content with the columns swapped, ``label<TAB>sentence``, and a labelled test)
 ``sst5``       ``text/sst_trees/{train,dev,test}.txt`` or ``text/trees/...`` (PTB trees, as in
                ``trainDevTestTrees_PTB.zip``)
+``mnli``       ``text/MNLI/{train,dev_matched,dev_mismatched}.tsv`` (GLUE's ``MNLI.zip``, extracted);
+               sentence pairs: ``texts`` are the premises, ``meta["text_pairs"]`` the hypotheses
 =============  ================================================================================
 
 Every file is verified before it is parsed (a ``MANIFEST.sha256`` beside the data, or the official md5
@@ -20,8 +22,9 @@ the parsing convention.
 Downloads run only when the files are absent and ``download`` allows it (or ``flb data fetch NAME``),
 through :mod:`benchmark.data.download`, each file checked before it is used: AG News' official CSVs
 (torchtext's URLs and md5), SST-2 from GLUE's ``SST-2.zip`` (torchtext's md5), SST-5 from the Stanford
-Sentiment Treebank's ``trainDevTestTrees_PTB.zip`` (a pinned sha256); the extracted SST files are then
-recorded in the folder's ``MANIFEST.sha256``.
+Sentiment Treebank's ``trainDevTestTrees_PTB.zip`` (a pinned sha256), MNLI from GLUE's ``MNLI.zip`` (the
+sha256 Hugging Face ``datasets``' ``glue`` pins); the extracted SST and MNLI files are then recorded in the
+folder's ``MANIFEST.sha256``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +40,7 @@ import numpy as np
 from benchmark.data.fetch import ensure_present, network_reachable, public_downloader, verify_dataset_files
 from benchmark.data.folders import bad_file, read_verified_text
 from benchmark.data.registry import DatasetSplit, register_dataset
-from benchmark.errors import DataMissingError
+from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
 from benchmark.io import sha256_bytes
 
 IDENTITY_VERSION = "flb-text-v1"
@@ -57,6 +60,15 @@ SST5_URL = "https://nlp.stanford.edu/sentiment/trainDevTestTrees_PTB.zip"
 # No official checksum is published; this sha256 (789,539 bytes) is the one Flux.jl's Data.Sentiment pins.
 SST5_ZIP_SHA256 = "5c613a4f673fc74097d523a2c83f38e0cc462984d847b82c7aaf36b01cbbbfcc"
 SST5_CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
+MNLI_FOLDERS = ("text/MNLI",)
+MNLI_URL = "https://dl.fbaipublicfiles.com/glue/data/MNLI.zip"
+# torchtext.datasets.MNLI downloads multinli_1.0.zip (not GLUE's TSVs), so it pins no checksum of this file.
+# This sha256 (312,783,507 bytes) is the one Hugging Face datasets' glue/dataset_infos.json records for this
+# URL (download_checksums of the mnli configs); TFDS's url_checksums/glue.txt has the same value and size
+# for GLUE's earlier firebasestorage URL of MNLI.zip.
+MNLI_ZIP_SHA256 = "e7c1d896d26ed6caf700110645df426cc2d8ebf02a5ab743d5a5c68ac1c83633"
+MNLI_CLASSES = ("entailment", "neutral", "contradiction")  # gold_label -> 0, 1, 2 (HF glue, torchtext)
+MNLI_SPLITS = ("train", "dev_matched", "dev_mismatched")
 
 _HOW_AG = (
     "run `flb data fetch ag_news` (needs network), or put the official AG News CSVs (ag_news_csv.tgz of "
@@ -70,6 +82,10 @@ _HOW_SST2 = (
 _HOW_SST5 = (
     f"run `flb data fetch sst5` (needs network), or extract {SST5_URL} into text/ (giving text/trees/*.txt; "
     "text/sst_trees/ also works) and list the .txt files in MANIFEST.sha256"
+)
+_HOW_MNLI = (
+    f"run `flb data fetch mnli` (needs network), or extract GLUE's MNLI.zip ({MNLI_URL}, sha256 "
+    f"{MNLI_ZIP_SHA256}) into text/ (giving text/MNLI/*.tsv) and list the .tsv files in MANIFEST.sha256"
 )
 
 
@@ -337,3 +353,121 @@ def load_sst5(root: Path, split: str, download: bool | None = None) -> DatasetSp
     texts, labels = parse_sst_trees(read_verified_text(path), path)
     checksum = _identity("sst5", split, "ptb-root-label,lrb-rrb->parens", digest)
     return _text_split("sst5", split, texts, labels, SST5_CLASSES, checksum, {"folder": folder})
+
+
+# ----------------------------------------------------------------------------------------------- MNLI
+
+
+_MNLI_COLUMNS = ("sentence1", "sentence2", "gold_label")
+
+
+def _verified_lines(path: Path) -> Iterator[str]:
+    """The lines of a verified UTF-8 file, streamed, split on ``\\n`` only (a stray ``\\r`` or U+2028 inside
+    a sentence stays in it); the line end is removed."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            for line in f:
+                yield line.rstrip("\n").removesuffix("\r")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CacheCorruptError(f"cannot read {path}: {exc}", "delete it and re-create the data") from exc
+
+
+def parse_mnli_tsv(lines: Iterable[str], path: Path) -> tuple[list[str], list[str], list[int], int]:
+    """GLUE MNLI TSV -> (premises, hypotheses, labels, rows skipped for having no gold label).
+
+    The header names the columns (GLUE: ``index promptID pairID genre sentence1_binary_parse
+    sentence2_binary_parse sentence1_parse sentence2_parse sentence1 sentence2 label1 [label2..label5]
+    gold_label``); ``sentence1`` is the premise, ``sentence2`` the hypothesis, ``gold_label`` the class
+    (entailment 0, neutral 1, contradiction 2). Fields are split on tabs with no quoting (the files hold
+    bare ``"``), as Hugging Face ``glue`` reads them (``csv.QUOTE_NONE``). Rows whose gold label is ``-``
+    (no annotator majority; MultiNLI 1.0 has them, GLUE's files have none) are skipped and counted; any
+    other label, or a row whose field count differs from the header's, is one clear error. GLUE's
+    unlabelled ``test_*.tsv`` (no ``gold_label`` column) is refused.
+    """
+    it = iter(lines)
+    header = next(it, "").split("\t")
+    if not {"sentence1", "sentence2"} <= set(header):
+        raise bad_file(path, f"header has no sentence1/sentence2 columns: {header[:12]}")
+    if "gold_label" not in header:
+        raise DataMissingError(
+            f"{path} has no gold_label column (GLUE's MNLI test labels are not public)",
+            "use the 'dev_matched' split for evaluation (MeZO / LM-BFF test MNLI on it)",
+        )
+    p_col, h_col, y_col = (header.index(c) for c in _MNLI_COLUMNS)
+    index = {name: i for i, name in enumerate(MNLI_CLASSES)}
+    premises, hypotheses, labels, skipped = [], [], [], 0
+    for lineno, line in enumerate(it, 2):
+        if not line:
+            continue
+        parts = line.split("\t")
+        if len(parts) != len(header):
+            raise bad_file(
+                path, f"line {lineno} has {len(parts)} tab-separated fields, the header {len(header)}"
+            )
+        gold = parts[y_col]
+        if gold == "-":
+            skipped += 1
+            continue
+        if gold not in index:
+            raise bad_file(
+                path, f"line {lineno} has gold_label {gold!r}, expected one of {MNLI_CLASSES} or '-'"
+            )
+        premises.append(parts[p_col])
+        hypotheses.append(parts[h_col])
+        labels.append(index[gold])
+    return premises, hypotheses, labels, skipped
+
+
+@register_dataset(
+    "mnli",
+    num_classes=3,
+    modality="text",
+    splits=MNLI_SPLITS,
+    expected_layout="text/MNLI/{train,dev_matched,dev_mismatched}.tsv (GLUE's MNLI.zip, extracted)",
+    source="Williams et al. 2018 (MultiNLI) via GLUE, 392,702 / 9,815 / 9,832; bernier2024 Table 4.1-4.2",
+)
+def load_mnli(root: Path, split: str, download: bool | None = None) -> DatasetSplit:
+    """GLUE MNLI ``train`` (392,702), ``dev_matched`` (9,815) or ``dev_mismatched`` (9,832), 3 classes.
+
+    A sentence-pair task: ``texts`` holds the premises (``sentence1``) and ``meta["text_pairs"]`` the
+    hypotheses (``sentence2``), a tuple of the same length and order, so a Hugging Face tokenizer encodes
+    the pair as ``tokenizer(list(d.texts), list(d.meta["text_pairs"]), ...)`` (see :func:`sentence_pairs`).
+    Labels: entailment 0, neutral 1, contradiction 2 (``class_names`` in that order; Hugging Face ``glue``
+    and torchtext use the same). ``meta["skipped_no_gold"]`` counts rows with gold label ``-``.
+    GLUE's test labels are not public; MeZO / LM-BFF (Malladi et al. 2023, Gao et al. 2021) report MNLI on
+    ``dev_matched``, which is this loader's evaluation split.
+    """
+    name = f"{split}.tsv"
+    folder = _locate(
+        root, MNLI_FOLDERS, name, dataset="mnli", download=download,
+        downloader=public_downloader("mnli"),
+        how_to_get=_HOW_MNLI,
+    )  # fmt: skip
+    digest = verify_dataset_files(root, folder, [name])
+    path = root / folder / name
+    premises, hypotheses, labels, skipped = parse_mnli_tsv(_verified_lines(path), path)
+    checksum = _identity("mnli", split, "glue-tsv:sentence1,sentence2,gold_label", digest)
+    meta: dict[str, object] = {
+        "folder": folder, "text_pairs": tuple(hypotheses), "skipped_no_gold": skipped,
+        "pair_columns": ("sentence1", "sentence2"),
+    }  # fmt: skip
+    return _text_split("mnli", split, premises, labels, MNLI_CLASSES, checksum, meta)
+
+
+def sentence_pairs(data: DatasetSplit) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(premises, hypotheses)`` of a sentence-pair split (``texts`` and ``meta["text_pairs"]``).
+
+    :meth:`DatasetSplit.subset` picks ``texts`` but copies ``meta`` unchanged, so the hypotheses of a
+    subset would no longer line up; such a split is refused (index the full split's two tuples instead).
+    """
+    pairs = data.meta.get("text_pairs")
+    if data.texts is None or pairs is None:
+        raise ConfigError(
+            f"{data.name}/{data.split} is not a sentence-pair split", "use a pair dataset (mnli)"
+        )
+    if "subset" in data.meta or len(pairs) != len(data.texts):  # type: ignore[arg-type]
+        raise ConfigError(
+            f"{data.name}/{data.split}: meta['text_pairs'] is not aligned with texts (subset() copies meta as is)",
+            "select examples by indexing the full split's texts and meta['text_pairs'] with the same indices",
+        )
+    return data.texts, tuple(pairs)  # type: ignore[arg-type]
