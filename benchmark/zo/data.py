@@ -8,7 +8,7 @@ clients round-robin so that the union of the clients is the whole training set (
 claim needs it). ``k_shot`` draws MeZO's / LM-BFF's k examples per class from the training split first
 (Malladi et al. 2023 §3: k = 16 and 512); the default ``None`` uses the full split, as Table 4.2 lists.
 Evaluation uses the labelled ``test`` split (SST-2: the 1,821 labelled sentences LM-BFF and MeZO test on;
-SST-5: 2,210).
+SST-5: 2,210) and MNLI's ``dev_matched`` (MeZO's; premise and hypothesis are encoded as a pair).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from benchmark.errors import ConfigError
 from benchmark.seeding import numpy_rng
 from benchmark.zo.text_model import TextTensors, tokenise
 
-#: bernier2024 Table 4.2's text datasets this suite can load (MNLI is not available here).
-TEXT_DATASETS = ("sst2", "sst5")
+#: bernier2024 Table 4.2's text datasets, and the split each is evaluated on (MNLI: dev_matched, as MeZO).
+TEXT_DATASETS = ("sst2", "sst5", "mnli")
+TEST_SPLITS = {"sst2": "test", "sst5": "test", "mnli": "dev_matched"}
 DEFAULT_MAX_LENGTH = 128
 
 
@@ -85,9 +86,7 @@ def complete_dirichlet(labels: np.ndarray, clients: int, alpha: float, seed: int
 
 def _split(dataset: str, split: str, data_root: str | Path | None) -> DatasetSplit:
     if dataset not in TEXT_DATASETS:
-        raise ConfigError(
-            f"text dataset {dataset!r}", f"use one of {TEXT_DATASETS} (MNLI is not available here)"
-        )
+        raise ConfigError(f"text dataset {dataset!r}", f"use one of {TEXT_DATASETS} ")
     return load_dataset(dataset, split, data_root)
 
 
@@ -100,26 +99,38 @@ def prepare_task(
     seed: int = 0,
     k_shot: int | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
-    test_split: str = "test",
+    test_split: str | None = None,
     data_root: str | Path | None = None,
     test_limit: int | None = None,
 ) -> TextTask:
     """Load, subsample, split over ``clients`` and tokenise. ``seed`` seeds the k-shot draw and the split;
     ``test_limit`` keeps the first n test examples (CI only)."""
+    test_split = test_split or TEST_SPLITS.get(dataset, "test")
     train = _split(dataset, "train", data_root)
     test = _split(dataset, test_split, data_root)
+    train_pairs, test_pairs = train.meta.get("text_pairs"), test.meta.get("text_pairs")
     labels = np.asarray(train.labels)
     pool = np.arange(len(labels)) if k_shot is None else k_shot_indices(labels, k_shot, seed)
     shards = complete_dirichlet(labels[pool], clients, alpha, seed)
     texts = train.texts
     client_tensors = tuple(
-        tokenise(tokenizer, [texts[i] for i in pool[s]], labels[pool[s]].tolist(), max_length) for s in shards
+        tokenise(
+            tokenizer,
+            [texts[i] for i in pool[s]],
+            labels[pool[s]].tolist(),
+            max_length,
+            None if train_pairs is None else [train_pairs[i] for i in pool[s]],
+        )
+        for s in shards
     )
     n_test = len(test) if test_limit is None else min(test_limit, len(test))
     test_labels = np.asarray(test.labels[:n_test])
     if (test_labels < 0).any():
         raise ConfigError(f"{dataset} {test_split!r} split has no labels", "evaluate on test_split='dev'")
-    test_tensors = tokenise(tokenizer, list(test.texts[:n_test]), test_labels.tolist(), max_length)
+    test_tensors = tokenise(
+        tokenizer, list(test.texts[:n_test]), test_labels.tolist(), max_length,
+        None if test_pairs is None else list(test_pairs[:n_test]),
+    )  # fmt: skip
     identity = {
         "train_checksum": train.checksum,
         "test_checksum": test.checksum,

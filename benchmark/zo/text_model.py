@@ -70,11 +70,23 @@ class TextTensors:
         return [self.subset(order[i : i + size]) for i in range(0, len(self), size)]
 
 
-def tokenise(tokenizer, texts: Sequence[str], labels: Sequence[int], max_length: int = 128) -> TextTensors:
-    """Tokenise ``texts`` once (truncated to ``max_length`` tokens, right-padded to the longest)."""
-    if len(texts) != len(labels):
-        raise ConfigError(f"{len(texts)} texts but {len(labels)} labels", "pass one label per text")
-    enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+def tokenise(
+    tokenizer,
+    texts: Sequence[str],
+    labels: Sequence[int],
+    max_length: int = 128,
+    pairs: Sequence[str] | None = None,
+) -> TextTensors:
+    """Tokenise ``texts`` once (truncated to ``max_length`` tokens, right-padded to the longest); ``pairs``
+    (MNLI's hypotheses) are encoded as the second segment."""
+    if len(texts) != len(labels) or (pairs is not None and len(pairs) != len(texts)):
+        raise ConfigError(
+            f"{len(texts)} texts but {len(labels)} labels", "pass one label (and pair) per text"
+        )
+    second = None if pairs is None else list(pairs)
+    enc = tokenizer(
+        list(texts), second, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+    )
     return TextTensors(
         enc["input_ids"].to(torch.long),
         enc["attention_mask"].to(torch.long),

@@ -1,0 +1,174 @@
+"""bernier2024 Figs. 4.2 and 4.3 as targets, from the fedmezo runner's runs.
+
+* **Fig. 4.2** "final accuracy between models trained using FedMeZO and a naive implementation of MeZO in the
+  distributed setting (DistMeZO Naive)" per task: bars, non-IID (α = 0.1, where §4.1.2 says independent seeds
+  hurt), same round budget for both; DistMeZO with :data:`~benchmark.runners.fedmezo.DISTMEZO_LOCAL_STEPS`
+  local steps (the thesis gives no number).
+* **Fig. 4.3** "accuracy between models trained using FedMeZO, SLoRA on iid data and SLoRA on non-iid data":
+  test accuracy against rounds per task, FedMeZO IID and non-IID (they should coincide) and SLoRA IID /
+  non-IID; the thesis's Table 4.1 final values (RoBERTa-large) are marked at the right edge for reference.
+
+Both need training runs (``--config cpu_training=true`` on a CPU, with ``zo_k_shot=16``; or ``device=cuda``).
+``python -m benchmark.zo.figures NAME --out results/figures/NAME.png --run LABEL:TASK=record.json ...`` draws
+from the run records (the Snakemake rule passes them); a PDF is written beside the PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.io import atomic_path
+
+#: name -> kind, title, tasks, series label -> (method, alpha); partitions as Table 4.1's protocol.
+ZO_FIGURES: dict[str, dict[str, Any]] = {
+    "bernier2024_fig4_2": {
+        "kind": "bars",
+        "title": "bernier2024 Fig. 4.2: FedMeZO vs DistMeZO naive, final accuracy (non-IID, substitute MiniLM)",
+        "tasks": ["sst2", "sst5"],
+        "series": {"FedMeZO": ("fedmezo", 0.1), "DistMeZO naive": ("distmezo", 0.1)},
+    },
+    "bernier2024_fig4_3": {
+        "kind": "curves",
+        "title": "bernier2024 Fig. 4.3: FedMeZO and SLoRA, IID and non-IID (substitute MiniLM)",
+        "tasks": ["sst2", "sst5"],
+        "series": {
+            "FedMeZO IID": ("fedmezo", 100.0),
+            "FedMeZO non-IID": ("fedmezo", 0.1),
+            "SLoRA IID": ("slora", 100.0),
+            "SLoRA non-IID": ("slora", 0.1),
+        },
+    },
+}
+#: Table 4.1's printed round counts (the default budget) and final accuracies (RoBERTa-large), for reference.
+PRINTED_ROUNDS = {"sst2": 2621, "sst5": 969, "mnli": 1705}
+THESIS_ACCURACY = {
+    ("sst2", "fedmezo", 100.0): 89.7, ("sst2", "fedmezo", 0.1): 89.7, ("sst2", "slora", 100.0): 93.5,
+    ("sst2", "slora", 0.1): 83.1, ("sst5", "fedmezo", 100.0): 41.4, ("sst5", "fedmezo", 0.1): 41.4,
+    ("sst5", "slora", 100.0): 52.0, ("sst5", "slora", 0.1): 41.8,
+}  # fmt: skip
+
+
+def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], Any]:
+    """(series label, task) -> the :class:`~benchmark.runners.fedmezo.ZOTrainJob` the figure reads."""
+    from benchmark.runners.fedmezo import zo_job
+    from benchmark.runners.fl_train import training_allowed
+
+    if name not in ZO_FIGURES:
+        raise ConfigError(f"no figure {name!r}", f"use one of: {', '.join(sorted(ZO_FIGURES))}")
+    if not training_allowed(config):
+        raise ConfigError(
+            f"figure {name} needs training runs (FedMeZO, DistMeZO, SLoRA)",
+            "run with --config cpu_training=true zo_k_shot=16 (a CPU) or device=cuda",
+        )
+    fig = ZO_FIGURES[name]
+    out = {}
+    for label, (method, alpha) in fig["series"].items():
+        for task in fig["tasks"]:
+            rounds = int(config.get("zo_rounds") or (50 if method == "slora" else PRINTED_ROUNDS[task]))
+            out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
+    return out
+
+
+def figure_args(config: Mapping[str, Any], name: str) -> str:
+    """The command-line arguments naming the records (for the Snakemake rule)."""
+    import shlex
+
+    runs = [f"{label}:{task}={job.path}" for (label, task), job in figure_jobs(config, name).items()]
+    return " ".join(shlex.quote(a) for a in [x for r in runs for x in ("--run", r)])
+
+
+def _series(name: str, runs: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    out = {}
+    for item in runs:
+        key, sep, path = item.partition("=")
+        label, _, task = key.rpartition(":")
+        if not sep or not label or not task:
+            raise ConfigError(f"--run {item!r}", "write --run LABEL:TASK=record.json")
+        try:
+            out[(label, task)] = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ConfigError(
+                f"run record {path} unreadable ({err})", "run the figure's target to make it"
+            ) from err
+    return out
+
+
+def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig_spec = ZO_FIGURES[name]
+    tasks = list(dict.fromkeys(t for _, t in records))
+    labels = list(dict.fromkeys(lbl for lbl, _ in records))
+    fig = Figure(
+        figsize=(5 * len(tasks), 4) if fig_spec["kind"] == "curves" else (6, 4), layout="constrained"
+    )
+    FigureCanvasAgg(fig)
+    if fig_spec["kind"] == "bars":
+        ax = fig.add_subplot()
+        width = 0.8 / max(len(labels), 1)
+        for i, label in enumerate(labels):
+            vals = [records.get((label, t), {}).get("final_accuracy") for t in tasks]
+            xs = [j + i * width for j in range(len(tasks))]
+            bars = ax.bar(xs, [v or 0 for v in vals], width, label=label)
+            for b, v in zip(bars, vals, strict=True):
+                ax.annotate("n/a" if v is None else f"{v:.1f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=8)  # fmt: skip
+        ax.set_xticks(
+            [j + width * (len(labels) - 1) / 2 for j in range(len(tasks))], [t.upper() for t in tasks]
+        )
+        ax.set_ylabel("final test accuracy (%)")
+        ax.legend()
+    else:
+        for j, task in enumerate(tasks):
+            ax = fig.add_subplot(1, len(tasks), j + 1)
+            for label in labels:
+                rec = records.get((label, task))
+                if rec is None:
+                    continue
+                pts = [
+                    (r["round"] + 1, r["test_accuracy"])
+                    for r in rec["rounds"]
+                    if r.get("test_accuracy") is not None
+                ]
+                if rec.get("initial_accuracy") is not None:
+                    pts.insert(0, (0, rec["initial_accuracy"]))
+                if pts:
+                    line = ax.plot(*zip(*pts, strict=True), marker=".", label=label)[0]
+                    spec = rec["spec"]
+                    printed = THESIS_ACCURACY.get((task, spec["method"], float(spec["alpha"])))
+                    if printed is not None:
+                        ax.plot([pts[-1][0]], [printed], marker="*", ms=10, color=line.get_color(), ls="none")
+            ax.set_title(f"{task.upper()} (stars: thesis, RoBERTa-large)", fontsize=9)
+            ax.set_xlabel("rounds")
+            ax.set_ylabel("test accuracy (%)")
+            ax.legend(fontsize=7)
+    fig.suptitle(fig_spec["title"], fontsize=9)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for path in (out, out.with_suffix(".pdf")):
+        with atomic_path(path, suffix=path.suffix) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip("."))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmark.zo.figures", description=__doc__.split("\n\n")[0])
+    ap.add_argument("name", choices=sorted(ZO_FIGURES))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--run", action="append", default=[], help="LABEL:TASK=record.json (repeatable)")
+    args = ap.parse_args(argv)
+    try:
+        plot(args.name, _series(args.name, args.run), args.out)
+    except BenchmarkError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
