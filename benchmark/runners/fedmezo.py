@@ -36,6 +36,8 @@ PROBE_ROUNDS = 2
 #: The default substitute encoder and learning rates (tuned on SST-2 k-shot 16 by this suite: docs/fedmezo.md).
 DEFAULT_ENCODER = "all-minilm-l6-v2"
 DEFAULT_LR = {"fedmezo": 4e-3, "mezo": 4e-3, "distmezo": 4e-3, "slora": 1e-3}
+#: SLoRA's global rounds (bernier2024 §4.2.1: "50 total global rounds").
+SLORA_ROUNDS = 50
 #: DistMeZO's local steps (Fig. 4.2: "a larger amount of local steps per round"; the thesis gives no number).
 DISTMEZO_LOCAL_STEPS = 5
 #: Measured on this suite's 2-core CPU (MiniLM, SST-2 k-shot 16, 10 clients, 2 threads): seconds per FedMeZO
@@ -105,7 +107,10 @@ def zo_job(dataset: str, method: str, alpha: float, rounds: int, seed: int, conf
            probe: bool = False, num_z: int = 2, eps: float = 1e-3, clients: int = 10) -> ZOTrainJob:  # fmt: skip
     """The job of one run under ``config`` (a probe: :data:`PROBE_ROUNDS` rounds on k-shot 16, no evaluation)."""
     k_shot = "16" if probe else str(config.get("zo_k_shot", "full"))
-    eval_every = 0 if probe else int(config.get("zo_eval_every") or max(rounds // 20, 1))
+    if method == "slora":  # SLoRA's 50 rounds are the thesis's (§4.2.1); zo_rounds / zo_eval_every are for ZO
+        rounds, eval_every = SLORA_ROUNDS, SLORA_ROUNDS // 10
+    else:
+        eval_every = 0 if probe else int(config.get("zo_eval_every") or max(rounds // 20, 1))
     lr = config.get("zo_lr") or DEFAULT_LR[method]
     return ZOTrainJob(
         dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)), method=method,
@@ -154,7 +159,9 @@ class FedMeZORunner(Runner):
         metric = plan.cell.metric
         # FedMeZO's traffic does not depend on the model: its comm cells are not substitute results
         substitute = plan.model != "roberta-large" and metric == "accuracy"
-        plan.weights = "substitute" if substitute else ("roberta-large (hub)" if metric == "accuracy" else "n/a")
+        plan.weights = (
+            "substitute" if substitute else ("roberta-large (hub)" if metric == "accuracy" else "n/a")
+        )
         plan.params = dict(rule.params)
         if metric == "rounds":
             plan.reason = ("the thesis prints the rounds it trained to convergence but states no convergence "
@@ -167,7 +174,11 @@ class FedMeZORunner(Runner):
             return plan
         part = proto.get("partition") or {}
         alpha = float(part.get("alpha", 100.0))
-        rounds = int(config.get("zo_rounds") or proto.get("rounds") or (50 if plan.method == "slora" else 0))
+        rounds = (
+            int(config.get("zo_rounds") or proto.get("rounds") or 0)
+            if plan.method != "slora"
+            else SLORA_ROUNDS
+        )
         if rounds <= 0:
             plan.reason = "the cell states no round count"
             return plan

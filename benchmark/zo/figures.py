@@ -70,7 +70,7 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
     out = {}
     for label, (method, alpha) in fig["series"].items():
         for task in fig["tasks"]:
-            rounds = int(config.get("zo_rounds") or (50 if method == "slora" else PRINTED_ROUNDS[task]))
+            rounds = int(config.get("zo_rounds") or PRINTED_ROUNDS[task])
             out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
     return out
 
