@@ -8,7 +8,8 @@
   test accuracy against rounds per task, FedMeZO IID and non-IID (they should coincide) and SLoRA IID /
   non-IID; the thesis's Table 4.1 final values (RoBERTa-large) are marked at the right edge for reference.
 
-Both need training runs (``--config cpu_training=true`` on a CPU, with ``zo_k_shot=16``; or ``device=cuda``).
+Both need training runs (``--config cpu_training=true`` on a CPU, with ``zo_k_shot=16``; or ``device=cuda``);
+``zo_figure_tasks`` limits the tasks (e.g. ``'[sst2]'`` on a CPU).
 ``python -m benchmark.zo.figures NAME --out results/figures/NAME.png --run LABEL:TASK=record.json ...`` draws
 from the run records (the Snakemake rule passes them); a PDF is written beside the PNG.
 """
@@ -68,8 +69,12 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
         )
     fig = ZO_FIGURES[name]
     out = {}
+    tasks = config.get("zo_figure_tasks") or fig["tasks"]
+    unknown = sorted(set(tasks) - set(PRINTED_ROUNDS))
+    if unknown:
+        raise ConfigError(f"zo_figure_tasks {unknown}", f"use some of {sorted(PRINTED_ROUNDS)}")
     for label, (method, alpha) in fig["series"].items():
-        for task in fig["tasks"]:
+        for task in tasks:
             rounds = int(config.get("zo_rounds") or PRINTED_ROUNDS[task])
             out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
     return out
