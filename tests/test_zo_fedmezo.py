@@ -87,6 +87,14 @@ def test_inplace_restore_is_inexact_in_every_dtype(dtype):
     assert 0.1 < off < 0.9  # about half the entries are one ulp away
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_copy_restore_is_exact_in_every_dtype(dtype):
+    model = tiny_model(dtype=dtype)
+    before = parameters_sha256(model)
+    projected_gradients(model, [tiny_data(12, 3)], 11, ZO)
+    assert parameters_sha256(model) == before
+
+
 def test_fedmezo_equals_centralised_mezo_with_accumulation_bit_for_bit():
     data = tiny_data(37, 2)
     clients = split(data, [5, 12, 0, 9, 11])  # unequal sizes, one empty client
