@@ -33,9 +33,11 @@ from benchmark.runners.fl_train import training_allowed
 
 #: Rounds of the traffic probe (the comm cells' measurement when no full run is planned).
 PROBE_ROUNDS = 2
-#: The default substitute encoder and learning rates (tuned on SST-2 k-shot 16 by this suite: docs/fedmezo.md).
+#: The default substitute encoder and learning rates. The thesis tuned lr without stating it; on SST-2 k-shot
+#: 16 this suite's FedMeZO run at 4e-3 lowered the loss for ~300 rounds and then diverged, so the default is
+#: the next lower probed value, 1e-3 (not run to the end: docs/runs/fedmezo_cpu/). SLoRA: AdamW at 1e-3.
 DEFAULT_ENCODER = "all-minilm-l6-v2"
-DEFAULT_LR = {"fedmezo": 4e-3, "mezo": 4e-3, "distmezo": 4e-3, "slora": 1e-3}
+DEFAULT_LR = {"fedmezo": 1e-3, "mezo": 1e-3, "distmezo": 1e-3, "slora": 1e-3}
 #: SLoRA's global rounds (bernier2024 §4.2.1: "50 total global rounds").
 SLORA_ROUNDS = 50
 #: DistMeZO's local steps (Fig. 4.2: "a larger amount of local steps per round"; the thesis gives no number).
