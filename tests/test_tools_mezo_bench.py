@@ -151,8 +151,9 @@ def test_bad_options_are_one_clear_error() -> None:
 
 @pytest.mark.slow
 def test_memory_probes_see_the_parameter_copy(tmp_path) -> None:
-    """A tiny BERT with a large vocabulary (7.7M parameters, 31 MB): restore="copy" holds one more copy of
-    the parameters than inference, restore="inplace" about one z of the largest parameter."""
+    """A tiny BERT with a large vocabulary (8.0M parameters, 30 MiB; 7.7M in the word embeddings): on top of
+    inference, restore="inplace" holds one z of the largest parameter, restore="copy" also the snapshot of
+    every parameter (measured here: +28 and +59 MiB over inference's +17)."""
     spec = mezo_bench.ModelSpec("tiny-bert", "random", tiny_vocab=60_000, tiny_hidden=128)
     built = mezo_bench.build_model(spec, torch.device("cpu"))
     batch = mezo_bench.synthetic_data(8, 60_000, 0)
@@ -163,8 +164,10 @@ def test_memory_probes_see_the_parameter_copy(tmp_path) -> None:
     params_mib = built.identity["trainable_mib"]
     largest_mib = built.identity["largest_param"] * 4 / 2**20
     inc = {k: m["rss_increase_mib"] for k, m in modes.items()}
-    assert inc["mezo_copy"] - inc["inference"] > 0.8 * params_mib, inc
-    assert 0.8 * largest_mib < inc["mezo_inplace"] - inc["inference"] < params_mib, inc
+    assert inc["mezo_copy"] - inc["mezo_inplace"] > 0.8 * params_mib, inc  # the snapshot
+    assert 0.8 * largest_mib < inc["mezo_inplace"] - inc["inference"] < 1.5 * largest_mib, (
+        inc
+    )  # one z at a time
     assert modes["mezo_copy"]["increase_vs_inference"] > 1
 
 
