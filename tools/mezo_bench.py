@@ -354,6 +354,7 @@ def time_throughput(
         **batch_facts(batch, chunk),
         "times_s": {k: [round(t, 5) for t in v] for k, v in {**times, **parts}.items()},
         "median_s": {k: round(v, 5) for k, v in med.items()},
+        "min_s": {k: round(min(v), 5) for k, v in {**times, **parts}.items()},
         "sentences_per_s_forward": round(len(batch) / (med["forward2"] / 2), 1),
     }
     for restore, work in STEP_WORK.items():
@@ -570,6 +571,14 @@ def device_info(device: torch.device) -> dict[str, Any]:
     return info
 
 
+def _loadavg() -> list[float] | None:
+    """1, 5 and 15 minute load averages (how busy the machine was: other processes share its cores)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def resolve_device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -584,7 +593,8 @@ def summary(doc: dict[str, Any]) -> str:
     """The JSON's headline numbers as markdown."""
     m = doc["model"]
     lines = [f"# MeZO benchmark ({doc['device']['device']}, {doc['device']['torch_threads']} torch threads)", "",
-             f"Machine: {doc['machine']}; torch {doc['torch']}; commit {doc['git_commit']}.",
+             f"Machine: {doc['machine']}; torch {doc['torch']}; commit {doc['git_commit']}; load average "
+             f"{doc['load_average']['start']} at the start, {doc['load_average']['end']} at the end.",
              f"Model: {m['encoder']} ({m['weights']} weights, {m['trainable_params']:,} trainable parameters, "
              f"{m['trainable_mib']} MiB, {m['dtype']}); data: {doc['data']['source']}.", ""]  # fmt: skip
     if doc["throughput"]:
@@ -686,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     spec = ModelSpec(args.encoder, args.weights, dtype=args.dtype, seed=args.seed)
-    t_start = time.perf_counter()
+    t_start, load_start = time.perf_counter(), _loadavg()
     built = build_model(spec, device)
     if args.data == "sst2":
         tokenizer = built.tokenizer or minilm_tokenizer()
@@ -755,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "memory": memory,
         "fedmezo": fed,
         "wall_s": round(time.perf_counter() - t_start, 1),
+        "load_average": {"start": load_start, "end": _loadavg()},
     }
     out = Path(args.out)
     atomic_write_json(out / "mezo_bench.json", doc)
