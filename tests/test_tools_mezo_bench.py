@@ -61,9 +61,8 @@ def test_mezo_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
         assert all(len(v) == 1 and v[0] > 0 for v in t["times_s"].values())
         for restore in ("copy", "inplace"):
             r = t[restore]
-            assert r["ratio"] > 0 and r["ratio"] == pytest.approx(
-                t["median_s"]["forward2"] / r["step_s"], rel=1e-3
-            )
+            want = t["median_s"]["forward2"] / r["step_s"]  # both rounded to 10 µs: ms-sized times here
+            assert r["ratio"] > 0 and r["ratio"] == pytest.approx(want, rel=0.05)
             parts = r["overhead_parts_s"]
             assert set(parts) == {"z_regen", "add", "snapshot_and_copies", "rest"}
             assert sum(parts.values()) == pytest.approx(r["overhead_s"], abs=5e-5)

@@ -87,6 +87,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 #: Work of one ``mezo_step`` with num_z = 1 besides its two forwards, per restore (mezo.projected_gradients and
 #: apply_update_): direction passes (regenerate z, ``add_``), snapshots (clone) and copies back.
 STEP_WORK = {"copy": {"directions": 3, "snapshots": 1, "copies": 2}, "inplace": {"directions": 4, "snapshots": 0, "copies": 0}}  # fmt: skip
+#: glibc ``M_MMAP_THRESHOLD`` of the memory probes (bytes): blocks above it are mapped one by one.
+MMAP_THRESHOLD = 1 << 16
 ZO_LR = 1e-6  # the benchmarks' step size (any value times the same; MeZO's RoBERTa grid is 1e-7..1e-6)
 
 
@@ -476,6 +478,7 @@ def memory_probe(probe: Probe) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     peak_kib = _rss_kib("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {"mode": probe.mode, "steps": probe.steps, "peak_reset": reset, "heap_trimmed": trimmed,
+           "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
            "rss_baseline_mib": round(base_kib / 1024, 1), "rss_peak_mib": round(peak_kib / 1024, 1),
            "rss_increase_mib": round((peak_kib - base_kib) / 1024, 1), "cuda_baseline_gib": None,
            "cuda_peak_gib": peak_gib(dev), "cuda_increase_gib": None, "steps_wall_s": round(wall, 3)}  # fmt: skip
@@ -487,10 +490,15 @@ def memory_probe(probe: Probe) -> dict[str, Any]:
 
 def run_probe(probe: Probe, timeout: float = 900.0) -> dict[str, Any]:
     """:func:`memory_probe` in a fresh Python process (this script with ``--probe``): ``status`` ok, oom or
-    error (with the end of its stderr)."""
+    error (with the end of its stderr). glibc's malloc runs with a fixed mmap threshold
+    (:data:`MMAP_THRESHOLD`): every block above it is mapped and unmapped on its own, so the peak RSS follows
+    the peak of live memory instead of the allocation history (with the default dynamic threshold, blocks
+    up to 32 MiB come from the heap once a large one has been freed, and the heap's reuse and fragmentation
+    moved one mode's peak by ±100 MiB against another's on MiniLM at batch 256)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--probe", probe.to_json()]
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"mode": probe.mode, "status": "timeout", "timeout_s": timeout}
     if proc.returncode != 0:
