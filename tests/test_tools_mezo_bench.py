@@ -31,11 +31,35 @@ TINY = ["--encoder", "tiny-bert", "--weights", "random", "--data", "synthetic", 
 
 
 def test_mezo_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
-    rc = mezo_bench.main([
-        "--out", str(tmp_path), *TINY, "--batch-sizes", "4,8", "--repeats", "1", "--memory-batch-sizes", "8",
-        "--memory-modes", "mezo_copy", "--memory-steps", "1", "--k-shots", "5", "--clients", "3",
-        "--fed-rounds", "2", "--test-limit", "6", "--total-rounds", "100",
-    ])  # fmt: skip
+    rc = mezo_bench.main(
+        [
+            "--out",
+            str(tmp_path),
+            *TINY,
+            "--batch-sizes",
+            "4,8",
+            "--repeats",
+            "1",
+            "--memory-batch-sizes",
+            "8",
+            "--memory-modes",
+            "mezo_copy",
+            "--memory-steps",
+            "1",
+            "--k-shots",
+            "5",
+            "--clients",
+            "3",
+            "--fed-rounds",
+            "2",
+            "--test-limit",
+            "6",
+            "--total-rounds",
+            "100",
+            "--chunk",
+            "3",
+        ]
+    )
     assert rc == 0
     doc = json.loads((tmp_path / "mezo_bench.json").read_text())
     assert (
@@ -47,7 +71,7 @@ def test_mezo_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
     assert doc["device"]["device"] == "cpu" and doc["device"]["torch_threads"] == 1
     assert doc["model"]["encoder"] == "tiny-bert" and doc["model"]["trainable_params"] > 0
     assert doc["target"] == {"forward2_over_step": 0.8} and doc["zo"]["step_work"] == mezo_bench.STEP_WORK
-    assert [t["sentences"] for t in doc["throughput"]] == [4, 8]
+    assert [t["sentences"] for t in doc["throughput"]] == [4, 8] and doc["config"]["chunk"] == 3
     for t in doc["throughput"]:
         assert set(t["median_s"]) == {
             "forward2",
@@ -76,7 +100,14 @@ def test_mezo_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
     assert probe["steps"] == 1 and probe["rss_peak_mib"] >= probe["rss_baseline_mib"] > 0
     assert probe["rss_increase_mib"] >= 0 and probe["cuda_increase_gib"] is None
     (fed,) = doc["fedmezo"]
-    assert (fed["k_shot"], fed["clients"], fed["num_z"], fed["total_rounds"]) == (5, 3, 2, 100)
+    assert (fed["k_shot"], fed["clients"], fed["num_z"], fed["total_rounds"], fed["chunk"]) == (
+        5,
+        3,
+        2,
+        100,
+        3,
+    )
+    assert fed["tokens"] <= fed["padded_tokens"]
     assert len(fed["round_s"]) == 2 and all(t > 0 for t in fed["round_s"]) and fed["eval_s"] > 0
     assert fed["projected_hours"] == pytest.approx(fed["mean_round_s"] * 100 / 3600, abs=1e-3)
     md = (tmp_path / "mezo_bench.md").read_text()
@@ -156,8 +187,15 @@ def test_memory_probes_see_the_parameter_copy(tmp_path) -> None:
     spec = mezo_bench.ModelSpec("tiny-bert", "random", tiny_vocab=60_000, tiny_hidden=128)
     built = mezo_bench.build_model(spec, torch.device("cpu"))
     batch = mezo_bench.synthetic_data(8, 60_000, 0)
-    rec = mezo_bench.measure_memory(spec, built.model, batch, ["inference", "mezo_copy", "mezo_inplace"],
-                                    torch.device("cpu"), steps=1, threads=1)  # fmt: skip
+    rec = mezo_bench.measure_memory(
+        spec,
+        built.model,
+        batch,
+        ["inference", "mezo_copy", "mezo_inplace"],
+        torch.device("cpu"),
+        steps=1,
+        threads=1,
+    )
     modes = rec["modes"]
     assert all(m["status"] == "ok" and m["peak_reset"] for m in modes.values()), modes
     params_mib = built.identity["trainable_mib"]
@@ -172,11 +210,31 @@ def test_memory_probes_see_the_parameter_copy(tmp_path) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_mezo_bench_cuda_path(tmp_path) -> None:
-    rc = mezo_bench.main([
-        "--out", str(tmp_path), "--device", "cuda", *TINY, "--batch-sizes", "8", "--repeats", "1",
-        "--memory-batch-sizes", "8", "--memory-modes", "inference,mezo_copy", "--k-shots", "5", "--clients", "3",
-        "--fed-rounds", "1", "--test-limit", "6",
-    ])  # fmt: skip
+    rc = mezo_bench.main(
+        [
+            "--out",
+            str(tmp_path),
+            "--device",
+            "cuda",
+            *TINY,
+            "--batch-sizes",
+            "8",
+            "--repeats",
+            "1",
+            "--memory-batch-sizes",
+            "8",
+            "--memory-modes",
+            "inference,mezo_copy",
+            "--k-shots",
+            "5",
+            "--clients",
+            "3",
+            "--fed-rounds",
+            "1",
+            "--test-limit",
+            "6",
+        ]
+    )
     assert rc == 0
     doc = json.loads((tmp_path / "mezo_bench.json").read_text())
     assert doc["device"]["gpu"] and doc["memory"][0]["measure"] == "cuda_increase_gib"

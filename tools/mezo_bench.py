@@ -24,14 +24,15 @@ commit, the model's identity and every number below) and ``mezo_bench.md`` (a su
 * **memory** (per batch size of ``--memory-batch-sizes``): every mode runs ``--memory-steps`` steps in a
   **fresh subprocess** (same model, same batch, saved to a file and loaded there): ``inference`` (two
   ``mean_loss`` passes), ``mezo_copy``, ``mezo_inplace`` (``mezo_step``, num_z=1), ``backprop_sgd`` and
-  ``backprop_adamw`` (train mode, one forward of the whole batch, ``loss.backward()``, ``torch.optim`` step
-  over every parameter MeZO perturbs). CPU: the peak RSS above the RSS after loading (Linux: freed heap
-  returned with ``malloc_trim``, then the peak reset through ``/proc/self/clear_refs`` and read as ``VmHWM``;
-  elsewhere ``ru_maxrss``, which cannot be reset, said as ``peak_reset: false``); CUDA: also
+  ``backprop_adamw`` (train mode, ``loss.backward()`` chunk by chunk, then one ``torch.optim`` step over every
+  parameter MeZO perturbs). CPU: the peak RSS above the RSS after loading (Linux: glibc with a fixed mmap
+  threshold so that RSS follows live memory, freed heap returned with ``malloc_trim``, then the peak reset
+  through ``/proc/self/clear_refs`` and read as ``VmHWM``; elsewhere ``ru_maxrss``, which cannot be reset,
+  said as ``peak_reset: false``); CUDA: also
   ``torch.cuda.max_memory_allocated`` above what was allocated before the first step.
 * **fedmezo** (per k of ``--k-shots``): :func:`~benchmark.zo.fedmezo.run_fedmezo` on SST-2 split over
   ``--clients`` clients (:func:`benchmark.zo.data.prepare_task`, α = 100, k examples per class; each client
-  evaluates its whole local set as one batch, bernier2024 §4.2.2), ``ZOConfig(num_z=2)`` (§4.2.1), one warm-up
+  evaluates its whole local set as one batch, bernier2024 §4.2.2, in chunks of ``--chunk``), ``ZOConfig(num_z=2)`` (§4.2.1), one warm-up
   round then ``--fed-rounds`` timed rounds; s/round and the projection to ``--total-rounds`` (2,621: Table
   4.1's round count), plus the time of one evaluation of the test split.
 
@@ -41,7 +42,9 @@ right for throughput and memory, never for accuracy); ``tiny-bert`` (a small ran
 Data (``--data``): ``sst2`` sentences of the training split (a seeded sample, tokenised with
 ``--max-length`` 128, padded to the longest of each chunk); an encoder without a tokenizer (random weights)
 gets the same attention masks, lengths from the MiniLM WordPiece tokenizer, with random token ids of its own
-vocabulary; ``synthetic`` (random ids and lengths; tests). Nothing here asserts a time: this is a benchmark.
+vocabulary; ``synthetic`` (random ids and lengths; tests). ``--chunk`` is ``ZOConfig.chunk``: every forward
+(inference, MeZO, backprop, evaluation) runs over length-sorted chunks of that many examples, each padded to
+its longest (:meth:`TextTensors.chunks`). Nothing here asserts a time: this is a benchmark.
 """
 
 from __future__ import annotations
@@ -86,7 +89,10 @@ MEMORY_MODES = ("inference", "mezo_copy", "mezo_inplace", "backprop_sgd", "backp
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 #: Work of one ``mezo_step`` with num_z = 1 besides its two forwards, per restore (mezo.projected_gradients and
 #: apply_update_): direction passes (regenerate z, ``add_``), snapshots (clone) and copies back.
-STEP_WORK = {"copy": {"directions": 3, "snapshots": 1, "copies": 2}, "inplace": {"directions": 4, "snapshots": 0, "copies": 0}}  # fmt: skip
+STEP_WORK = {
+    "copy": {"directions": 3, "snapshots": 1, "copies": 2},
+    "inplace": {"directions": 4, "snapshots": 0, "copies": 0},
+}
 #: glibc ``M_MMAP_THRESHOLD`` of the memory probes (bytes): blocks above it are mapped one by one.
 MMAP_THRESHOLD = 1 << 16
 ZO_LR = 1e-6  # the benchmarks' step size (any value times the same; MeZO's RoBERTa grid is 1e-7..1e-6)
@@ -140,8 +146,14 @@ def arch_of(spec: ModelSpec) -> Arch:
 def _tiny_encoder(spec: ModelSpec) -> torch.nn.Module:
     from transformers import BertConfig, BertModel
 
-    cfg = BertConfig(vocab_size=spec.tiny_vocab, hidden_size=spec.tiny_hidden, num_hidden_layers=2,
-                     num_attention_heads=2, intermediate_size=2 * spec.tiny_hidden, max_position_embeddings=128)  # fmt: skip
+    cfg = BertConfig(
+        vocab_size=spec.tiny_vocab,
+        hidden_size=spec.tiny_hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * spec.tiny_hidden,
+        max_position_embeddings=128,
+    )
     return BertModel(cfg)
 
 
@@ -196,11 +208,16 @@ def build_model(spec: ModelSpec, device: torch.device) -> Built:
     model = own_memory(model.to(device=device, dtype=dtype).eval())
     params = trainable_parameters(model)
     identity = {
-        "encoder": spec.encoder, "weights": spec.weights, "source": source, "weights_sha256": digest,
-        "dtype": spec.dtype, "pooling": arch.pooling, "trainable_params": sum(p.numel() for _, p in params),
+        "encoder": spec.encoder,
+        "weights": spec.weights,
+        "source": source,
+        "weights_sha256": digest,
+        "dtype": spec.dtype,
+        "pooling": arch.pooling,
+        "trainable_params": sum(p.numel() for _, p in params),
         "trainable_mib": round(sum(p.numel() * p.element_size() for _, p in params) / 2**20, 2),
         "largest_param": max(p.numel() for _, p in params),
-    }  # fmt: skip
+    }
     return Built(model, tokenizer, arch, identity)
 
 
@@ -288,11 +305,19 @@ def fit_inputs(data: TextTensors, built: Built, seed: int) -> TextTensors:
     )
 
 
+def padded_tokens(data: TextTensors, chunk: int) -> int:
+    """Tokens a forward over ``data`` computes: its length-sorted chunks, each padded to its longest."""
+    return int(sum(c.input_ids.numel() for c in data.chunks(chunk)))
+
+
 def batch_facts(data: TextTensors, chunk: int) -> dict[str, Any]:
-    """Sentences, real tokens, and tokens the forward computes (each chunk padded to its longest)."""
-    padded = sum(c.input_ids.numel() for c in data.chunks(chunk))
-    return {"sentences": len(data), "tokens": int(data.attention_mask.sum()), "padded_tokens": int(padded),
-            "mean_length": round(float(data.lengths.float().mean()), 2)}  # fmt: skip
+    """Sentences, real tokens, and tokens the forward computes (:func:`padded_tokens`)."""
+    return {
+        "sentences": len(data),
+        "tokens": int(data.attention_mask.sum()),
+        "padded_tokens": padded_tokens(data, chunk),
+        "mean_length": round(float(data.lengths.float().mean()), 2),
+    }
 
 
 # ------------------------------------------------------------------------------------------------ throughput
@@ -347,10 +372,15 @@ def time_throughput(
     }
     times = interleaved(fns, repeats, device)
     parts = interleaved(
-        {"z_regen": lambda: regenerate_z(params, 0), "direction": lambda: add_direction_(params, 0, 0, 0.0),
-         "snapshot": snapshot, "copy_back": copy_back},
-        repeats, device,
-    )  # fmt: skip
+        {
+            "z_regen": lambda: regenerate_z(params, 0),
+            "direction": lambda: add_direction_(params, 0, 0, 0.0),
+            "snapshot": snapshot,
+            "copy_back": copy_back,
+        },
+        repeats,
+        device,
+    )
     med = {k: statistics.median(v) for k, v in {**times, **parts}.items()}
     out: dict[str, Any] = {
         **batch_facts(batch, chunk),
@@ -406,23 +436,31 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _step_fn(mode: str, model: torch.nn.Module, batch: TextTensors) -> Callable[[int], object]:
+def _step_fn(mode: str, model: torch.nn.Module, batch: TextTensors, chunk: int) -> Callable[[int], object]:
+    """One step of ``mode`` on ``batch``, forwards in the same length-sorted chunks of ``chunk`` examples
+    (backprop accumulates the chunks' gradients: the same batch and the same forwards as MeZO's)."""
     if mode == "inference":
-        return lambda s: (mean_loss(model, batch), mean_loss(model, batch))
+        return lambda s: (mean_loss(model, batch, chunk), mean_loss(model, batch, chunk))
     if mode.startswith("mezo_"):
-        zo = ZOConfig(lr=ZO_LR, num_z=1, restore=mode.removeprefix("mezo_"))
+        zo = ZOConfig(lr=ZO_LR, num_z=1, restore=mode.removeprefix("mezo_"), chunk=chunk)
         return lambda s: mezo_step(model, [batch], s, zo)
     params = [p for _, p in trainable_parameters(model)]
-    opt = (torch.optim.SGD(params, lr=1e-5) if mode == "backprop_sgd"
-           else torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0))  # fmt: skip
-    part = batch.subset(torch.arange(len(batch)))
+    opt = (
+        torch.optim.SGD(params, lr=1e-5)
+        if mode == "backprop_sgd"
+        else torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0)
+    )
+    parts = batch.chunks(chunk)
 
     def step(_s: int) -> None:
         model.train()
         opt.zero_grad(set_to_none=True)
-        logits = model(part.input_ids, part.attention_mask)
-        loss = torch.nn.functional.cross_entropy(logits.float(), part.labels)
-        loss.backward()
+        for part in parts:
+            logits = model(part.input_ids, part.attention_mask)
+            loss = torch.nn.functional.cross_entropy(logits.float(), part.labels, reduction="sum") / len(
+                batch
+            )
+            loss.backward()
         opt.step()
 
     return step
@@ -440,6 +478,7 @@ class Probe:
     device: str
     steps: int = 2
     threads: int | None = None
+    chunk: int = DEFAULT_CHUNK
 
     def __post_init__(self) -> None:
         if self.mode not in MEMORY_MODES:
@@ -462,7 +501,7 @@ def memory_probe(probe: Probe) -> dict[str, Any]:
     dev = torch.device(probe.device)
     model = load_model(probe.spec, probe.model_file, dev)
     batch = TextTensors(**torch.load(probe.batch_file, weights_only=True)).to(dev)
-    fn = _step_fn(probe.mode, model, batch)
+    fn = _step_fn(probe.mode, model, batch, probe.chunk)
     trimmed = _trim_heap()
     base_kib = _rss_kib("VmRSS")
     reset = base_kib is not None and _reset_peak_rss()
@@ -477,11 +516,20 @@ def memory_probe(probe: Probe) -> dict[str, Any]:
     sync(dev)
     wall = time.perf_counter() - t0
     peak_kib = _rss_kib("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = {"mode": probe.mode, "steps": probe.steps, "peak_reset": reset, "heap_trimmed": trimmed,
-           "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
-           "rss_baseline_mib": round(base_kib / 1024, 1), "rss_peak_mib": round(peak_kib / 1024, 1),
-           "rss_increase_mib": round((peak_kib - base_kib) / 1024, 1), "cuda_baseline_gib": None,
-           "cuda_peak_gib": peak_gib(dev), "cuda_increase_gib": None, "steps_wall_s": round(wall, 3)}  # fmt: skip
+    out = {
+        "mode": probe.mode,
+        "steps": probe.steps,
+        "peak_reset": reset,
+        "heap_trimmed": trimmed,
+        "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_"),
+        "rss_baseline_mib": round(base_kib / 1024, 1),
+        "rss_peak_mib": round(peak_kib / 1024, 1),
+        "rss_increase_mib": round((peak_kib - base_kib) / 1024, 1),
+        "cuda_baseline_gib": None,
+        "cuda_peak_gib": peak_gib(dev),
+        "cuda_increase_gib": None,
+        "steps_wall_s": round(wall, 3),
+    }
     if cuda_base is not None:
         out["cuda_baseline_gib"] = round(cuda_base / 2**30, 3)
         out["cuda_increase_gib"] = round((torch.cuda.max_memory_allocated(dev) - cuda_base) / 2**30, 3)
@@ -503,15 +551,25 @@ def run_probe(probe: Probe, timeout: float = 900.0) -> dict[str, Any]:
         return {"mode": probe.mode, "status": "timeout", "timeout_s": timeout}
     if proc.returncode != 0:
         oom = "OutOfMemoryError" in proc.stderr or proc.returncode in (-9, 137)
-        return {"mode": probe.mode, "status": "oom" if oom else "error", "rc": proc.returncode,
-                "stderr_tail": proc.stderr[-2000:]}  # fmt: skip
+        return {
+            "mode": probe.mode,
+            "status": "oom" if oom else "error",
+            "rc": proc.returncode,
+            "stderr_tail": proc.stderr[-2000:],
+        }
     return {"status": "ok", **json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
 def measure_memory(
-    spec: ModelSpec, model: torch.nn.Module, batch: TextTensors, modes: Sequence[str], device: torch.device,
-    steps: int = 2, threads: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    spec: ModelSpec,
+    model: torch.nn.Module,
+    batch: TextTensors,
+    modes: Sequence[str],
+    device: torch.device,
+    steps: int = 2,
+    threads: int | None = None,
+    chunk: int = DEFAULT_CHUNK,
+) -> dict[str, Any]:
     """Every mode of ``modes`` in its own fresh process, on ``model``'s weights and ``batch``; each increase
     also relative to ``inference``'s where that ran."""
     results: dict[str, Any] = {}
@@ -523,24 +581,30 @@ def measure_memory(
         )
         for mode in modes:
             results[mode] = run_probe(
-                Probe(spec, str(model_file), str(batch_file), mode, str(device), steps, threads)
+                Probe(spec, str(model_file), str(batch_file), mode, str(device), steps, threads, chunk)
             )
     key = "cuda_increase_gib" if device.type == "cuda" else "rss_increase_mib"
     ref = results.get("inference", {})
     for r in results.values():
         if r.get("status") == "ok" and ref.get("status") == "ok" and ref[key]:
             r["increase_vs_inference"] = round(r[key] / ref[key], 3)
-    return {**batch_facts(batch, DEFAULT_CHUNK), "measure": key, "modes": results}
+    return {**batch_facts(batch, chunk), "measure": key, "modes": results}
 
 
 # ------------------------------------------------------------------------------------------------ fedmezo
 def time_fedmezo(
-    model: torch.nn.Module, clients: Sequence[TextTensors], rounds: int, device: torch.device,
-    test: TextTensors | None = None, total_rounds: int = TOTAL_ROUNDS, num_z: int = 2,
-) -> dict[str, Any]:  # fmt: skip
+    model: torch.nn.Module,
+    clients: Sequence[TextTensors],
+    rounds: int,
+    device: torch.device,
+    test: TextTensors | None = None,
+    total_rounds: int = TOTAL_ROUNDS,
+    num_z: int = 2,
+    chunk: int = DEFAULT_CHUNK,
+) -> dict[str, Any]:
     """One warm-up + ``rounds`` timed FedMeZO rounds (shared clients, size-weighted, ``num_z``); the time of
     one evaluation of ``test``; the projection to ``total_rounds`` rounds (training only)."""
-    zo = ZOConfig(lr=ZO_LR, num_z=num_z)
+    zo = ZOConfig(lr=ZO_LR, num_z=num_z, chunk=chunk)
     stamps: list[float] = []
 
     def progress(_done: int, _total: int, _rec: object) -> None:
@@ -553,16 +617,23 @@ def time_fedmezo(
     round_s = np.diff([start, *stamps])[1:].tolist()
     mean = sum(round_s) / len(round_s)
     out: dict[str, Any] = {
-        "clients": len(clients), "client_sizes": [len(c) for c in clients],
-        "examples": sum(len(c) for c in clients), "tokens": sum(int(c.attention_mask.sum()) for c in clients),
-        "num_z": num_z, "warmup_round_s": round(stamps[0] - start, 4), "round_s": [round(t, 4) for t in round_s],
-        "mean_round_s": round(mean, 4), "total_rounds": total_rounds,
+        "clients": len(clients),
+        "client_sizes": [len(c) for c in clients],
+        "examples": sum(len(c) for c in clients),
+        "tokens": sum(int(c.attention_mask.sum()) for c in clients),
+        "num_z": num_z,
+        "chunk": chunk,
+        "padded_tokens": sum(padded_tokens(c, chunk) for c in clients),
+        "warmup_round_s": round(stamps[0] - start, 4),
+        "round_s": [round(t, 4) for t in round_s],
+        "mean_round_s": round(mean, 4),
+        "total_rounds": total_rounds,
         "projected_hours": round(mean * total_rounds / 3600, 3),
-    }  # fmt: skip
+    }
     if test is not None:
         sync(device)
         t0 = time.perf_counter()
-        accuracy(model, test)
+        accuracy(model, test, chunk)
         sync(device)
         out.update(test_examples=len(test), eval_s=round(time.perf_counter() - t0, 4))
     return out
@@ -570,12 +641,20 @@ def time_fedmezo(
 
 # ------------------------------------------------------------------------------------------------ report
 def device_info(device: torch.device) -> dict[str, Any]:
-    info: dict[str, Any] = {"device": str(device), "torch_threads": torch.get_num_threads(),
-                            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
+    info: dict[str, Any] = {
+        "device": str(device),
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
-        info.update(gpu=p.name, gpu_memory_gib=round(p.total_memory / 2**30, 1), capability=f"{p.major}.{p.minor}",
-                    cuda=torch.version.cuda, tf32_matmul=torch.backends.cuda.matmul.allow_tf32)  # fmt: skip
+        info.update(
+            gpu=p.name,
+            gpu_memory_gib=round(p.total_memory / 2**30, 1),
+            capability=f"{p.major}.{p.minor}",
+            cuda=torch.version.cuda,
+            tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+        )
     return info
 
 
@@ -590,8 +669,10 @@ def _loadavg() -> list[float] | None:
 def resolve_device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name}: torch.cuda.is_available() is False here",
-                          "run on a machine with a GPU, or use --device cpu")  # fmt: skip
+        raise ConfigError(
+            f"--device {name}: torch.cuda.is_available() is False here",
+            "run on a machine with a GPU, or use --device cpu",
+        )
     if device.type not in ("cpu", "cuda"):
         raise ConfigError(f"--device {name}", "use cpu or cuda")
     return device
@@ -600,28 +681,42 @@ def resolve_device(name: str) -> torch.device:
 def summary(doc: dict[str, Any]) -> str:
     """The JSON's headline numbers as markdown."""
     m = doc["model"]
-    lines = [f"# MeZO benchmark ({doc['device']['device']}, {doc['device']['torch_threads']} torch threads)", "",
-             f"Machine: {doc['machine']}; torch {doc['torch']}; commit {doc['git_commit']}; load average "
-             f"{doc['load_average']['start']} at the start, {doc['load_average']['end']} at the end.",
-             f"Model: {m['encoder']} ({m['weights']} weights, {m['trainable_params']:,} trainable parameters, "
-             f"{m['trainable_mib']} MiB, {m['dtype']}); data: {doc['data']['source']}.", ""]  # fmt: skip
+    lines = [
+        f"# MeZO benchmark ({doc['device']['device']}, {doc['device']['torch_threads']} torch threads, "
+        f"forwards in chunks of {doc['config']['chunk']})",
+        "",
+        f"Machine: {doc['machine']}; torch {doc['torch']}; commit {doc['git_commit']}; load average "
+        f"{doc['load_average']['start']} at the start, {doc['load_average']['end']} at the end.",
+        f"Model: {m['encoder']} ({m['weights']} weights, {m['trainable_params']:,} trainable parameters, "
+        f"{m['trainable_mib']} MiB, {m['dtype']}); data: {doc['data']['source']}.",
+        "",
+    ]
     if doc["throughput"]:
-        lines += ["## Throughput: two forwards vs one MeZO step (num_z = 1), medians", "",
-                  "| batch | tokens | 2 forwards (s) | step copy (s) | ratio copy | step inplace (s) | ratio inplace "
-                  "| z regen (s) | θ += c·z (s) | overhead copy: z / add / copies / rest (s) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "## Throughput: two forwards vs one MeZO step (num_z = 1), medians",
+            "",
+            "| batch | tokens | 2 forwards (s) | step copy (s) | ratio copy | step inplace (s) | ratio inplace "
+            "| z regen (s) | θ += c·z (s) | overhead copy: z / add / copies / rest (s) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for t in doc["throughput"]:
             med, c, i = t["median_s"], t["copy"], t["inplace"]
             parts = " / ".join(f"{v:.3f}" for v in c["overhead_parts_s"].values())
-            lines.append(f"| {t['sentences']} | {t['padded_tokens']} | {med['forward2']:.3f} | {c['step_s']:.3f} | "
-                         f"{c['ratio']:.2f} | {i['step_s']:.3f} | {i['ratio']:.2f} | {med['z_regen']:.3f} | "
-                         f"{med['direction']:.3f} | {parts} |")  # fmt: skip
+            lines.append(
+                f"| {t['sentences']} | {t['padded_tokens']} | {med['forward2']:.3f} | {c['step_s']:.3f} | "
+                f"{c['ratio']:.2f} | {i['step_s']:.3f} | {i['ratio']:.2f} | {med['z_regen']:.3f} | "
+                f"{med['direction']:.3f} | {parts} |"
+            )
         lines += ["", f"Target: ratio ≥ {doc['target']['forward2_over_step']}.", ""]
     if doc["memory"]:
         key = doc["memory"][0]["measure"]
         unit = "GiB (CUDA max_memory_allocated)" if key.startswith("cuda") else "MiB (peak RSS)"
-        lines += [f"## Peak memory above the loaded model, {unit}", "",
-                  "| batch | " + " | ".join(MEMORY_MODES) + " |", "|---|" + "---|" * len(MEMORY_MODES)]  # fmt: skip
+        lines += [
+            f"## Peak memory above the loaded model, {unit}",
+            "",
+            "| batch | " + " | ".join(MEMORY_MODES) + " |",
+            "|---|" + "---|" * len(MEMORY_MODES),
+        ]
         for mem in doc["memory"]:
             cells = []
             for mode in MEMORY_MODES:
@@ -630,12 +725,18 @@ def summary(doc: dict[str, Any]) -> str:
             lines.append(f"| {mem['sentences']} | " + " | ".join(cells) + " |")
         lines.append("")
     if doc["fedmezo"]:
-        lines += ["## One FedMeZO round (num_z = 2, every client's whole set as one batch)", "",
-                  "| k per class | clients | examples | s/round | projected h for "
-                  f"{TOTAL_ROUNDS:,} rounds | eval s |", "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "## One FedMeZO round (num_z = 2, every client's whole set as one batch)",
+            "",
+            "| k per class | clients | examples | s/round | projected h for "
+            f"{TOTAL_ROUNDS:,} rounds | eval s |",
+            "|---|---|---|---|---|---|",
+        ]
         for f in doc["fedmezo"]:
-            lines.append(f"| {f['k_shot']} | {f['clients']} | {f['examples']} | {f['mean_round_s']:.2f} | "
-                         f"{f['projected_hours']:.2f} | {f.get('eval_s', '-')} |")  # fmt: skip
+            lines.append(
+                f"| {f['k_shot']} | {f['clients']} | {f['examples']} | {f['mean_round_s']:.2f} | "
+                f"{f['projected_hours']:.2f} | {f.get('eval_s', '-')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -653,6 +754,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     ap.add_argument("--data", default="sst2", choices=("sst2", "synthetic"))
     ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="examples per forward (ZOConfig.chunk)")
     ap.add_argument("--parts", default="throughput,memory,fedmezo")
     ap.add_argument("--batch-sizes", default=None, help="throughput batches (default 16,64,256; quick 16,64)")
     ap.add_argument("--memory-batch-sizes", default=None, help="default 16,64,256 (quick 16)")
@@ -688,7 +790,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error(f"--parts must be among throughput, memory, fedmezo; got {args.parts}")
     if not set(args.memory_modes) <= set(MEMORY_MODES):
         ap.error(f"--memory-modes must be among {MEMORY_MODES}; got {args.memory_modes}")
-    for name in ("repeats", "fed_rounds", "memory_steps", "clients"):
+    for name in ("repeats", "fed_rounds", "memory_steps", "clients", "chunk"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be positive")
     return args
@@ -724,23 +826,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     throughput, memory, fed = [], [], []
     if "throughput" in args.parts:
         for n in args.batch_sizes:
-            rec = time_throughput(built.model, pool.subset(torch.arange(n)).to(device), args.repeats, device)
-            print(json.dumps({"throughput": n, "forward2_s": rec["median_s"]["forward2"],
-                              "ratio_copy": rec["copy"]["ratio"], "ratio_inplace": rec["inplace"]["ratio"]}), flush=True)  # fmt: skip
+            rec = time_throughput(
+                built.model, pool.subset(torch.arange(n)).to(device), args.repeats, device, args.chunk
+            )
+            print(
+                json.dumps(
+                    {
+                        "throughput": n,
+                        "forward2_s": rec["median_s"]["forward2"],
+                        "ratio_copy": rec["copy"]["ratio"],
+                        "ratio_inplace": rec["inplace"]["ratio"],
+                    }
+                ),
+                flush=True,
+            )
             throughput.append(rec)
     if "memory" in args.parts:
         for n in args.memory_batch_sizes:
-            rec = measure_memory(spec, built.model, pool.subset(torch.arange(n)), args.memory_modes, device,
-                                 args.memory_steps, args.threads)  # fmt: skip
-            print(json.dumps({"memory": n, **{m: r.get(rec["measure"], r["status"]) for m, r in rec["modes"].items()}}), flush=True)  # fmt: skip
+            rec = measure_memory(
+                spec,
+                built.model,
+                pool.subset(torch.arange(n)),
+                args.memory_modes,
+                device,
+                args.memory_steps,
+                args.threads,
+                args.chunk,
+            )
+            print(
+                json.dumps(
+                    {"memory": n, **{m: r.get(rec["measure"], r["status"]) for m, r in rec["modes"].items()}}
+                ),
+                flush=True,
+            )
             memory.append(rec)
     if "fedmezo" in args.parts:
         for k in args.k_shots:
             if args.data == "sst2":
                 from benchmark.zo.data import prepare_task
 
-                task = prepare_task("sst2", tokenizer, clients=args.clients, k_shot=k, seed=args.seed,
-                                    max_length=args.max_length, test_limit=args.test_limit)  # fmt: skip
+                task = prepare_task(
+                    "sst2",
+                    tokenizer,
+                    clients=args.clients,
+                    k_shot=k,
+                    seed=args.seed,
+                    max_length=args.max_length,
+                    test_limit=args.test_limit,
+                )
                 clients = [fit_inputs(c, built, args.seed + 1 + i) for i, c in enumerate(task.clients)]
                 test, identity = fit_inputs(task.test, built, args.seed), task.identity
             else:
@@ -750,11 +883,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ]
                 test = synthetic_data(args.test_limit or 64, built.arch.vocab_size, args.seed + 100)
                 identity = {"k_shot": k, "clients": args.clients}
-            rec = time_fedmezo(built.model, [c.to(device) for c in clients], args.fed_rounds, device, test.to(device),
-                               args.total_rounds)  # fmt: skip
+            rec = time_fedmezo(
+                built.model,
+                [c.to(device) for c in clients],
+                args.fed_rounds,
+                device,
+                test.to(device),
+                args.total_rounds,
+                chunk=args.chunk,
+            )
             rec.update(k_shot=k, task=identity)
-            print(json.dumps({"fedmezo_k": k, "mean_round_s": rec["mean_round_s"],
-                              "projected_hours": rec["projected_hours"]}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "fedmezo_k": k,
+                        "mean_round_s": rec["mean_round_s"],
+                        "projected_hours": rec["projected_hours"],
+                    }
+                ),
+                flush=True,
+            )
             fed.append(rec)
     doc = {
         "what": "MeZO step vs two forwards, peak memory of MeZO vs inference and backprop, one FedMeZO round "
@@ -766,7 +914,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": device_info(device),
         "config": {k: v for k, v in vars(args).items() if k not in ("out", "probe")},
         "model": built.identity,
-        "data": {"source": data_desc, "pool": batch_facts(pool, DEFAULT_CHUNK)},
+        "data": {"source": data_desc, "pool": batch_facts(pool, args.chunk)},
         "zo": {"lr": ZO_LR, "eps": ZOConfig(lr=ZO_LR).eps, "step_work": STEP_WORK},
         "target": {"forward2_over_step": TARGET_RATIO},
         "throughput": throughput,
