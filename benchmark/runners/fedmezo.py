@@ -113,7 +113,7 @@ def zo_job(dataset: str, method: str, alpha: float, rounds: int, seed: int, conf
         rounds, eval_every = SLORA_ROUNDS, SLORA_ROUNDS // 10
     else:
         eval_every = 0 if probe else int(config.get("zo_eval_every") or max(rounds // 20, 1))
-    lr = config.get("zo_lr") or DEFAULT_LR[method]
+    lr = (config.get("zo_lr") if method != "slora" else None) or DEFAULT_LR[method]  # zo_lr: the ZO methods
     return ZOTrainJob(
         dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)), method=method,
         alpha=_num(alpha), clients=clients, k_shot=k_shot,
