@@ -23,7 +23,7 @@ from benchmark.errors import ConfigError
 from benchmark.seeding import numpy_rng
 from benchmark.zo.fedmezo import FedMeZOConfig
 from benchmark.zo.history import Progress, ZORound, ZORunResult, evaluate_every
-from benchmark.zo.mezo import mezo_step, parameters_sha256, trainable_parameters
+from benchmark.zo.mezo import apply_update_, parameters_sha256, projected_gradients, trainable_parameters
 from benchmark.zo.text_model import TextTensors, accuracy
 from benchmark.zo.transport import Transport
 
@@ -73,14 +73,17 @@ def run_distmezo(
                 continue
             local = copy.deepcopy(model)
             for s in client_seeds(fed.seed, r, k, config.local_steps):
-                g = mezo_step(local, [data], s, zo)
+                local_params = trainable_parameters(local)
+                proj = projected_gradients(local, [data], s, zo, local_params)
+                apply_update_(local_params, s, proj.grads[0], zo)
+                loss = float(proj.plus[0].mean())  # MeZO's loss1 of the client's last local step
             sent = _flat(local)
             received = np.frombuffer(transport.up(fed.wire.encode_tensor(sent), numel), dtype=sent.dtype)
             flat = torch.from_numpy(received.copy()).double()
             w = float(sizes[k] if fed.weighting == "size" else 1.0)
             total = flat * w if total is None else total + flat * w
             weight_sum += w
-            loss_sum += w * float(np.abs(g).mean())
+            loss_sum += w * loss
             del local
         average = (total / weight_sum).to(params[0][1].dtype)
         offset = 0
