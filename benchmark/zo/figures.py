@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,18 @@ def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: P
             [j + width * (len(labels) - 1) / 2 for j in range(len(tasks))], [t.upper() for t in tasks]
         )
         ax.set_ylabel("final test accuracy (%)")
-        ax.legend()
+        for j, task in enumerate(tasks):  # the FedNCM head's accuracy before training, per task
+            start = next((r.get("initial_accuracy") for (_, t), r in records.items() if t == task), None)
+            if start is not None:
+                ax.hlines(
+                    start, j - width / 2, j + width * (len(labels) - 0.5), colors="k", linestyles="dashed"
+                )
+        budget = "; ".join(
+            f"{lbl}: {r['spec'].get('rounds', '?')} rounds x {r['spec'].get('local_steps', 1)} local step(s)"
+            for (lbl, t), r in records.items() if t == tasks[0]
+        )  # fmt: skip
+        ax.set_title(budget + "\ndashed: FedNCM head before training", fontsize=8)
+        ax.legend(loc="lower right")
     else:
         for j, task in enumerate(tasks):
             ax = fig.add_subplot(1, len(tasks), j + 1)
@@ -154,7 +166,7 @@ def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: P
             ax.set_xlabel("rounds")
             ax.set_ylabel("test accuracy (%)")
             ax.legend(fontsize=7)
-    fig.suptitle(fig_spec["title"], fontsize=9)
+    fig.suptitle(textwrap.fill(fig_spec["title"], 70), fontsize=9)
     out.parent.mkdir(parents=True, exist_ok=True)
     for path in (out, out.with_suffix(".pdf")):
         with atomic_path(path, suffix=path.suffix) as tmp:
