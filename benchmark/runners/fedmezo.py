@@ -243,9 +243,14 @@ class FedMeZORunner(Runner):
                     f"{t['wire_bytes_per_round'] * rounds / 1e9:.4g} GB"
                 )
             values.append(value)
-        return CellResult(
-            values, rows, note="; ".join(dict.fromkeys(notes)), departures=tuple(sorted(departures))
-        )
+        from benchmark.costs.conventions import DEPARTURES
+
+        note = "; ".join(dict.fromkeys(notes))
+        if departures:
+            note += "; departs from the thesis: " + "; ".join(
+                DEPARTURES[d].description for d in sorted(departures)
+            )
+        return CellResult(values, rows, note=note, departures=tuple(sorted(departures)))
 
     def artefacts(self, plan) -> dict[str, list[str]]:
         return {}  # the curves are plotted by the figure targets (benchmark/zo/figures.py), not the FL plotter
