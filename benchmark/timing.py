@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,3 +37,17 @@ def timed(fn: Callable[[int], object], repeats: int, device: torch.device) -> li
         if r > 0:
             times.append(time.perf_counter() - t0)
     return times
+
+
+def cuda_properties(device: torch.device) -> dict[str, Any]:
+    """The GPU a benchmark ran on (name, memory, compute capability, CUDA and cuDNN versions); empty off CUDA."""
+    if device.type != "cuda":
+        return {}
+    p = torch.cuda.get_device_properties(device)
+    return {
+        "gpu": p.name,
+        "gpu_memory_gib": round(p.total_memory / 2**30, 1),
+        "capability": f"{p.major}.{p.minor}",
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+    }

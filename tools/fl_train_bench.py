@@ -64,7 +64,7 @@ from benchmark.fl.vectorised import VectorisedTrainer
 from benchmark.io import atomic_write_json
 from benchmark.models.backbones import create_backbone
 from benchmark.provenance import cpu_description, git_commit, package_versions
-from benchmark.timing import peak_gib, reset_peak_memory, timed
+from benchmark.timing import cuda_properties, peak_gib, reset_peak_memory, timed
 
 PRECISIONS = ("fp32", "bf16")
 LAYOUTS = ("contiguous", "channels_last")
@@ -273,15 +273,7 @@ def machine(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32},
     }
-    if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        info.update(
-            gpu=p.name,
-            gpu_memory_gib=round(p.total_memory / 2**30, 1),
-            capability=f"{p.major}.{p.minor}",
-            cuda=torch.version.cuda,
-            cudnn=torch.backends.cudnn.version(),
-        )
+    info.update(cuda_properties(device))
     return info
 
 

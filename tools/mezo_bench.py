@@ -77,7 +77,7 @@ from benchmark.errors import ConfigError
 from benchmark.io import atomic_write_json, atomic_write_text
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.seeding import numpy_rng
-from benchmark.timing import peak_gib, reset_peak_memory, sync
+from benchmark.timing import cuda_properties, peak_gib, reset_peak_memory, sync
 from benchmark.zo.fedmezo import FedMeZOConfig, run_fedmezo
 from benchmark.zo.mezo import ZOConfig, direction_seed, mezo_step, trainable_parameters
 from benchmark.zo.text_model import DEFAULT_CHUNK, TextClassifier, TextTensors, accuracy, mean_loss
@@ -646,15 +646,9 @@ def device_info(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
+    info.update(cuda_properties(device))
     if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        info.update(
-            gpu=p.name,
-            gpu_memory_gib=round(p.total_memory / 2**30, 1),
-            capability=f"{p.major}.{p.minor}",
-            cuda=torch.version.cuda,
-            tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
-        )
+        info["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
     return info
 
 
