@@ -89,6 +89,11 @@ def figure_args(config: Mapping[str, Any], name: str) -> str:
     return " ".join(shlex.quote(a) for a in [x for r in runs for x in ("--run", r)])
 
 
+def load_records(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(series label, task) -> the run record of each job of :func:`figure_jobs` (they must exist)."""
+    return {key: json.loads(Path(job.path).read_text()) for key, job in figure_jobs(config, name).items()}
+
+
 def _series(name: str, runs: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
     for item in runs:
@@ -105,7 +110,46 @@ def _series(name: str, runs: Sequence[str]) -> dict[tuple[str, str], dict[str, A
     return out
 
 
+def figure_data(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The plotted values as tidy rows (``series, task, x, y``): final accuracies (Fig. 4.2) or the
+    evaluated rounds' accuracies (Fig. 4.3, round 0 = the FedNCM head before training)."""
+    rows: list[dict[str, Any]] = []
+    for (label, task), rec in records.items():
+        if ZO_FIGURES[name]["kind"] == "bars":
+            rows.append({"series": label, "task": task, "x": task, "y": rec.get("final_accuracy")})
+            continue
+        if rec.get("initial_accuracy") is not None:
+            rows.append({"series": label, "task": task, "x": 0, "y": rec["initial_accuracy"]})
+        rows += [
+            {"series": label, "task": task, "x": r["round"] + 1, "y": r["test_accuracy"]}
+            for r in rec["rounds"]
+            if r.get("test_accuracy") is not None
+        ]
+    return rows
+
+
+def thesis_readings(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Table 4.1's printed final accuracies (RoBERTa-large) beside our final ones, per (series, task)."""
+    out = []
+    for (label, task), rec in records.items():
+        spec = rec["spec"]
+        printed = THESIS_ACCURACY.get((task, spec["method"], float(spec["alpha"])))
+        if printed is not None:
+            out.append({"series": f"{label} ({task})", "x": task, "paper": printed,
+                        "ours": rec.get("final_accuracy"), "source": "bernier2024 Table 4.1"})  # fmt: skip
+    return out
+
+
 def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: Path) -> None:
+    fig = draw(name, records)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for path in (out, out.with_suffix(".pdf")):
+        with atomic_path(path, suffix=path.suffix) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip("."))
+
+
+def draw(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]):
+    """The matplotlib figure (object API, Agg canvas) of ``name`` from the run records."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -167,10 +211,7 @@ def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: P
             ax.set_ylabel("test accuracy (%)")
             ax.legend(fontsize=7)
     fig.suptitle(textwrap.fill(fig_spec["title"], 70), fontsize=9)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for path in (out, out.with_suffix(".pdf")):
-        with atomic_path(path, suffix=path.suffix) as tmp:
-            fig.savefig(tmp, format=path.suffix.lstrip("."))
+    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,50 @@
-# Figure targets (benchmark/workflow.py FIGURES): training curves of several runs in one plot.
+# Figure targets (benchmark/figures/: one registry of every figure of the five documents). Each drawable
+# figure NAME is a target `snakemake --cores all NAME` -> results/figures/NAME.{png,pdf,csv,json}; its inputs
+# (training runs, closed-form runs, cached features) come from the figure's own `inputs(config)`, so the
+# jobs it needs run first. `figures` draws every figure that runs under the config (`flb figure --list`).
+import json as _json
+import shlex as _shlex
+
+from benchmark.figures.registry import get_figure, list_figures, runnable_figures
+
+FIGURE_NAMES = [s.name for s in list_figures(drawable=True)]
+
+
+def _figure_inputs(name):
+    spec = get_figure(name)
+    reason = spec.why_not(config)
+    if reason is not None:
+        raise ValueError(f"figure {name} does not run under this config: {reason}")
+    return spec.inputs(config)
+
+
+for _f in FIGURE_NAMES:
+    rule:
+        name: _f
+        localrule: True
+        input: f"results/figures/{_f}.png"
+
+
+rule figures:
+    localrule: True
+    input: [f"results/figures/{f}.png" for f in runnable_figures(config)]
+
+
+rule paper_figure:
+    input: lambda w: _figure_inputs(w.figure)
+    output:
+        png="results/figures/{figure}.png",
+        pdf="results/figures/{figure}.pdf",
+        csv="results/figures/{figure}.csv",
+        manifest="results/figures/{figure}.json",
+    wildcard_constraints:
+        figure="|".join(FIGURE_NAMES) or "no-figure",
+    params:
+        config=lambda w: _shlex.quote(_json.dumps(dict(config), default=str)),
+    shell: "python -m benchmark.figures.render {wildcards.figure} --out {output.png} --config-json {params.config}"
+
+
+# Legacy figure family, until it moves into the registry: benchmark/workflow.py FIGURES (curves of runs).
 for _f in wf.FIGURES:
     rule:
         name: _f
@@ -15,22 +61,3 @@ rule figure:
         args=lambda w: wf.figure_plot_args(config, w.figure),
     shell: "{PLOTS} --out {output} {params.args}"
 
-
-# bernier2024 Figs. 4.2-4.3 (benchmark/zo/figures.py): drawn from the fedmezo runner's run records.
-from benchmark.zo.figures import ZO_FIGURES, figure_args as zo_figure_args, figure_jobs as zo_figure_jobs
-
-for _f in ZO_FIGURES:
-    rule:
-        name: _f
-        localrule: True
-        input: f"results/figures/{_f}.png"
-
-
-rule zo_figure:
-    input: lambda w: [j.path for j in zo_figure_jobs(config, w.zo_figure).values()]
-    output: "results/figures/{zo_figure}.png"
-    wildcard_constraints:
-        zo_figure="|".join(ZO_FIGURES),
-    params:
-        args=lambda w: zo_figure_args(config, w.zo_figure),
-    shell: "python -m benchmark.zo.figures {wildcards.zo_figure} --out {output} {params.args}"

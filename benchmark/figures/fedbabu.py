@@ -1,0 +1,1 @@
+"""fedbabu's figures (issue 14): registered in :mod:`benchmark.figures.registry`."""

@@ -1,0 +1,1 @@
+"""fedcof's figures (issue 14): registered in :mod:`benchmark.figures.registry`."""
