@@ -20,19 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.papers import PAPER_FILES
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-#: The documents' short ids (../shared/papers/README.md) and their text files.
-PAPER_FILES: dict[str, str] = {
-    "legate2023ws": "000_8bda71ac3c7db9f8.txt",
-    "legate2023": "001_fcb2cf211ff402fe.txt",
-    "fedcof": "002_8e3ac9d01cb44bea.txt",
-    "bernier2024": "003_6eba87e4b697c929.txt",
-    "fedbabu": "004_d0304c7dab735e6c.txt",
-}
 #: Catalogue modules, one per document; each registers its figures on import.
 CATALOGUE_MODULES: tuple[str, ...] = (
     "benchmark.figures.legate2023",
@@ -81,7 +74,7 @@ class FigureSpec:
 
     ``name`` is the Snakemake target and the file stem under ``results/figures/``; ``label`` the figure's
     number as printed; ``line`` the 1-based line of its caption in the document's text
-    (:data:`PAPER_FILES`). ``inputs(config)`` lists the files other rules make that ``draw`` reads;
+    (:mod:`benchmark.papers`). ``inputs(config)`` lists the files other rules make that ``draw`` reads;
     ``unavailable(config)`` says why the figure cannot run under ``config`` (``None``: it runs).
     ``draw is None`` catalogues a figure this suite cannot produce, with ``reason``."""
 
