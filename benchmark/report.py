@@ -7,9 +7,11 @@ those files into
 
 * one page per target, ``docs/results/<target>.md``: when and where the run happened, the verdict counts,
   every cell that ran (ours, paper, delta, verdict, note) and the cells that did not run grouped by reason;
-* the README's Results section: the same stamp, the totals and one row of verdict counts per target (with
-  its own ``PASS*`` column), each target linked to its page. It is written between two marker lines, so
-  the section always says what the last full run here produced::
+* ``docs/results/README.md``: one row of verdict counts per target (with its own ``PASS*`` column), each
+  target linked to its page;
+* the README's Results section: the same stamp and only the totals (all cells, per paper, the claims and
+  figures when given), linking the HTML report (:mod:`benchmark.site`) and the index. It is written between
+  two marker lines, so the section always says what the last full run here produced::
 
     flb report --readme README.md          # after `snakemake --cores all all_tables`; pages in docs/results/
 
@@ -107,6 +109,25 @@ def _totals(cells: Sequence[Mapping[str, Any]]) -> str:
     return "Totals: " + ", ".join(f"{k} {v}" for k, v in _count(cells).items()) + "."
 
 
+def target_counts_table(reports: Sequence[Mapping[str, Any]], pages: str | None = None) -> str:
+    """One row of verdict counts per target (GitHub markdown), each target linked to its page under ``pages``."""
+    from tabulate import tabulate
+
+    rows = [
+        [f"[{r['target']}]({pages}/{r['target']}.md)" if pages else r["target"], *_count(r["cells"]).values()]
+        for r in reports
+    ]
+    return tabulate(rows, headers=["target", *VERDICTS], tablefmt="github")
+
+
+def _paper_of(report: Mapping[str, Any]) -> str:
+    keys = [c.get("key", "") for c in report["cells"] if c.get("key")]
+    if keys:
+        return keys[0].split("/", 1)[0]
+    target = report["target"]
+    return "legate2023" if target.startswith("table") else target.split("_", 1)[0]  # bare tableN: legate2023
+
+
 def results_section(
     reports: Sequence[Mapping[str, Any]],
     *,
@@ -115,12 +136,14 @@ def results_section(
     commit: str,
     command: str,
     pages: str | None = None,
+    extra_totals: Sequence[str] = (),
+    report_link: str | None = None,
 ) -> str:
-    """The README section (without markers) for ``reports`` (from :func:`load_checks`): stamp, totals and
-    one row of verdict counts per target. With ``pages`` (the pages' folder relative to the README), each
-    target links to its page (:func:`target_page`); the cells themselves are only on the pages."""
-    from tabulate import tabulate
-
+    """The README section (without markers) for ``reports`` (from :func:`load_checks`): the stamp, the totals
+    of table cells, one totals line per paper, ``extra_totals`` (claims, figures) and links; nothing per target
+    (issue 14: the README keeps only the totals). With ``pages`` (the pages' folder relative to the README), the
+    per-target counts are linked from there (``<pages>/README.md``, :func:`index_page`); with ``report_link``,
+    the HTML report."""
     stamp = Stamp(when, machine, commit, command)
     lines = [
         "## Results",
@@ -130,18 +153,31 @@ def results_section(
         _totals([c for r in reports for c in r["cells"]]),
         "",
     ]
-    rows = [
-        [f"[{r['target']}]({pages}/{r['target']}.md)" if pages else r["target"], *_count(r["cells"]).values()]
-        for r in reports
-    ]
-    lines += [tabulate(rows, headers=["target", *VERDICTS], tablefmt="github"), ""]
+    by_paper: dict[str, list[Mapping[str, Any]]] = {}
+    for r in reports:
+        by_paper.setdefault(_paper_of(r), []).extend(r["cells"])
+    lines += [f"- {paper}: " + _totals(cells).removeprefix("Totals: ") for paper, cells in sorted(by_paper.items())]
+    lines += ["", *extra_totals, ""] if extra_totals else [""]
+    links = []
+    if report_link:
+        links.append(
+            f"The report, per paper (tables with Δ, figures, claims, findings, provenance): [{report_link}]({report_link}) "
+            "(rebuild it: `snakemake --cores all report`)."
+        )
     if pages:
-        lines += [
-            f"Every cell that ran, and why the others did not, is on its target's page (`{pages}/<target>.md`); "
-            "the full tables are `results/tables/<target>.md`.",
-            "",
-        ]
+        links.append(
+            f"Verdict counts per target: [{pages}/README.md]({pages}/README.md); every cell that ran, and why the "
+            f"others did not, on its target's page (`{pages}/<target>.md`)."
+        )
+    lines += [" ".join(links), ""] if links else []
     return "\n".join(lines).rstrip() + "\n"
+
+
+def index_page(reports: Sequence[Mapping[str, Any]], stamp: Stamp) -> str:
+    """``docs/results/README.md``: the stamp and one row of verdict counts per target, linked to its page."""
+    lines = [PAGE_MARK, "# Results per target", "", f"{stamp.sentence()} {_READING}", "",
+             _totals([c for r in reports for c in r["cells"]]), "", target_counts_table(reports, "."), ""]  # fmt: skip
+    return "\n".join(lines)
 
 
 def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
@@ -191,7 +227,8 @@ def write_pages(reports: Sequence[Mapping[str, Any]], pages_dir: str | Path, sta
     that have no report any more. Returns the pages written."""
     folder = Path(pages_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written = [folder / "README.md"]
+    atomic_write_text(written[0], index_page(reports, stamp))
     for r in reports:
         path = folder / f"{r['target']}.md"
         atomic_write_text(path, target_page(r, stamp))
@@ -243,6 +280,8 @@ def update_readme(
     *,
     command: str = "snakemake --cores all all_tables",
     pages_dir: str | Path | None = None,
+    extra_totals: Sequence[str] = (),
+    report_link: str | None = None,
 ) -> str:
     """Write the per-target pages (default: ``docs/results/`` beside ``readme``) and regenerate the Results
     section of ``readme`` from ``checks_dir``, linking to them; returns the section."""
@@ -253,7 +292,8 @@ def update_readme(
     write_pages(reports, folder, stamp)
     link = Path(os.path.relpath(folder.resolve(), path.parent.resolve())).as_posix()
     section = results_section(
-        reports, when=stamp.when, machine=stamp.machine, commit=stamp.commit, command=command, pages=link
-    )
+        reports, when=stamp.when, machine=stamp.machine, commit=stamp.commit, command=command, pages=link,
+        extra_totals=extra_totals, report_link=report_link,
+    )  # fmt: skip
     atomic_write_text(path, replace_section(path.read_text(), section))
     return section

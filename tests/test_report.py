@@ -47,16 +47,15 @@ def test_section_counts_every_target_and_lists_no_cells(tmp_path) -> None:
         "Totals: PASS 0, PASS* 1, SUBSTITUTE-PASS 1, SUBSTITUTE-PASS* 0, FAIL 0, SUBSTITUTE-FAIL 0, NOT RUN 2."
         in text
     )
-    assert "| target        |   PASS |   PASS* |" in text  # PASS* has its own column
-    assert "| table8 " in text  # counted in the summary even though nothing ran
+    assert "- fedcof: PASS 0, PASS* 1, SUBSTITUTE-PASS 1," in text  # one totals line per paper
+    assert "| target" not in text and "table8" not in text  # only totals: no row per target (issue 14)
     assert "###" not in text and "40.50" not in text  # the cells are on the pages, not in the README
     linked = results_section(
-        reports, when="2026-11-23", machine="m", commit="abc", command="x", pages="docs/results"
-    )
-    assert (
-        "[fedcof_table3](docs/results/fedcof_table3.md)" in linked
-        and "[table8](docs/results/table8.md)" in linked
-    )
+        reports, when="2026-11-23", machine="m", commit="abc", command="x", pages="docs/results",
+        extra_totals=["Claims: HOLDS 3."], report_link="docs/report/index.html",
+    )  # fmt: skip
+    assert "[docs/results/README.md](docs/results/README.md)" in linked and "Claims: HOLDS 3." in linked
+    assert "[docs/report/index.html](docs/report/index.html)" in linked
 
 
 def test_page_lists_cells_that_ran_and_groups_the_others_by_reason() -> None:
@@ -85,8 +84,9 @@ def test_write_pages_removes_only_stale_generated_pages(tmp_path) -> None:
     write_pages([{"target": "old", "cells": []}], folder, stamp)
     (folder / "hand.md").write_text("# written by hand\n")
     written = write_pages([{"target": "table2", "cells": [_cell("FAIL")]}], folder, stamp)
-    assert written == [folder / "table2.md"]
-    assert sorted(p.name for p in folder.glob("*.md")) == ["hand.md", "table2.md"]
+    assert written == [folder / "README.md", folder / "table2.md"]
+    assert sorted(p.name for p in folder.glob("*.md")) == ["README.md", "hand.md", "table2.md"]
+    assert "| [table2](./table2.md) " in (folder / "README.md").read_text()
 
 
 def test_replace_section_keeps_the_rest_and_is_idempotent() -> None:
@@ -104,7 +104,8 @@ def test_update_readme_writes_between_markers_and_the_pages(tmp_path) -> None:
     readme.write_text(f"# X\n\n{START}\nold\n{END}\n\n## Tail\n")
     update_readme(readme, tmp_path / "checks")
     text = readme.read_text()
-    assert "old" not in text and "| [table2](docs/results/table2.md) " in text and text.endswith("## Tail\n")
+    assert "old" not in text and "docs/results/README.md" in text and text.endswith("## Tail\n")
+    assert "| [table2](./table2.md) " in (tmp_path / "docs" / "results" / "README.md").read_text()
     page = (tmp_path / "docs" / "results" / "table2.md").read_text()
     assert "| CIFAR-100 / FedCOF | SqueezeNet | 40.50 ± 0.71 |" in page and "FAIL" in page
 
