@@ -25,6 +25,8 @@ APPS: dict[str, tuple[str, str]] = {
     ),
     "tune-lr": ("benchmark.apps.tuning", "client-lr grid on a validation split of the training set"),
     "plot": ("benchmark.apps.plots", "accuracy vs rounds / communication / compute from curve CSVs"),
+    "site": ("benchmark.site.build", "build the static HTML report from results/"),
+    "site-check": ("benchmark.site.browser", "load the report in headless Chromium: pages, tables, images, links; screenshot"),
 }
 
 
