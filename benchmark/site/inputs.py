@@ -216,13 +216,22 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _ours_text(c: Mapping[str, Any]) -> str:
+    """Our value as the results pages print it (:func:`benchmark.report._ours`: accuracy with its ± over
+    seeds); other metrics (costs, counts) with 6 significant digits, not 4 decimals of a 1e8."""
+    mean = _float(c.get("ours_mean"))
+    if c.get("metric") == "accuracy" or mean is None:
+        return _ours(c)
+    return f"{mean:.6g}"
+
+
 def cell_from_check(c: Mapping[str, Any]) -> Cell:
     """A :class:`Cell` from one record of a check report."""
     return Cell(
         key=str(c.get("key") or c.get("cell") or ""),
         row=_text(c.get("row")),
         column=_text(c.get("column")),
-        ours=_ours(c),
+        ours=_ours_text(c),
         paper=_text(c.get("printed") if c.get("printed") not in (None, "") else c.get("paper")),
         delta=_float(c.get("delta")),
         tolerance=_float(c.get("tolerance")),

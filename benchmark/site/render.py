@@ -59,12 +59,13 @@ th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; vertical-align: top; 
 th { background: #eaeef2; } tbody tr:nth-child(even) td { background: #f9fafb; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.note { color: #57606a; font-size: .82rem; max-width: 34rem; }
+td code, td.note, td.key { overflow-wrap: anywhere; } td.key { min-width: 14rem; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 .55rem; font-size: .78rem; font-weight: 700;
          white-space: nowrap; border: 1px solid rgba(0,0,0,.15); }
 .v-pass { background: var(--pass); color: #fff; } .v-subpass { background: var(--subpass); color: #0b3d17; }
 .v-star { background: var(--star); color: #3d2c00; } .v-fail { background: var(--fail); color: #fff; }
 .v-subfail { background: var(--subfail); color: #fff; } .v-notrun { background: var(--notrun); color: #fff; }
-.zero { opacity: .35; }
+.zero { opacity: .35; } .kind { background: #ddf4ff; color: #0a3069; }
 details { margin: .3rem 0; } summary { cursor: pointer; font-weight: 600; }
 details > div, details > table, details > ul { margin-left: 1.2rem; }
 .missing { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: .4rem .8rem; }
@@ -74,6 +75,7 @@ figure { margin: .5rem 0 1rem; } figure img { max-width: 100%; border: 1px solid
 .figrow { display: flex; gap: 1.2rem; flex-wrap: wrap; align-items: flex-start; }
 .figrow > figure { flex: 1 1 520px; } .figrow > div { flex: 1 1 360px; }
 blockquote { margin: .3rem 0; padding: .2rem .8rem; border-left: 4px solid #d0d7de; color: #3b434b; }
+.finding { border-top: 1px solid #d0d7de; padding-top: .3rem; }
 .claim { border-top: 1px solid #d0d7de; padding: .5rem 0; }
 .toc a { margin-right: 1rem; }
 .sha { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .8rem; word-break: break-all; }
@@ -118,6 +120,7 @@ def page(title: str, body: str, *, here: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
         f"<title>{e(title)}</title><style>{CSS}</style></head>\n"
         f"<body><nav>{nav}</nav><main>\n{body}\n</main></body></html>\n"
     )
@@ -205,7 +208,7 @@ def table_section(t: TableReport, *, provenance: bool = True) -> str:
             for reason, cells in groups
         )
         parts.append(
-            f'<details class="notrun"><summary>{badge("NOT RUN", n)} {n} cell(s) not run, '
+            f'<details class="notrun"><summary>{badge("NOT RUN", n)} cell(s) not run, '
             f"{len(groups)} reason(s)</summary><div>{inner}</div></details>"
         )
     return "\n".join(parts)
@@ -324,7 +327,18 @@ def claim_counts(claims: Sequence[Claim]) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------------------- findings
 
 
+def finding_groups(items: Sequence[FindingView]) -> list[tuple[str, str, list[FindingView]]]:
+    """Findings grouped by (kind, reason), in file order: many cells share one explanation."""
+    groups: dict[tuple[str, str], list[FindingView]] = {}
+    for f in items:
+        groups.setdefault((f.kind, f.reason), []).append(f)
+    return [(kind, reason, fs) for (kind, reason), fs in groups.items()]
+
+
 def findings_table(items: Sequence[FindingView]) -> str:
+    """The known findings, one block per explanation: kind, reason, then its cells with their current state
+    (verdict now, ours, paper, Δ)."""
+
     def state(f: FindingView) -> str:
         if f.current is None:
             return '<td class="note">cell not checked in this run</td>'
@@ -336,13 +350,19 @@ def findings_table(items: Sequence[FindingView]) -> str:
         )
         return f"<td>{now}{same}</td>"
 
-    rows = (
-        [f"<td><code>{e(f.cell)}</code></td>", td(f.kind), state(f),
-         td(f.current.ours if f.current else "", "num"), td(f.current.paper if f.current else "", "num"),
-         td(fmt(f.current.delta) if f.current else "", "num"), td(f.reason, "note")]
-        for f in items
-    )  # fmt: skip
-    return table(["cell", "kind", "verdict now", "ours", "paper", "Δ", "reason"], rows)
+    blocks = []
+    for kind, reason, fs in finding_groups(items):
+        rows = (
+            [f'<td class="key"><code>{e(f.cell)}</code></td>', state(f),
+             td(f.current.ours if f.current else "", "num"), td(f.current.paper if f.current else "", "num"),
+             td(fmt(f.current.delta) if f.current else "", "num")]
+            for f in fs
+        )  # fmt: skip
+        blocks.append(
+            f'<div class="finding"><p><span class="badge kind">{e(kind)}</span> {len(fs)} cell(s)</p>'
+            f"<p>{e(reason)}</p>" + table(["cell", "verdict now", "ours", "paper", "Δ"], rows) + "</div>"
+        )
+    return "".join(blocks)
 
 
 # ---------------------------------------------------------------------------------------------------- pages
