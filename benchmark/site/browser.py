@@ -78,7 +78,7 @@ class PageReport:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -114,7 +114,7 @@ def _http_status(url: str) -> int:
         return 0
 
 
-def _sync_playwright():  # noqa: ANN202 (the driver's own type)
+def _sync_playwright():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:
@@ -125,7 +125,7 @@ def _sync_playwright():  # noqa: ANN202 (the driver's own type)
     return sync_playwright
 
 
-def _visit(pg, base: str, name: str, shot: Path | None) -> PageReport:  # noqa: ANN001 (a Playwright Page)
+def _visit(pg, base: str, name: str, shot: Path | None) -> PageReport:
     rep = PageReport(name)
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
