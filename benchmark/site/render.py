@@ -58,7 +58,7 @@ table { border-collapse: collapse; margin: .4rem 0 .8rem; font-size: .88rem; wid
 th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; vertical-align: top; text-align: left; }
 th { background: #eaeef2; } tbody tr:nth-child(even) td { background: #f9fafb; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.note { color: #57606a; font-size: .82rem; max-width: 34rem; }
+td.note { color: #57606a; font-size: .82rem; min-width: 26rem; }
 td code, td.note, td.key { overflow-wrap: anywhere; } td.key { min-width: 14rem; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 .55rem; font-size: .78rem; font-weight: 700;
          white-space: nowrap; border: 1px solid rgba(0,0,0,.15); }
@@ -177,6 +177,9 @@ def not_run_groups(cells: Sequence[Cell]) -> list[tuple[str, list[Cell]]]:
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
+NO_CELLS = '<span class="muted">no reported cells</span>'
+
+
 def table_section(t: TableReport, *, provenance: bool = True) -> str:
     """One table target: counts, the cells that ran, the NOT RUN cells folded by reason; ``provenance``: link to
     its tidy rows on the provenance page (only when it has some)."""
@@ -184,7 +187,7 @@ def table_section(t: TableReport, *, provenance: bool = True) -> str:
     tier = f" · tier <code>{e(t.tier)}</code>" if t.tier else ""
     parts = [
         f'<h3 id="{anchor(t.target)}"><code>{e(t.target)}</code></h3>',
-        f"<p>{counts_badges(t.counts(), skip_zero=True)}{tier}"
+        f"<p>{counts_badges(t.counts(), skip_zero=True) or NO_CELLS}{tier}"
         + (f' · <a href="provenance.html#tidy-{anchor(t.target)}">provenance</a>' if provenance else "")
         + "</p>",
     ]
