@@ -26,6 +26,11 @@ APPS: dict[str, tuple[str, str]] = {
     "tune-lr": ("benchmark.apps.tuning", "client-lr grid on a validation split of the training set"),
     "plot": ("benchmark.apps.plots", "accuracy vs rounds / communication / compute from curve CSVs"),
     "figure": ("benchmark.figures.render", "draw a registered paper figure (PNG, PDF, data CSV, manifest)"),
+    "site": ("benchmark.site.build", "build the static HTML report from results/"),
+    "site-check": (
+        "benchmark.site.browser",
+        "load the report in headless Chromium: pages, tables, images, links; screenshot",
+    ),
 }
 
 
