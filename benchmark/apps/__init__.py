@@ -25,6 +25,7 @@ APPS: dict[str, tuple[str, str]] = {
     ),
     "tune-lr": ("benchmark.apps.tuning", "client-lr grid on a validation split of the training set"),
     "plot": ("benchmark.apps.plots", "accuracy vs rounds / communication / compute from curve CSVs"),
+    "claims": ("benchmark.claims.cli", "evaluate the claims/ catalogue on the check reports and figure data"),
 }
 
 
