@@ -16,7 +16,21 @@ from benchmark.claims.quotes import PAPER_FILES, papers_dir, quote_on_line
 from benchmark.claims.sources import CheckIndex, FigureStore
 
 __all__ = [
-    "DOES_NOT_HOLD", "HOLDS", "KINDS", "NOT_RUN", "PAPER_FILES", "CheckIndex", "Claim", "ClaimResult",
-    "FigureStore", "check_keys", "evaluate_claim", "evaluate_paper", "load_catalogue", "load_file",
-    "papers_dir", "quote_on_line", "write_reports",
+    "DOES_NOT_HOLD",
+    "HOLDS",
+    "KINDS",
+    "NOT_RUN",
+    "PAPER_FILES",
+    "CheckIndex",
+    "Claim",
+    "ClaimResult",
+    "FigureStore",
+    "check_keys",
+    "evaluate_claim",
+    "evaluate_paper",
+    "load_catalogue",
+    "load_file",
+    "papers_dir",
+    "quote_on_line",
+    "write_reports",
 ]

@@ -32,7 +32,7 @@ def _err(source: str, cid: str, field: str, problem: str, fix: str) -> ConfigErr
 def fill(spec: Any, setting: Mapping[str, str]) -> Any:
     """``spec`` with ``{name}`` template fields of strings replaced from ``setting`` (recursively)."""
     if isinstance(spec, str):
-        return spec.format_map(setting) if setting else spec
+        return spec.format_map(setting)
     if isinstance(spec, list):
         return [fill(s, setting) for s in spec]
     if isinstance(spec, Mapping):
@@ -71,8 +71,10 @@ def spec_figures(spec: Any) -> list[str]:
 
 
 def _check_spec(spec: Any, where: str, source: str, cid: str) -> None:
-    fix = ("an operand is a cell key 'paper/table#cell', or one of {cell: KEY}, {value: X}, {diff: [A, B]}, "
-           "{figure: NAME, series: S[, x: X]}, {cells: [KEYS], x: [XS]}")
+    fix = (
+        "an operand is a cell key 'paper/table#cell', or one of {cell: KEY}, {value: X}, {diff: [A, B]}, "
+        "{figure: NAME, series: S[, x: X]}, {cells: [KEYS], x: [XS]}"
+    )
     if isinstance(spec, str):
         if "#" not in spec:
             raise _err(source, cid, where, f"{spec!r} is not a check-cell key (paper/table#cell)", fix)
@@ -81,12 +83,21 @@ def _check_spec(spec: Any, where: str, source: str, cid: str) -> None:
         raise _err(source, cid, where, f"{spec!r} is not an operand", fix)
     forms = [f for f in SPEC_FORMS if f in spec]
     if len(forms) != 1:
-        raise _err(source, cid, where, f"needs exactly one of {', '.join(SPEC_FORMS)}, got {sorted(spec)}", fix)
+        raise _err(
+            source, cid, where, f"needs exactly one of {', '.join(SPEC_FORMS)}, got {sorted(spec)}", fix
+        )
     form = forms[0]
-    allowed = {"cell": {"cell"}, "value": {"value"}, "diff": {"diff"}, "figure": {"figure", "series", "x"},
-               "cells": {"cells", "x"}}[form]
+    allowed = {
+        "cell": {"cell"},
+        "value": {"value"},
+        "diff": {"diff"},
+        "figure": {"figure", "series", "x"},
+        "cells": {"cells", "x"},
+    }[form]
     if set(spec) - allowed:
-        raise _err(source, cid, where, f"unknown field(s) {sorted(set(spec) - allowed)} in a {form} operand", fix)
+        raise _err(
+            source, cid, where, f"unknown field(s) {sorted(set(spec) - allowed)} in a {form} operand", fix
+        )
     if form == "value":
         try:
             float(spec["value"])
@@ -119,11 +130,17 @@ def _settings(entry: Mapping[str, Any], source: str, cid: str) -> tuple[dict[str
         raise _err(source, cid, "settings", "give settings or grid, not both", fix)
     if "grid" in entry:
         grid = entry["grid"]
-        if not isinstance(grid, Mapping) or not grid or not all(isinstance(v, list) and v for v in grid.values()):
+        if (
+            not isinstance(grid, Mapping)
+            or not grid
+            or not all(isinstance(v, list) and v for v in grid.values())
+        ):
             raise _err(source, cid, "grid", "must map names to non-empty lists", fix)
         names = list(grid)
-        return tuple({n: str(v) for n, v in zip(names, combo, strict=True)}
-                     for combo in itertools.product(*(grid[n] for n in names)))
+        return tuple(
+            {n: str(v) for n, v in zip(names, combo, strict=True)}
+            for combo in itertools.product(*(grid[n] for n in names))
+        )
     raw = entry.get("settings")
     if raw is None:
         return ({},)
@@ -149,43 +166,69 @@ def _claim(entry: Any, paper: str, default_doc: str, source: str, seen: dict[str
         raise ConfigError(f"{source}: a claim entry is not a mapping: {entry!r}", "see claims/README.md")
     cid = str(entry.get("id") or "")
     if not cid:
-        raise ConfigError(f"{source}: a claim has no id (quote: {str(entry.get('quote'))[:40]!r})",
-                          "give every claim a unique id")
+        raise ConfigError(
+            f"{source}: a claim has no id (quote: {str(entry.get('quote'))[:40]!r})",
+            "give every claim a unique id",
+        )
     if cid in seen:
-        raise _err(source, cid, "id", f"duplicate (also in {seen[cid]})", "ids are unique across the catalogue")
+        raise _err(
+            source, cid, "id", f"duplicate (also in {seen[cid]})", "ids are unique across the catalogue"
+        )
     seen[cid] = source
     unknown = set(entry) - FIELDS
     if unknown:
         raise _err(source, cid, sorted(unknown)[0], "unknown field", f"fields: {', '.join(sorted(FIELDS))}")
     document = str(entry.get("document", default_doc))
     if document not in PAPER_FILES:
-        raise _err(source, cid, "document", f"unknown document {document!r}", f"one of {', '.join(PAPER_FILES)}")
+        raise _err(
+            source, cid, "document", f"unknown document {document!r}", f"one of {', '.join(PAPER_FILES)}"
+        )
     line = entry.get("line")
     if not isinstance(line, int) or isinstance(line, bool) or line < 1:
         raise _err(source, cid, "line", f"{line!r} is not a 1-based line number", "the line of the quote")
     for field in ("quote", "statement"):
         if not isinstance(entry.get(field), str) or not entry[field].strip():
-            raise _err(source, cid, field, "missing or empty", "quote: the paper's exact words; statement: "
-                       "our operational reading")
+            raise _err(
+                source,
+                cid,
+                field,
+                "missing or empty",
+                "quote: the paper's exact words; statement: our operational reading",
+            )
     kind_name = entry.get("kind")
     if kind_name not in KINDS:
         raise _err(source, cid, "kind", f"unknown kind {kind_name!r}", f"one of {', '.join(sorted(KINDS))}")
     kind = KINDS[kind_name]
     operands = entry.get("operands")
     if not isinstance(operands, Mapping):
-        raise _err(source, cid, "operands", "missing (a mapping of operand name -> spec)",
-                   f"{kind.name} takes {', '.join(kind.operands)}")
+        raise _err(
+            source,
+            cid,
+            "operands",
+            "missing (a mapping of operand name -> spec)",
+            f"{kind.name} takes {', '.join(kind.operands)}",
+        )
     if set(operands) != set(kind.operands):
-        raise _err(source, cid, "operands", f"has {sorted(operands)}, {kind.name} takes {sorted(kind.operands)}",
-                   "name the operands as the kind does (claims/README.md)")
+        raise _err(
+            source,
+            cid,
+            "operands",
+            f"has {sorted(operands)}, {kind.name} takes {sorted(kind.operands)}",
+            "name the operands as the kind does (claims/README.md)",
+        )
     rule_in = entry.get("rule") or {}
     if not isinstance(rule_in, Mapping):
         raise _err(source, cid, "rule", "must be a mapping", "rule: {param: value}")
     known = set(kind.defaults) | set(COMMON) | set(kind.required)
     for p in rule_in:
         if p not in known:
-            raise _err(source, cid, f"rule.{p}", f"unknown parameter for {kind.name}",
-                       f"parameters: {', '.join(sorted(known))}")
+            raise _err(
+                source,
+                cid,
+                f"rule.{p}",
+                f"unknown parameter for {kind.name}",
+                f"parameters: {', '.join(sorted(known))}",
+            )
     for p in kind.required:
         if p not in rule_in:
             raise _err(source, cid, f"rule.{p}", f"required by {kind.name}", "see claims/README.md")
@@ -195,14 +238,24 @@ def _claim(entry: Any, paper: str, default_doc: str, source: str, seen: dict[str
         try:
             filled_ops, filled_rule = fill(dict(operands), setting), fill(dict(rule), setting)
         except (KeyError, IndexError, ValueError) as err:
-            raise _err(source, cid, "operands", f"template field {err} not in setting {dict(setting)}",
-                       "every {name} in an operand must be a settings/grid field") from None
+            raise _err(
+                source,
+                cid,
+                "operands",
+                f"template field {err} not in setting {dict(setting)}",
+                "every {name} in an operand must be a settings/grid field",
+            ) from None
         for name, spec in filled_ops.items():
             _check_spec(spec, f"operands.{name}", source, cid)
             want, got = kind.operands[name], spec_shape(spec)
             if want != EITHER and want != got:
-                raise _err(source, cid, f"operands.{name}", f"{kind.name} needs a {want}, got a {got}",
-                           "a curve is {figure, series} without x or {cells, x}; a point anything else")
+                raise _err(
+                    source,
+                    cid,
+                    f"operands.{name}",
+                    f"{kind.name} needs a {want}, got a {got}",
+                    "a curve is {figure, series} without x or {cells, x}; a point anything else",
+                )
         if kind.operands.keys() == {"a", "b"} and kind.operands["a"] == EITHER:
             if spec_shape(filled_ops["a"]) != spec_shape(filled_ops["b"]):
                 raise _err(source, cid, "operands", "a and b must both be points or both curves", "")
@@ -220,10 +273,25 @@ def _claim(entry: Any, paper: str, default_doc: str, source: str, seen: dict[str
                     raise _err(source, cid, f"rule.{p}", f"{v!r} is not a number", "") from None
         if not 0.0 < float(filled_rule["fraction"]) <= 1.0:
             raise _err(source, cid, "rule.fraction", "must be in (0, 1]", "")
-        if kind.name in ("ratio", "bound") and filled_rule.get("min") is None and filled_rule.get("max") is None:
+        if (
+            kind.name in ("ratio", "bound")
+            and filled_rule.get("min") is None
+            and filled_rule.get("max") is None
+        ):
             raise _err(source, cid, "rule", f"{kind.name} needs min or max", "")
-    return Claim(cid, paper, document, line, entry["quote"], entry["statement"], kind.name, dict(operands),
-                 rule, settings, source)
+    return Claim(
+        cid,
+        paper,
+        document,
+        line,
+        entry["quote"],
+        entry["statement"],
+        kind.name,
+        dict(operands),
+        rule,
+        settings,
+        source,
+    )
 
 
 def load_file(path: str | Path, seen: dict[str, str] | None = None) -> list[Claim]:
@@ -264,6 +332,10 @@ def check_keys(claims: list[Claim], checks: CheckIndex) -> None:
             for name, spec in fill(dict(claim.operands), setting).items():
                 for key in spec_keys(spec):
                     if checks.missing_in_present_report(key):
-                        raise _err(claim.source, claim.id, f"operands.{name}",
-                                   f"no cell {key!r} in the present report of its target",
-                                   "use a key from results/checks/<target>.json cells[].key")
+                        raise _err(
+                            claim.source,
+                            claim.id,
+                            f"operands.{name}",
+                            f"no cell {key!r} in the present report of its target",
+                            "use a key from results/checks/<target>.json cells[].key",
+                        )

@@ -28,11 +28,14 @@ def summary(docs: Mapping[str, Mapping[str, Any]], width: int = 110) -> str:
     lines = [f"{'paper':<14}{'HOLDS':>7}{'NOT HOLD':>10}{'NOT RUN':>9}   on the paper's numbers: holds / not"]
     for paper, doc in docs.items():
         c, p = doc["counts"], doc["paper_counts"]
-        lines.append(f"{paper:<14}{c['HOLDS']:>7}{c['DOES NOT HOLD']:>10}{c['NOT RUN']:>9}   "
-                     f"{p['HOLDS']:>3} / {p['DOES NOT HOLD']}")
-    for title, pick in (("does not hold on our results:", lambda r: r["verdict"] == "DOES NOT HOLD"),
-                        ("contradicted by the paper's own numbers:",
-                         lambda r: r["paper_verdict"] == "DOES NOT HOLD")):
+        lines.append(
+            f"{paper:<14}{c['HOLDS']:>7}{c['DOES NOT HOLD']:>10}{c['NOT RUN']:>9}   "
+            f"{p['HOLDS']:>3} / {p['DOES NOT HOLD']}"
+        )
+    for title, pick in (
+        ("does not hold on our results:", lambda r: r["verdict"] == "DOES NOT HOLD"),
+        ("contradicted by the paper's own numbers:", lambda r: r["paper_verdict"] == "DOES NOT HOLD"),
+    ):
         rows = [r for doc in docs.values() for r in doc["claims"] if pick(r)]
         if rows:
             lines.append(title)

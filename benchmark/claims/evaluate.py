@@ -51,7 +51,9 @@ def _run(claim: Claim, resolver: Resolver) -> tuple[str, str, list[dict[str, Any
         out = kind.evaluate(ops, _typed_rule(fill(dict(claim.rule), setting)))
         decided += 1
         held += out.holds
-        rows.append({"setting": label, "verdict": HOLDS if out.holds else DOES_NOT_HOLD, "detail": out.detail})
+        rows.append(
+            {"setting": label, "verdict": HOLDS if out.holds else DOES_NOT_HOLD, "detail": out.detail}
+        )
         if not out.holds:
             failing.append(f"{label}: {out.detail}" if setting else out.detail)
     total = len(claim.settings)
@@ -84,8 +86,18 @@ def evaluate_claim(claim: Claim, checks: CheckIndex, figures: FigureStore) -> Cl
     else:
         pv, p_reason, _, _ = _run(claim, Resolver(checks, figures, PAPER))
         p_verdict = None if pv == NOT_RUN else pv
-    return ClaimResult(claim, verdict, reason, KINDS[claim.kind].describe(claim.rule), tuple(ev), tuple(rows),
-                       tuple(keys), tuple(figs), p_verdict, p_reason)
+    return ClaimResult(
+        claim,
+        verdict,
+        reason,
+        KINDS[claim.kind].describe(claim.rule),
+        tuple(ev),
+        tuple(rows),
+        tuple(keys),
+        tuple(figs),
+        p_verdict,
+        p_reason,
+    )
 
 
 def evaluate_paper(claims: list[Claim], checks: CheckIndex, figures: FigureStore) -> dict[str, Any]:
@@ -95,15 +107,16 @@ def evaluate_paper(claims: list[Claim], checks: CheckIndex, figures: FigureStore
     paper_counts = {v: sum(r.paper_verdict == v for r in results) for v in (HOLDS, DOES_NOT_HOLD)}
     return {
         "paper": claims[0].paper if claims else "",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "counts": counts,
         "paper_counts": paper_counts,
         "claims": [r.to_json() for r in results],
     }
 
 
-def write_reports(catalogue: Mapping[str, list[Claim]], checks: CheckIndex, figures: FigureStore,
-                  out: str | Path) -> dict[str, dict[str, Any]]:
+def write_reports(
+    catalogue: Mapping[str, list[Claim]], checks: CheckIndex, figures: FigureStore, out: str | Path
+) -> dict[str, dict[str, Any]]:
     """Evaluate every paper's claims and write ``out/<paper>.json`` atomically; returns the documents."""
     docs = {paper: evaluate_paper(claims, checks, figures) for paper, claims in catalogue.items()}
     for paper, doc in docs.items():

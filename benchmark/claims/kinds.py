@@ -86,18 +86,29 @@ def _ordering(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome
     d, se, margin, z = a.mean - b.mean, _diff_se(a, b), float(rule["margin"]), float(rule["z"])
     if _spread(a, b):
         ok = d > margin and d > z * se
-        return SettingOutcome(ok, f"a={_g(a.mean)} b={_g(b.mean)} d={_g(d)} margin={_g(margin)} "
-                                  f"{z:g}*SE={_g(z * se)}")
-    return SettingOutcome(d > margin, f"a={_g(a.mean)} b={_g(b.mean)} d={_g(d)} margin={_g(margin)} (no spread)")
+        return SettingOutcome(
+            ok, f"a={_g(a.mean)} b={_g(b.mean)} d={_g(d)} margin={_g(margin)} {z:g}*SE={_g(z * se)}"
+        )
+    return SettingOutcome(
+        d > margin, f"a={_g(a.mean)} b={_g(b.mean)} d={_g(d)} margin={_g(margin)} (no spread)"
+    )
 
 
-register_kind(Kind(
-    "ordering", {"a": POINT, "b": POINT}, {"margin": 0.0, "z": 2.0}, (), _ordering,
-    lambda r: (f"per setting d = mean(a) - mean(b); HOLDS iff d > {_g(r['margin'])} and, when a side has "
-               f">= 2 values, d > {_g(r['z'])} x SE(d) (Welch SE over the sides with >= 2 values); claim "
-               f"HOLDS iff this holds {_agg(r)}"),
-    "a > b (optionally by a margin), over settings",
-))
+register_kind(
+    Kind(
+        "ordering",
+        {"a": POINT, "b": POINT},
+        {"margin": 0.0, "z": 2.0},
+        (),
+        _ordering,
+        lambda r: (
+            f"per setting d = mean(a) - mean(b); HOLDS iff d > {_g(r['margin'])} and, when a side has "
+            f">= 2 values, d > {_g(r['z'])} x SE(d) (Welch SE over the sides with >= 2 values); claim "
+            f"HOLDS iff this holds {_agg(r)}"
+        ),
+        "a > b (optionally by a margin), over settings",
+    )
+)
 
 
 # -------------------------------------------------------------------------------------------------- within
@@ -106,16 +117,26 @@ def _within(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome:
     d, se, z = a.mean - b.mean, _diff_se(a, b), float(rule["z"])
     tol = max(float(rule["tol"]), float(rule["rel_tol"]) * abs(b.mean))
     ok = abs(d) + z * se <= tol
-    return SettingOutcome(ok, f"a={_g(a.mean)} b={_g(b.mean)} |d|={_g(abs(d))} {z:g}*SE={_g(z * se)} tol={_g(tol)}")
+    return SettingOutcome(
+        ok, f"a={_g(a.mean)} b={_g(b.mean)} |d|={_g(abs(d))} {z:g}*SE={_g(z * se)} tol={_g(tol)}"
+    )
 
 
-register_kind(Kind(
-    "within", {"a": POINT, "b": POINT}, {"tol": 0.0, "rel_tol": 0.0, "z": 2.0}, (), _within,
-    lambda r: (f"per setting HOLDS iff |mean(a) - mean(b)| + {_g(r['z'])} x SE(d) <= max({_g(r['tol'])}, "
-               f"{_g(r['rel_tol'])} x |mean(b)|) (equivalence: the {_g(r['z'])}-SE interval of the "
-               f"difference inside the tolerance); claim HOLDS iff this holds {_agg(r)}"),
-    "|a - b| <= tol (points or relative), over settings",
-))
+register_kind(
+    Kind(
+        "within",
+        {"a": POINT, "b": POINT},
+        {"tol": 0.0, "rel_tol": 0.0, "z": 2.0},
+        (),
+        _within,
+        lambda r: (
+            f"per setting HOLDS iff |mean(a) - mean(b)| + {_g(r['z'])} x SE(d) <= max({_g(r['tol'])}, "
+            f"{_g(r['rel_tol'])} x |mean(b)|) (equivalence: the {_g(r['z'])}-SE interval of the "
+            f"difference inside the tolerance); claim HOLDS iff this holds {_agg(r)}"
+        ),
+        "|a - b| <= tol (points or relative), over settings",
+    )
+)
 
 
 # ------------------------------------------------------------------------------------------------ monotone
@@ -135,14 +156,22 @@ def _monotone(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome
     return SettingOutcome(not bad, f"y = [{ys}]" + (f"; wrong-way steps: {'; '.join(bad)}" if bad else ""))
 
 
-register_kind(Kind(
-    "monotone", {"series": CURVE}, {"slack": 0.0, "z": 2.0, "strict": False}, ("direction",), _monotone,
-    lambda r: (f"per setting, in x order, every step of the series is {r.get('direction')} up to a wrong-way "
-               f"move of {_g(r['slack'])} + {_g(r['z'])} x SE(step)"
-               + (" and every step moves strictly the claimed way" if r.get("strict") else "")
-               + f"; claim HOLDS iff this holds {_agg(r)}"),
-    "a series is non-increasing / non-decreasing over x",
-))
+register_kind(
+    Kind(
+        "monotone",
+        {"series": CURVE},
+        {"slack": 0.0, "z": 2.0, "strict": False},
+        ("direction",),
+        _monotone,
+        lambda r: (
+            f"per setting, in x order, every step of the series is {r.get('direction')} up to a wrong-way "
+            f"move of {_g(r['slack'])} + {_g(r['z'])} x SE(step)"
+            + (" and every step moves strictly the claimed way" if r.get("strict") else "")
+            + f"; claim HOLDS iff this holds {_agg(r)}"
+        ),
+        "a series is non-increasing / non-decreasing over x",
+    )
+)
 
 
 # -------------------------------------------------------------------------------------------- fewer_rounds
@@ -174,15 +203,22 @@ def _fewer_rounds(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOut
     return SettingOutcome(fa * factor < fb if strict else fa * factor <= fb, detail)
 
 
-register_kind(Kind(
-    "fewer_rounds", {"a": EITHER, "b": EITHER}, {"factor": 1.0, "strict": True, "target": None}, (),
-    _fewer_rounds,
-    lambda r: ("per setting, rounds(c) = the round cell's mean, or for a curve the first x where y >= "
-               f"{r.get('target')}; HOLDS iff {_g(r['factor'])} x rounds(a) "
-               f"{'<' if r.get('strict') else '<='} rounds(b) (a curve never reaching the target: infinitely "
-               f"many rounds); claim HOLDS iff this holds {_agg(r)}"),
-    "a reaches the target (or converges) in fewer rounds than b",
-))
+register_kind(
+    Kind(
+        "fewer_rounds",
+        {"a": EITHER, "b": EITHER},
+        {"factor": 1.0, "strict": True, "target": None},
+        (),
+        _fewer_rounds,
+        lambda r: (
+            "per setting, rounds(c) = the round cell's mean, or for a curve the first x where y >= "
+            f"{r.get('target')}; HOLDS iff {_g(r['factor'])} x rounds(a) "
+            f"{'<' if r.get('strict') else '<='} rounds(b) (a curve never reaching the target: infinitely "
+            f"many rounds); claim HOLDS iff this holds {_agg(r)}"
+        ),
+        "a reaches the target (or converges) in fewer rounds than b",
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------- cost, ratio, bound
@@ -194,12 +230,20 @@ def _cost(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome:
     return SettingOutcome(ok, f"a={_g(a.mean)} b={_g(b.mean)} b/a={_g(ratio)} factor={_g(factor)}")
 
 
-register_kind(Kind(
-    "cost", {"a": POINT, "b": POINT}, {"factor": 1.0, "strict": False}, (), _cost,
-    lambda r: (f"per setting HOLDS iff {_g(r['factor'])} x mean(a) {'<' if r.get('strict') else '<='} "
-               f"mean(b) (means; cost cells are deterministic); claim HOLDS iff this holds {_agg(r)}"),
-    "a's cost is at most b's (by a factor)",
-))
+register_kind(
+    Kind(
+        "cost",
+        {"a": POINT, "b": POINT},
+        {"factor": 1.0, "strict": False},
+        (),
+        _cost,
+        lambda r: (
+            f"per setting HOLDS iff {_g(r['factor'])} x mean(a) {'<' if r.get('strict') else '<='} "
+            f"mean(b) (means; cost cells are deterministic); claim HOLDS iff this holds {_agg(r)}"
+        ),
+        "a's cost is at most b's (by a factor)",
+    )
+)
 
 
 def _bounds(value: float, rule: Mapping[str, Any]) -> bool:
@@ -209,7 +253,9 @@ def _bounds(value: float, rule: Mapping[str, Any]) -> bool:
 
 def _bounds_text(rule: Mapping[str, Any], what: str) -> str:
     lo, hi = rule.get("min"), rule.get("max")
-    parts = ([f"{_g(lo)} <="] if lo is not None else []) + [what] + ([f"<= {_g(hi)}"] if hi is not None else [])
+    parts = (
+        ([f"{_g(lo)} <="] if lo is not None else []) + [what] + ([f"<= {_g(hi)}"] if hi is not None else [])
+    )
     return " ".join(parts)
 
 
@@ -219,11 +265,19 @@ def _ratio(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome:
     return SettingOutcome(_bounds(r, rule), f"a={_g(a.mean)} b={_g(b.mean)} a/b={_g(r)}")
 
 
-register_kind(Kind(
-    "ratio", {"a": POINT, "b": POINT}, {"min": None, "max": None}, (), _ratio,
-    lambda r: f"per setting HOLDS iff {_bounds_text(r, 'mean(a)/mean(b)')}; claim HOLDS iff this holds {_agg(r)}",
-    "min <= a/b <= max",
-))
+register_kind(
+    Kind(
+        "ratio",
+        {"a": POINT, "b": POINT},
+        {"min": None, "max": None},
+        (),
+        _ratio,
+        lambda r: (
+            f"per setting HOLDS iff {_bounds_text(r, 'mean(a)/mean(b)')}; claim HOLDS iff this holds {_agg(r)}"
+        ),
+        "min <= a/b <= max",
+    )
+)
 
 
 def _bound(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome:
@@ -232,9 +286,17 @@ def _bound(ops: Mapping[str, Any], rule: Mapping[str, Any]) -> SettingOutcome:
     return SettingOutcome(_bounds(v, rule), f"a={_g(a.mean)} scale*a={_g(v)}")
 
 
-register_kind(Kind(
-    "bound", {"a": POINT}, {"scale": 1.0, "min": None, "max": None}, (), _bound,
-    lambda r: (f"per setting HOLDS iff {_bounds_text(r, _g(r['scale']) + ' x mean(a)')}; claim HOLDS iff "
-               f"this holds {_agg(r)}"),
-    "min <= scale * a <= max (a derived quantity against a stated number)",
-))
+register_kind(
+    Kind(
+        "bound",
+        {"a": POINT},
+        {"scale": 1.0, "min": None, "max": None},
+        (),
+        _bound,
+        lambda r: (
+            f"per setting HOLDS iff {_bounds_text(r, _g(r['scale']) + ' x mean(a)')}; claim HOLDS iff "
+            f"this holds {_agg(r)}"
+        ),
+        "min <= scale * a <= max (a derived quantity against a stated number)",
+    )
+)

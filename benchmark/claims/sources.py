@@ -201,7 +201,12 @@ class Resolver:
         if not spread:
             return Sample((a.mean - b.mean,), source, a.keys + b.keys, figure)
         return Sample(
-            (), source, a.keys + b.keys, figure, mean_override=a.mean - b.mean, se_override=math.sqrt(sum(spread))
+            (),
+            source,
+            a.keys + b.keys,
+            figure,
+            mean_override=a.mean - b.mean,
+            se_override=math.sqrt(sum(spread)),
         )
 
     def _cell_curve(self, keys: list[str], xs: list[Any]) -> Curve | NotRun:
@@ -228,10 +233,23 @@ def evidence(name: str, r: Resolved) -> dict[str, Any]:
     if isinstance(r, NotRun):
         return {"operand": name, "source": r.reason, "values": [], "mean": None, "std": None, "n": 0}
     if isinstance(r, Curve):
-        return {"operand": name, "source": r.source, "x": list(r.xs), "values": list(r.ys), "mean": None,
-                "std": None, "n": len(r.ys)}
-    rec: dict[str, Any] = {"operand": name, "source": r.source, "values": list(r.values), "mean": r.mean,
-                           "std": r.std if r.n else None, "n": r.n}
+        return {
+            "operand": name,
+            "source": r.source,
+            "x": list(r.xs),
+            "values": list(r.ys),
+            "mean": None,
+            "std": None,
+            "n": len(r.ys),
+        }
+    rec: dict[str, Any] = {
+        "operand": name,
+        "source": r.source,
+        "values": list(r.values),
+        "mean": r.mean,
+        "std": r.std if r.n else None,
+        "n": r.n,
+    }
     if r.se_override is not None:
         rec["se"] = r.se
     return rec
