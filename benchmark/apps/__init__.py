@@ -31,6 +31,7 @@ APPS: dict[str, tuple[str, str]] = {
         "benchmark.site.browser",
         "load the report in headless Chromium: pages, tables, images, links; screenshot",
     ),
+    "claims": ("benchmark.claims.cli", "evaluate the claims/ catalogue on the check reports and figure data"),
 }
 
 
