@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--command", default="snakemake --cores all all_tables", help="the run the checks came from"
     )
+    p.add_argument("--claims", default=None, help="folder of results/claims/<paper>.json: their totals too")
+    p.add_argument(
+        "--figures", default=None, help="folder of drawn figures (results/figures): their totals too"
+    )
+    p.add_argument(
+        "--report-link", default=None, help="the HTML report to link (e.g. docs/report/index.html)"
+    )
 
     p = sub.add_parser("data", help="datasets and checkpoints: list their status, fetch (download + verify)")
     data = p.add_subparsers(dest="data_cmd", required=True)
@@ -267,10 +274,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "report":
         from benchmark import report
 
+        extra = report.extra_totals(args.claims, args.figures)
         if args.readme:
-            print(report.update_readme(args.readme, args.checks, command=args.command))
+            print(report.update_readme(args.readme, args.checks, command=args.command, extra_totals=extra,
+                                       report_link=args.report_link))  # fmt: skip
         else:
-            print(report.results_section_now(args.checks, command=args.command))
+            print(report.results_section_now(args.checks, command=args.command, extra_totals=extra))
     elif args.cmd == "data":
         return _data_command(args)
     elif args.cmd == "job":

@@ -156,7 +156,9 @@ def results_section(
     by_paper: dict[str, list[Mapping[str, Any]]] = {}
     for r in reports:
         by_paper.setdefault(_paper_of(r), []).extend(r["cells"])
-    lines += [f"- {paper}: " + _totals(cells).removeprefix("Totals: ") for paper, cells in sorted(by_paper.items())]
+    lines += [
+        f"- {paper}: " + _totals(cells).removeprefix("Totals: ") for paper, cells in sorted(by_paper.items())
+    ]
     lines += ["", *extra_totals, ""] if extra_totals else [""]
     links = []
     if report_link:
@@ -261,7 +263,9 @@ def stamp_now(command: str) -> Stamp:
     return Stamp(datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), machine(), git_commit(), command)
 
 
-def results_section_now(checks_dir: str | Path, *, command: str, pages: str | None = None) -> str:
+def results_section_now(
+    checks_dir: str | Path, *, command: str, pages: str | None = None, extra_totals: Sequence[str] = ()
+) -> str:
     """:func:`results_section` of ``checks_dir``, stamped with this machine, commit and time."""
     s = stamp_now(command)
     return results_section(
@@ -271,7 +275,42 @@ def results_section_now(checks_dir: str | Path, *, command: str, pages: str | No
         commit=s.commit,
         command=s.command,
         pages=pages,
+        extra_totals=extra_totals,
     )
+
+
+CLAIM_VERDICTS = ("HOLDS", "DOES NOT HOLD", "NOT RUN")
+
+
+def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None) -> list[str]:
+    """The README's totals lines for the claims (``results/claims/<paper>.json``) and the figures (manifests
+    under ``figures_dir`` against the registry, :mod:`benchmark.figures`), for the folders given."""
+    out = []
+    if claims_dir is not None:
+        counts = dict.fromkeys(CLAIM_VERDICTS, 0)
+        paper_bad = 0
+        files = sorted(Path(claims_dir).glob("*.json"))
+        for f in files:
+            for c in json.loads(f.read_text()).get("claims", []):
+                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                paper_bad += c.get("paper_verdict") == "DOES NOT HOLD"
+        total = sum(counts.values())
+        out.append(
+            f"Claims ({total} catalogued in `claims/`, {len(files)} papers): "
+            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + f"; on the papers' own printed numbers, {paper_bad} do not hold."
+        )
+    if figures_dir is not None:
+        from benchmark.figures.registry import list_figures
+
+        specs = list_figures()
+        drawn = sum((Path(figures_dir) / f"{s.name}.json").is_file() for s in specs)
+        drawable = sum(s.drawable for s in specs)
+        out.append(
+            f"Figures ({len(specs)} catalogued, {drawable} drawable by this suite): {drawn} drawn in this run, "
+            f"{len(specs) - drawn} not (each with its reason in the report)."
+        )
+    return out
 
 
 def update_readme(

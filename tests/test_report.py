@@ -122,3 +122,22 @@ def test_no_reports_and_half_markers_are_errors(tmp_path) -> None:
         load_checks(tmp_path)
     with pytest.raises(ConfigError, match="markers"):
         replace_section(f"# X\n{START}\n", "s")
+
+
+def test_extra_totals_count_claims_and_figures(tmp_path) -> None:
+    from benchmark.report import extra_totals
+
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    (claims / "fedcof.json").write_text(json.dumps({"claims": [
+        {"verdict": "HOLDS", "paper_verdict": "HOLDS"}, {"verdict": "NOT RUN", "paper_verdict": "DOES NOT HOLD"},
+        {"verdict": "DOES NOT HOLD"},
+    ]}))  # fmt: skip
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    (figures / "bernier2024_fig4_3.json").write_text("{}")
+    lines = extra_totals(claims, figures)
+    assert lines[0].startswith("Claims (3 catalogued in `claims/`, 1 papers): HOLDS 1, DOES NOT HOLD 1, NOT RUN 1;")
+    assert lines[0].endswith("1 do not hold.")
+    assert ": 1 drawn in this run," in lines[1]
+    assert extra_totals(None, None) == []
