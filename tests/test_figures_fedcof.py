@@ -239,3 +239,4 @@ def test_fig3_plans_ft_runs_only_where_training_is_allowed(real_data_root, real_
     assert len(jobs) == 2 * 5 and all(len(v) == 3 for v in jobs.values())
     assert jobs[("CUB200", "FedNCM+FedAdam")][0].algorithm == "fedadam_init_fedncm"
     assert len(fedcof_curves.fig3_inputs(cfg)) == 30
+    assert all(p.endswith(".csv") and not p.endswith(".curve.csv") for p in fedcof_curves.fig3_inputs(cfg))

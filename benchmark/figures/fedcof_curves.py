@@ -220,7 +220,8 @@ def fig3_jobs(config: Mapping[str, Any]) -> dict[tuple[str, str], list[Any]]:
 
 
 def fig3_inputs(config: Mapping[str, Any]) -> list[str]:
-    return [j.curve_path for jobs in fig3_jobs(config).values() for j in jobs]
+    """The runs' tidy outputs (the rule's declared output; each writes its ``.curve.csv`` beside it)."""
+    return [j.path for jobs in fig3_jobs(config).values() for j in jobs]
 
 
 def draw_fig3(config: Mapping[str, Any]):
