@@ -175,56 +175,6 @@ def parse_kv(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-#: Figure targets: `snakemake --cores all <name>` runs the training jobs of every series and seed and plots
-#: accuracy vs rounds / communication / compute (results/figures/<name>.png). Each series is a method of one
-#: training protocol (benchmark/fl/protocols.py); seeds are the paper's.
-FIGURES: dict[str, dict[str, Any]] = {
-    "fedcof_fig7": {
-        "title": "fedcof Fig. 7, CIFAR-100 panel: LP after a training-free initialisation (substitute SqueezeNet)",
-        "protocol": "fedcof_cifar100_lp",
-        "seeds": [0, 1, 2, 3, 4],
-        "series": {
-            "Fed-LP": "fed_lp",
-            "FedNCM+LP": "fedncm_lp",
-            "Fed3R+LP": "fed3r_lp",
-            "FedCOF+LP": "fedcof_lp",
-        },
-    },
-}
-
-
-def figure_series(config: Mapping[str, Any], name: str) -> dict[str, list[str]]:
-    """Per series label of figure ``name``, the curve files of its seeds (outputs of the ``fl_run`` rule)."""
-    from benchmark.fl.protocols import get_protocol
-    from benchmark.tables.availability import choose_weights
-
-    try:
-        fig = FIGURES[name]
-    except KeyError:
-        raise ConfigError(f"no figure {name!r}", f"use one of: {', '.join(sorted(FIGURES))}") from None
-    fl = get_protocol(fig["protocol"])
-    weights, why = choose_weights(fl.backbone, config.get("data_root"), config.get("weights_dir"))
-    if weights is None:
-        raise ConfigError(f"figure {name}: {why}", "provide the weights (FLB_WEIGHTS_DIR)")
-    part: dict[str, Any] = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
-    if fl.alpha is not None:
-        part["alpha"] = fl.alpha
-
-    def curve(method: str, seed: int) -> str:
-        return FLRunJob(fl.dataset, fl.backbone, weights, fl.preprocess, config.get("precision", "fp32"), "all",
-                        partition_tag(part), fl.name, method, seed).curve_path  # fmt: skip
-
-    return {label: [curve(method, s) for s in fig["seeds"]] for label, method in fig["series"].items()}
-
-
-def figure_plot_args(config: Mapping[str, Any], name: str) -> str:
-    """The arguments of ``python -m benchmark.apps.plots`` for figure ``name`` (title and series, shell-quoted)."""
-    import shlex
-
-    series = [f"{label}={','.join(files)}" for label, files in figure_series(config, name).items()]
-    return " ".join(shlex.quote(a) for a in ["--title", FIGURES[name]["title"], *series])
-
-
 def data_marker(dataset: str) -> str:
     """Output of the ``fetch_data`` rule: the verified identity of a downloaded dataset (``flb data fetch``)."""
     return f"results/data/{dataset}.json"

@@ -132,20 +132,3 @@ def test_ci_tables_extracts_each_feature_set_once(tmp_path, real_data_root, real
     assert len(outputs) == len(set(outputs)) == 6  # CIFAR-10 at 224 and 32 px, CIFAR-100; train and test
     assert all("/squeezenet1_1-" in o and ("/cifar10/" in o or "/cifar100/" in o) for o in outputs)
     assert "paper_table" in proc.stdout and "ci_tables" in proc.stdout
-
-
-def test_figure_targets_name_one_curve_per_series_and_seed(real_data_root, real_weights_dir) -> None:
-    cfg = {"data_root": str(real_data_root), "weights_dir": str(real_weights_dir), "precision": "fp32"}
-    series = wf.figure_series(cfg, "fedcof_fig7")
-    assert list(series) == ["Fed-LP", "FedNCM+LP", "Fed3R+LP", "FedCOF+LP"]
-    assert all(len(v) == 5 and all(p.endswith(".curve.csv") for p in v) for v in series.values())
-    assert (
-        "/dirichlet_fedcof-alpha0.1-num_clients100/fedcof_cifar100_lp/fedcof_lp/seed4.curve.csv"
-        in series["FedCOF+LP"][4]
-    )
-    args = wf.figure_plot_args(cfg, "fedcof_fig7")
-    assert (
-        args.startswith("--title 'fedcof Fig. 7") and " FedNCM+LP=results/runs/fl/" in args
-    )  # no shell-special characters: unquoted
-    with pytest.raises(ConfigError, match="no figure"):
-        wf.figure_series(cfg, "fedcof_fig99")

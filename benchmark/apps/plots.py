@@ -119,20 +119,19 @@ def mean_curve(curves: Sequence[CurveLike], x: Axis) -> dict[str, tuple[np.ndarr
     return out
 
 
-def plot_curves(
+def draw_curves(
     results: Mapping[str, CurveLike | Sequence[CurveLike]],
-    path: str | Path,
     *,
     axes: Sequence[Axis] = ("round", "communication", "compute"),
     title: str | None = None,
     log_cost: bool = True,
-) -> Path:
-    """Save one PNG with a panel per axis in ``axes``, every label of ``results`` overlaid.
+) -> Figure:
+    """One figure (Agg canvas) with a panel per axis in ``axes``, every label of ``results`` overlaid.
 
     ``results`` maps a label to one run or a list of runs (seeds: mean line, min-max band). A run is a
     :class:`RunResult`, a curve frame or a curve CSV path. Cost axes are log-scaled when ``log_cost`` (costs
     span orders of magnitude between LP and FT); zero-cost points (round 0) are then dropped from those
-    panels. Returns the written path.
+    panels. :func:`curves_data` gives the plotted values as a tidy frame.
     """
     if not results:
         raise ConfigError("plot_curves got no results", "pass at least one label -> run")
@@ -174,10 +173,38 @@ def plot_curves(
             ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def plot_curves(
+    results: Mapping[str, CurveLike | Sequence[CurveLike]],
+    path: str | Path,
+    *,
+    axes: Sequence[Axis] = ("round", "communication", "compute"),
+    title: str | None = None,
+    log_cost: bool = True,
+) -> Path:
+    """Save :func:`draw_curves` of ``results`` as one PNG at ``path`` (atomically); returns the path."""
+    fig = draw_curves(results, axes=axes, title=title, log_cost=log_cost)
     dest = Path(path)
     with atomic_path(dest, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     return dest
+
+
+def curves_data(results: Mapping[str, CurveLike | Sequence[CurveLike]], x: Axis = "round") -> pd.DataFrame:
+    """Tidy plotted values of :func:`draw_curves` on axis ``x``: ``series, stage, x, y`` (mean accuracy over
+    the runs), ``y_lo, y_hi`` (min, max) and ``n_seeds`` (runs under the label; an init stage whose rounds
+    differ between seeds is the first run's, as drawn)."""
+    rows = []
+    for label, runs in results.items():
+        runs_list = list(runs) if isinstance(runs, list | tuple) else [runs]
+        for stage, (xs, mean, lo, hi) in mean_curve(runs_list, x).items():
+            n = len(runs_list)
+            for a, m, lo_, hi_ in zip(xs, mean, lo, hi, strict=True):
+                rows.append({"series": label, "stage": stage, "x": float(a), "y": float(m), "y_lo": float(lo_),
+                             "y_hi": float(hi_), "n_seeds": n})  # fmt: skip
+    return pd.DataFrame(rows, columns=["series", "stage", "x", "y", "y_lo", "y_hi", "n_seeds"])
 
 
 def _parse_series(items: Sequence[str]) -> dict[str, list[Path]]:

@@ -1,1 +1,102 @@
-"""fedcof's figures (issue 14): registered in :mod:`benchmark.figures.registry`."""
+"""fedcof's figures (Goswami et al., FedCOF; ../shared/papers/002_*.txt), every one registered in
+:mod:`benchmark.figures.registry`.
+
+* **Fig. 1** (line 47): iNaturalist-Users-120K, MobileNetV2: data we do not have (``flb data list``).
+* **Fig. 2** (line 209): a diagram of the method.
+* **Fig. 3** (line 388): fine-tuning (FedAdam / FedAvg) after the multi-round initialisation on ImageNet-R,
+  CUB200, Cars: full-model training (:mod:`benchmark.figures.fedcof_curves`), runs only where training is
+  allowed.
+* **Fig. 4** (line 420): LP (FedAvg) after the multi-round initialisation; the paper's panels are Cars
+  (ViT-B/16) and iNat-120K; drawn on CIFAR-100 with the substitute SqueezeNet (marked), the init stage dotted,
+  a star at the start of LP, vs rounds and vs communication.
+* **Fig. 5** (line 424): FedCOF vs clients and heterogeneity; multiple means per client
+  (:mod:`benchmark.figures.fedcof_ablation`, closed form).
+* **Fig. 6** (line 800): Fed3R vs FedCOF communication, arithmetic (:mod:`benchmark.figures.fedcof_cost`).
+* **Fig. 7** (line 824): LP after initialisation, SqueezeNet, three datasets; the CIFAR-100 panel is drawn.
+* **Fig. 8** (line 904): multiple means, means per class and diagonal / spherical covariances on ImageNet-R:
+  data we do not have.
+* **Figs. 9-10** (lines 942, 946): noisy class counts (App. N), closed form
+  (:mod:`benchmark.figures.fedcof_noise`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from benchmark.figures.registry import FigureSpec, register_figure
+
+
+def _lazy(module: str, attr: str):
+    """``module.attr`` resolved at call time (keeps ``import benchmark.figures.fedcof`` light)."""
+
+    def call(config: Mapping[str, Any]):
+        import importlib
+
+        return getattr(importlib.import_module(module), attr)(config)
+
+    call.__name__ = f"{module.rsplit('.', 1)[-1]}.{attr}"
+    return call
+
+
+_NOISE = "benchmark.figures.fedcof_noise"
+_ABL = "benchmark.figures.fedcof_ablation"
+_CURVES = "benchmark.figures.fedcof_curves"
+
+register_figure(FigureSpec(
+    name="fedcof_fig1", paper="fedcof", label="Fig. 1", line=47,
+    title="Accuracy vs communication, MobileNetV2 on iNaturalist-Users-120K",
+    reason="needs iNaturalist-Users-120K (no public download: `flb data list`), and MobileNetV2 features of it",
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig2", paper="fedcof", label="Fig. 2", line=209,
+    title="FedCOF overview: clients send class means and counts; the server estimates covariances",
+    reason="a diagram of the method (no data)",
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig3", paper="fedcof", label="Fig. 3", line=388,
+    title="Fine-tuning (FedAdam, FedAvg) after FedNCM / Fed3R / FedCOF initialisation vs from a random head",
+    draw=_lazy(_CURVES, "draw_fig3"), inputs=_lazy(_CURVES, "fig3_inputs"),
+    unavailable=_lazy(_CURVES, "fig3_unavailable"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig4", paper="fedcof", label="Fig. 4", line=420,
+    title="LP (FedAvg) after the multi-round initialisation, vs rounds and communication "
+    "(substitute: CIFAR-100, substitute SqueezeNet; the paper: Cars ViT-B/16, iNat-120K)",
+    draw=_lazy(_CURVES, "draw_fig4"), inputs=_lazy(_CURVES, "lp_inputs"),
+    unavailable=_lazy(_CURVES, "lp_unavailable"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig5", paper="fedcof", label="Fig. 5", line=424,
+    title="FedCOF vs number of clients and Dirichlet alpha; several means per client "
+    "(CIFAR-100, substitute SqueezeNet: the caption names no dataset)",
+    draw=_lazy(_ABL, "draw"), inputs=_lazy(_ABL, "inputs"), unavailable=_lazy(_ABL, "unavailable"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig6", paper="fedcof", label="Fig. 6", line=800,
+    title="Uplink communication of Fed3R vs FedCOF / FedNCM vs number of clients (100 classes per client)",
+    draw=_lazy("benchmark.figures.fedcof_cost", "draw"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig7", paper="fedcof", label="Fig. 7", line=824,
+    title="LP (FedAvg) after a training-free initialisation, CIFAR-100 panel (substitute SqueezeNet)",
+    draw=_lazy(_CURVES, "draw_fig7"), inputs=_lazy(_CURVES, "lp_inputs"),
+    unavailable=_lazy(_CURVES, "lp_unavailable"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig8", paper="fedcof", label="Fig. 8", line=904,
+    title="FedCOF with several means per client, means per class, diagonal / spherical covariances (ImageNet-R)",
+    reason="needs ImageNet-R with the fedcof split (absent here: `flb data fetch imagenet_r`, and the paper's "
+    "train/test split is not published); the several-means ablation is drawn on CIFAR-100 in fedcof_fig5",
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig9", paper="fedcof", label="Fig. 9", line=942,
+    title="FedCOF with noisy class counts (uniform, Gaussian, Laplace) vs epsilon, CIFAR-100, "
+    "100 clients, Dirichlet 0.1 (substitute SqueezeNet)",
+    draw=_lazy(_NOISE, "draw_fig9"), inputs=_lazy(_NOISE, "inputs_fig9"), unavailable=_lazy(_NOISE, "unavailable"),
+))  # fmt: skip
+register_figure(FigureSpec(
+    name="fedcof_fig10", paper="fedcof", label="Fig. 10", line=946,
+    title="Class counts of one client, real and noisy (uniform, Laplace; epsilon = 0.1), CIFAR-100",
+    draw=_lazy(_NOISE, "draw_fig10"), inputs=_lazy(_NOISE, "inputs_fig10"), unavailable=_lazy(_NOISE, "unavailable"),
+))  # fmt: skip

@@ -43,21 +43,3 @@ rule paper_figure:
         config=lambda w: _shlex.quote(_json.dumps(dict(config), default=str)),
     shell: "python -m benchmark.figures.render {wildcards.figure} --out {output.png} --config-json {params.config}"
 
-
-# Legacy figure family, until it moves into the registry: benchmark/workflow.py FIGURES (curves of runs).
-for _f in wf.FIGURES:
-    rule:
-        name: _f
-        localrule: True
-        input: f"results/figures/{_f}.png"
-
-
-rule figure:
-    input: lambda w: [c for cs in wf.figure_series(config, w.figure).values() for c in cs]
-    output: "results/figures/{figure}.png"
-    wildcard_constraints:
-        figure="|".join(wf.FIGURES),
-    params:
-        args=lambda w: wf.figure_plot_args(config, w.figure),
-    shell: "{PLOTS} --out {output} {params.args}"
-
