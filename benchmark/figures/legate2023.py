@@ -127,6 +127,11 @@ def _sweep_draw(name: str) -> Callable[[Config], DrawnFigure]:
             "FedNCM is closed-form (Alg. 1): the server's class means equal the centralised ones under any "
             "partition, so its accuracy cannot depend on the setting (up to float rounding)",
             "readings: Table 2 (the paper's primary setting); the paper prints no other point of this figure",
+            *(
+                ["CI tier (reduced budget): FedNCM away from the primary setting runs seed 0 only"]
+                if config.get("tier", "full") == "ci"
+                else []
+            ),
             ABSENT_DATASETS if name != "legate2023_fig6" else "CIFAR-10 only, as the paper",
             _SUBSTITUTE,
             *missing,

@@ -53,10 +53,11 @@ def draw_sweep(
     for series, grp in data.groupby("series", sort=False):
         grp = grp.assign(p=grp["x"].map(pos)).sort_values("p")
         colour = COLOURS.get(str(series), "k")
-        n = int(grp["n_seeds"].max()) if len(grp) else 0
+        lo, hi = int(grp["n_seeds"].min()), int(grp["n_seeds"].max())
+        seeds = f"{lo} seed{'s' if lo != 1 else ''}" if lo == hi else f"{lo}-{hi} seeds"
         yerr = np.vstack([grp["y"] - grp["y_lo"], grp["y_hi"] - grp["y"]])
         ax.errorbar(grp["p"], grp["y"], yerr=yerr, color=colour, marker="o", capsize=3,
-                    label=f"{series} (ours, {n} seed{'s' if n != 1 else ''})")  # fmt: skip
+                    label=f"{series} (ours, {seeds})")  # fmt: skip
     seen: set[str] = set()
     for r in readings:
         if r.x not in pos:
