@@ -313,12 +313,13 @@ def sweep_frame(
 def inputs_of(
     config: Config, series: Sequence[str], settings: Sequence[Setting], curves: bool = False
 ) -> list[str]:
-    """Every output file of the runs that do run (tidy CSVs, and the curves with ``curves``)."""
+    """Every output file of the runs that do run (tidy CSVs, and with ``curves`` the LP curves: the training
+    jobs' curves are written with their tidy CSV but are not outputs of their rule)."""
     out: list[str] = []
     for name in series:
         for st in settings:
             runs = series_runs(config, name, st)
             out += runs.paths()
-            if curves and name != "FedNCM":
-                out += runs.curve_paths()
+            if curves and name == "LP":  # the fl_run rule declares its curve; an fl_train job writes its
+                out += runs.curve_paths()  # curve beside its tidy CSV, which is the rule's only output
     return list(dict.fromkeys(out))
