@@ -82,7 +82,9 @@ def test_fedncm_runs_every_setting_and_lp_only_where_a_protocol_exists(monkeypat
         fr = runs.fedncm_runs(full, runs.Setting(alpha=a))
         assert fr.runs and len(fr.jobs) == 3 and f"alpha{a}" in fr.jobs[0].path
     assert runs.lp_runs(full, runs.PRIMARY).runs
-    off = runs.lp_runs(full, runs.Setting(clients=1000))
+    swept = runs.lp_runs(full, runs.Setting(clients=1000))  # the sweep protocols of fl.yaml
+    assert swept.runs and swept.jobs[0].protocol == "legate2023_cifar10_k1000"
+    off = runs.lp_runs(full, runs.Setting(clients=300))
     assert not off.runs and "fl.yaml" in off.reason
     ci = {"tier": "ci", "ci_training": []}
     assert not runs.lp_runs(ci, runs.PRIMARY).runs

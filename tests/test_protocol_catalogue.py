@@ -45,7 +45,8 @@ def _cf(tmp_path, edit):
 
 
 def test_shipped_catalogues_load(tmp_path) -> None:
-    assert _fl(tmp_path, lambda d: None).keys() == {"legate2023_cifar10", "fedcof_cifar100_lp"}
+    sweeps = {f"legate2023_cifar10_{t}" for t in ("a100", "a001", "k200", "k500", "k1000", "e2", "e5")}
+    assert _fl(tmp_path, lambda d: None).keys() == {"legate2023_cifar10", "fedcof_cifar100_lp", *sweeps}
     assert "suite" in _cf(tmp_path, lambda d: None).protocols
 
 
