@@ -91,7 +91,7 @@ def _check_spec(spec: Any, where: str, source: str, cid: str) -> None:
         "cell": {"cell"},
         "value": {"value"},
         "diff": {"diff"},
-        "figure": {"figure", "series", "x"},
+        "figure": {"figure", "series", "x", "where"},
         "cells": {"cells", "x"},
     }[form]
     if set(spec) - allowed:

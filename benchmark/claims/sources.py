@@ -129,20 +129,26 @@ class Resolver:
         return Sample(tuple(ours), key, (key,))
 
     # -------------------------------------------------------------------------------------------- figures
-    def _series(self, name: str, series: str) -> list[dict[str, str]] | NotRun:
+    def _series(
+        self, name: str, series: str, where: Mapping[str, Any] | None = None
+    ) -> list[dict[str, str]] | NotRun:
         if self.mode == PAPER:
             return NotRun(f"figure {name}: figure data has no printed paper values", figure=name)
         rows = self.figures.rows(name)
         if rows is None:
             return NotRun(f"figure {name} not built: snakemake --cores all {name}", figure=name)
         picked = [r for r in rows if str(r.get("series")) == series]
+        for col, value in (where or {}).items():  # e.g. {axis: round}: one panel of a multi-panel figure
+            picked = [r for r in picked if _same_x(r.get(col), value)]
         if not picked:
             have = sorted({str(r.get("series")) for r in rows})
             return NotRun(f"figure {name} has no series {series!r} (series: {', '.join(have)})", figure=name)
         return picked
 
-    def figure_point(self, name: str, series: str, x: Any) -> Sample | NotRun:
-        rows = self._series(name, series)
+    def figure_point(
+        self, name: str, series: str, x: Any, where: Mapping[str, Any] | None = None
+    ) -> Sample | NotRun:
+        rows = self._series(name, series, where)
         if isinstance(rows, NotRun):
             return rows
         xs = sorted({_num(r["x"]) for r in rows}, key=_x_order)
@@ -154,8 +160,8 @@ class Resolver:
         ys = tuple(float(r["y"]) for r in at)
         return Sample(ys, f"figure {name} series {series!r} x={x}", figure=name)
 
-    def figure_curve(self, name: str, series: str) -> Curve | NotRun:
-        rows = self._series(name, series)
+    def figure_curve(self, name: str, series: str, where: Mapping[str, Any] | None = None) -> Curve | NotRun:
+        rows = self._series(name, series, where)
         if isinstance(rows, NotRun):
             return rows
         by_x: dict[float | str, list[float]] = {}
@@ -182,9 +188,10 @@ class Resolver:
         if "diff" in spec:
             return self._diff(spec["diff"])
         if "figure" in spec:
+            where = spec.get("where")
             if "x" in spec:
-                return self.figure_point(str(spec["figure"]), str(spec["series"]), spec["x"])
-            return self.figure_curve(str(spec["figure"]), str(spec["series"]))
+                return self.figure_point(str(spec["figure"]), str(spec["series"]), spec["x"], where)
+            return self.figure_curve(str(spec["figure"]), str(spec["series"]), where)
         if "cells" in spec:
             return self._cell_curve([str(k) for k in spec["cells"]], list(spec["x"]))
         raise AssertionError(f"unvalidated operand spec {spec!r}")  # the catalogue loader rejects it

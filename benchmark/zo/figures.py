@@ -111,17 +111,18 @@ def _series(name: str, runs: Sequence[str]) -> dict[tuple[str, str], dict[str, A
 
 
 def figure_data(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The plotted values as tidy rows (``series, task, x, y``): final accuracies (Fig. 4.2) or the
-    evaluated rounds' accuracies (Fig. 4.3, round 0 = the FedNCM head before training)."""
+    """The plotted values as tidy rows (``series, task, x, y``): final accuracies (Fig. 4.2: series = method,
+    x = task) or the evaluated rounds' accuracies (Fig. 4.3: series = ``<task>/<label>``, x = round, round 0 =
+    the FedNCM head before training)."""
     rows: list[dict[str, Any]] = []
     for (label, task), rec in records.items():
         if ZO_FIGURES[name]["kind"] == "bars":
             rows.append({"series": label, "task": task, "x": task, "y": rec.get("final_accuracy")})
             continue
         if rec.get("initial_accuracy") is not None:
-            rows.append({"series": label, "task": task, "x": 0, "y": rec["initial_accuracy"]})
+            rows.append({"series": f"{task}/{label}", "task": task, "x": 0, "y": rec["initial_accuracy"]})
         rows += [
-            {"series": label, "task": task, "x": r["round"] + 1, "y": r["test_accuracy"]}
+            {"series": f"{task}/{label}", "task": task, "x": r["round"] + 1, "y": r["test_accuracy"]}
             for r in rec["rounds"]
             if r.get("test_accuracy") is not None
         ]
