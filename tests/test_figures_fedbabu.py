@@ -77,3 +77,66 @@ def test_dirichlet_figures(config) -> None:
     assert classes[0.5] < classes[1.0]
     fig11_classes = drawn.data[drawn.data["series"] == "train"].groupby("x")["y"].nunique().mean()
     assert fig11_classes == pytest.approx(classes[0.5])
+
+
+# ------------------------------------------------------------------ centralised curves (Figs. 2-9)
+CENTRAL = [f"fedbabu_fig{n}" for n in range(2, 10)]
+
+
+@pytest.mark.parametrize("name", CENTRAL)
+def test_central_figures_need_training(name) -> None:
+    spec = next(s for s in FEDBABU if s.name == name)
+    reason = spec.why_not(CI)
+    assert reason is not None and "cpu_training=true" in reason
+    assert spec.why_not({"cpu_training": True}) is None and spec.why_not({"device": "cuda"}) is None
+    paths = spec.inputs({"cpu_training": True})
+    assert len(paths) == 3 and all(p.startswith("results/runs/pfl_central/") for p in paths)
+    assert all("/e160-nall/" in p for p in paths)  # the paper's budget by default
+
+
+def test_central_series() -> None:
+    from benchmark.figures.fedbabu_central import figure_jobs
+
+    cfg = {"cpu_training": True, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 500}
+    parts = {(j.part, j.head_init) for j in figure_jobs(cfg, "fedbabu_fig4").values()}
+    assert parts == {("full", "default"), ("body", "default"), ("head", "default")}
+    inits = {(j.part, j.head_init) for j in figure_jobs(cfg, "fedbabu_fig5").values()}
+    assert inits == {("body", "default"), ("body", "orthogonal"), ("body", "similar_rows")}
+    job = figure_jobs(cfg, "fedbabu_fig4")["full"]
+    assert (job.model, job.dataset, job.epochs, job.train_images) == ("4convnet", "cifar10", 3, "500")
+    assert {j.model for j in figure_jobs(cfg, "fedbabu_fig8").values()} == {"resnet50_cifar"}
+
+
+def test_head_row_cosine() -> None:
+    import torch
+
+    from benchmark.runners.pfl_central import head_row_cosine
+
+    assert head_row_cosine(torch.eye(10, 64)) == pytest.approx(0.0)
+    assert head_row_cosine(torch.ones(10, 64)) == pytest.approx(1.0)
+    torch.manual_seed(0)
+    assert abs(head_row_cosine(torch.empty(100, 1024).uniform_(-1, 1))) < 0.01  # App. B: nearly orthogonal
+
+
+def test_central_draw_from_records(tmp_path, monkeypatch) -> None:
+    """The figure reads its three records; a reduced budget is said in the notes."""
+    import json
+
+    from benchmark.figures.fedbabu_central import draw, figure_jobs
+
+    monkeypatch.chdir(tmp_path)
+    cfg = {"cpu_training": True, "fedbabu_central_epochs": 2, "fedbabu_central_train_images": 100}
+    for k, job in enumerate(figure_jobs(cfg, "fedbabu_fig5").values()):
+        rec = {
+            "history": [{"epoch": e, "test_accuracy": 10.0 * e + k} for e in (1, 2)],
+            "head_row_cosine": 0.1 * k,
+            "config": {"milestones": [1, 1]},
+            "train_images": 100,
+            "test_images": 10000,
+        }
+        (tmp_path / job.path).parent.mkdir(parents=True)
+        (tmp_path / job.path).write_text(json.dumps(rec))
+    drawn = draw("fedbabu_fig5")(cfg)
+    assert len(drawn.data) == 6 and set(drawn.data["x"]) == {1, 2}
+    assert any("REDUCED BUDGET: 2 epochs" in n for n in drawn.notes)
+    assert [t.get_text() for t in drawn.figure.axes[0].get_legend().get_texts()][1] == "orthogonal (0.10)"
