@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 import textwrap
 from pathlib import Path
@@ -27,6 +26,7 @@ from benchmark.expected import (
     parse_printed_accuracy,
     parse_printed_number,
 )
+from benchmark.papers import PAPER_FILES, papers_dir
 from benchmark.verdict import (
     ACCURACY_FLOOR,
     SUBSTITUTE_TOLERANCE,
@@ -125,26 +125,8 @@ FLAGGED: dict[str, set[str]] = {
     "legate2023ws/table2": {"cifar10/fedavg/ft", "cifar10/fedadam/fedncm_ft", "cifar10/fedadam/ft"},
 }
 
-PAPER_DOCS = {
-    "legate2023": "001_fcb2cf211ff402fe.txt",
-    "legate2023ws": "000_8bda71ac3c7db9f8.txt",
-    "fedcof": "002_8e3ac9d01cb44bea.txt",
-    "bernier2024": "003_6eba87e4b697c929.txt",
-    "fedbabu": "004_d0304c7dab735e6c.txt",
-}
-
-
-def _papers_dir() -> Path:
-    """FLB_PAPERS_DIR, else the first ``shared/papers`` above the repository (a git worktree sits deeper)."""
-    if os.environ.get("FLB_PAPERS_DIR"):
-        return Path(os.environ["FLB_PAPERS_DIR"])
-    for parent in EXPECTED_ROOT.parents:
-        if (parent / "shared" / "papers").is_dir():
-            return parent / "shared" / "papers"
-    return EXPECTED_ROOT.parent.parent / "shared" / "papers"
-
-
-PAPERS_DIR = _papers_dir()
+PAPER_DOCS = PAPER_FILES  # benchmark.papers: short id -> text file
+PAPERS_DIR = papers_dir()
 
 
 @pytest.fixture(scope="module")
@@ -670,7 +652,9 @@ def test_one_rule_for_printed_thousands(printed: str, ours: float, expect: Statu
 
 
 def test_a_match_under_a_departure_is_pass_star() -> None:
-    cell = _cell(metric="compute_f", unit="F", printed="1", mean=1.0, std=None, n_seeds=None, std_over="unknown")
+    cell = _cell(
+        metric="compute_f", unit="F", printed="1", mean=1.0, std=None, n_seeds=None, std_over="unknown"
+    )
     v = judge(cell, [1.0], substitute=False, not_run_reason=None, departures=["compute_unit_dataset_pass"])
     assert v.status is Status.PASS_DEPARTURE and v.passed and v.departed
     assert "compute_unit_dataset_pass (FedNCM compute printed as 1" in str(v.reason)
