@@ -130,6 +130,7 @@ def test_figures_readings_and_registry_status(tmp_path, monkeypatch):
         paper: str
         label: str
         line: int
+        copies: tuple[str, ...] = ()
 
     @dataclass(frozen=True)
     class Status:
@@ -205,3 +206,13 @@ def test_cli(tmp_path, capsys):
     assert (out / "index.html").is_file()
     assert main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 1
     assert "results folder" in capsys.readouterr().out
+
+
+def test_a_figure_shows_on_the_pages_of_the_documents_that_print_it_again() -> None:
+    from benchmark.site.inputs import Figure, FigureNotRun, Inputs
+
+    fig = Figure("legate2023_fig3", "legate2023", "Fig. 3", 252, "t", None, copies=("bernier2024 Figure 3.7",))
+    nr = FigureNotRun("legate2023_fig5", "legate2023", "Fig. 5", 262, "GPU", False, ("bernier2024 Figure 3.9",))
+    inputs = Inputs((), None, {}, None, (fig,), (nr,), None, (), None)
+    assert inputs.figures_of("bernier2024") == [fig] == inputs.figures_of("legate2023")
+    assert inputs.not_run_of("bernier2024") == [nr] and inputs.figures_of("fedcof") == []

@@ -145,6 +145,7 @@ class FigureNotRun:
     line: int | None
     reason: str
     runnable: bool  # True: runnable under the config, just not built
+    copies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,13 +179,18 @@ class Inputs:
         return [t for t in self.tables if t.paper == paper]
 
     def figures_of(self, paper: str) -> list[Figure]:
-        return [f for f in self.figures if f.paper == paper]
+        """The paper's figures, and those of other documents it prints again (``copies``: the thesis's ch. 3)."""
+        return [f for f in self.figures if _shown_on(f, paper)]
 
     def not_run_of(self, paper: str) -> list[FigureNotRun]:
-        return [f for f in self.figures_not_run if f.paper == paper]
+        return [f for f in self.figures_not_run if _shown_on(f, paper)]
 
     def findings_of(self, paper: str) -> list[FindingView]:
         return [f for f in self.findings if f.paper == paper]
+
+
+def _shown_on(f: Figure | FigureNotRun, paper: str) -> bool:
+    return f.paper == paper or any(c.split(" ", 1)[0] == paper for c in f.copies)
 
 
 def paper_of_target(report: Mapping[str, Any]) -> str:
@@ -387,7 +393,7 @@ def load_figure_status(
             continue
         runnable = status.reason is None
         reason = f"not built: {figure_command(spec.name)}" if runnable else str(status.reason)
-        out.append(FigureNotRun(spec.name, spec.paper, spec.label, spec.line, reason, runnable))
+        out.append(FigureNotRun(spec.name, spec.paper, spec.label, spec.line, reason, runnable, spec.copies))
     return tuple(out), None
 
 

@@ -263,12 +263,17 @@ def figure_section(f: Figure, asset: str | None) -> str:
     return head + f'<div class="figrow">{img}<div>{"".join(side)}</div></div>'
 
 
+def _figure_label(f: FigureNotRun) -> str:
+    """The figure's label; with the copies other documents print of it (``legate2023 Fig. 3 = bernier2024 ...``)."""
+    return f"{f.paper} {f.label} = {', '.join(f.copies)}" if f.copies else f.label
+
+
 def figures_not_run(items: Sequence[FigureNotRun]) -> str:
     if not items:
         return ""
     not_built = '<span class="badge v-notrun zero">not built</span>'
     rows = (
-        [f'<td id="fig-{anchor(f.name)}">{e(f.label)}</td>', f"<td><code>{e(f.name)}</code></td>",
+        [f'<td id="fig-{anchor(f.name)}">{e(_figure_label(f))}</td>', f"<td><code>{e(f.name)}</code></td>",
          td(f.line or "", "num"), f"<td>{not_built if f.runnable else badge('NOT RUN')}</td>", td(f.reason, "note")]
         for f in items
     )  # fmt: skip
