@@ -307,7 +307,7 @@ def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None) 
         drawn = sum((Path(figures_dir) / f"{s.name}.json").is_file() for s in specs)
         drawable = sum(s.drawable for s in specs)
         out.append(
-            f"Figures ({len(specs)} catalogued, {drawable} drawable by this suite): {drawn} drawn in this run, "
+            f"Figures ({len(specs)} catalogued, {drawable} drawable by this suite): {drawn} drawn (each with the run budget in its notes), "
             f"{len(specs) - drawn} not (each with its reason in the report)."
         )
     return out

@@ -139,5 +139,5 @@ def test_extra_totals_count_claims_and_figures(tmp_path) -> None:
     lines = extra_totals(claims, figures)
     assert lines[0].startswith("Claims (3 catalogued in `claims/`, 1 papers): HOLDS 1, DOES NOT HOLD 1, NOT RUN 1;")
     assert lines[0].endswith("1 do not hold.")
-    assert ": 1 drawn in this run," in lines[1]
+    assert ": 1 drawn (each with the run budget in its notes)," in lines[1]
     assert extra_totals(None, None) == []
