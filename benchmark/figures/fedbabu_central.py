@@ -137,6 +137,9 @@ def draw(name: str):
             f"{any_rec['config']['milestones']}, momentum 0.9, batch 50, no weight decay, test accuracy on all "
             f"{any_rec['test_images']} test images after each epoch.",
         ]
+        ran_on = sorted({f"{r.get('machine', '?')} ({r.get('device', '?')}), commit {r.get('git_commit', '?')}"
+                         for r in records.values()})  # fmt: skip
+        notes.append(f"Ran on: {'; '.join(ran_on)}.")
         if epochs != PAPER_EPOCHS or images != "all":
             notes.append(
                 f"REDUCED BUDGET: {epochs} epochs (the paper: {PAPER_EPOCHS}) on {any_rec['train_images']} training "

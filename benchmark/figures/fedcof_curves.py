@@ -4,7 +4,7 @@ initialisation stage dotted, a star where training starts, as the paper's captio
 
 * **Fig. 7** (caption line 824; App. K line 814: LP after initialisation, SqueezeNet, three datasets): the
   CIFAR-100 panel, training protocol ``fedcof_cifar100_lp`` (:mod:`benchmark.fl.protocols`: App. J/K, 200
-  rounds, 30 of 100 clients per round, Dirichlet 0.1, seeds 0-4), accuracy vs rounds. Reading: Table 6's
+  FLSim epochs = 800 rounds of 30 of 100 clients, Dirichlet 0.1, seeds 0-4), accuracy vs rounds. Reading: Table 6's
   Fed-LP on CIFAR-100 (line 830, 59.9 +- 0.2; same protocol, 200 rounds). Migrated from the legacy
   ``benchmark.workflow.FIGURES`` entry of the same name.
 * **Fig. 4** (caption line 420): the same runs vs rounds and vs communication (the paper's middle panel); the
@@ -108,9 +108,10 @@ def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, not
     )
     all_notes = list(notes)
     all_notes.append(
-        "Protocol fedcof_cifar100_lp (App. J/K): FedAvg-LP 200 rounds, 30 of 100 clients per round, Dirichlet "
-        "0.1, seeds 0-4; the initialisation stage (dotted) is the multi-round closed form of path B of the "
-        "fedcof code. Mean line, min-max band over seeds."
+        "Protocol fedcof_cifar100_lp (App. J/K): FedAvg-LP '200 rounds' run as the fedcof code's 200 FLSim "
+        "epochs (each a pass over the 100 clients in rounds of 30: 4 rounds, 800 in all; protocol notes), "
+        "Dirichlet 0.1, seeds 0-4; the initialisation stage (dotted) is the multi-round closed form of path B "
+        "of the fedcof code. Mean line, min-max band over seeds."
     )
     if is_substitute(config):
         all_notes.append(SUBSTITUTE_NOTE)
@@ -121,7 +122,7 @@ def draw_fig7(config: Mapping[str, Any]):
     return _lp_figure(
         config,
         ("round",),
-        "fedcof Fig. 7, CIFAR-100 panel: LP after a training-free initialisation",
+        "fedcof Fig. 7 (CIFAR-100 panel):\nLP after a training-free initialisation",
         ("Only the CIFAR-100 panel of the three SqueezeNet panels (the others' data is absent here).",),
     )
 

@@ -13,8 +13,9 @@ Playwright's own browser download is never used: this machine is offline). Each 
   it names exists on its page.
 
 Full-page screenshots of the index and every paper page are written beside ``--screenshot`` (the index at
-that path, the others as ``<stem>-<page>.png``), as served, before any ``<details>`` is opened. Exit status
-1 with the list of failures, 2 when Chromium or the driver is missing.
+that path, ``.png`` added when it has another suffix or none; the others as ``<stem>-<page>.png``), as served,
+before any ``<details>`` is opened. Exit status 1 with the list of failures, 2 when Chromium or the driver is
+missing.
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ def check_site(
         raise BrowserMissing(f"Chromium not found at {chromium}", "apt-get install -y chromium")
     sync_playwright = _sync_playwright()
     shot = Path(screenshot) if screenshot else None
+    if shot is not None and shot.suffix.lower() != ".png":  # Chromium infers the format from the suffix
+        shot = shot.with_name(shot.name + ".png")
     if shot is not None:
         shot.parent.mkdir(parents=True, exist_ok=True)
     reports: dict[str, PageReport] = {}
