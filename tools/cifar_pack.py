@@ -75,7 +75,9 @@ def pack(src: Path, out: Path, files: list[str]) -> None:
         (out / f"{name}.webp").write_bytes(b"".join(encoded))
         index[name] = {"offset": off, "rows": int(data.shape[0]), "row_bytes": int(data.shape[1]),
                        "lengths": lengths.tolist(), "sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}  # fmt: skip
-        print(f"{name}: {len(raw):,} B -> {int(lengths.sum()):,} B of WebP ({lengths.sum() / data.nbytes:.0%})")
+        print(
+            f"{name}: {len(raw):,} B -> {int(lengths.sum()):,} B of WebP ({lengths.sum() / data.nbytes:.0%})"
+        )
     (out / "index.json").write_text(json.dumps(index))
 
 
@@ -108,11 +110,15 @@ def unpack(src: Path, out: Path, manifest: Path | None) -> None:
             skeleton[off : off + data.nbytes] = data.tobytes()
             digest = hashlib.sha256(skeleton).hexdigest()
             if digest != rec["sha256"] or (name in expected and expected[name] != digest):
-                raise SystemExit(f"{src / name}: rebuilt sha256 {digest} differs from the recorded one; not written")
+                raise SystemExit(
+                    f"{src / name}: rebuilt sha256 {digest} differs from the recorded one; not written"
+                )
             tmp = out / f".{name}.tmp"
             tmp.write_bytes(bytes(skeleton))
             tmp.replace(out / name)
-            print(f"{name}: rebuilt, sha256 {digest[:16]}... {'= MANIFEST' if name in expected else '(recorded)'}")
+            print(
+                f"{name}: rebuilt, sha256 {digest[:16]}... {'= MANIFEST' if name in expected else '(recorded)'}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
