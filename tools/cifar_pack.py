@@ -92,13 +92,27 @@ def _manifest(path: Path | None) -> dict[str, str]:
     return sums
 
 
-def unpack(src: Path, out: Path, manifest: Path | None) -> None:
+class _Inline:
+    """``ProcessPoolExecutor``'s ``map`` in this process (``--workers 1``)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, items, chunksize=1):
+        return map(fn, items)
+
+
+def unpack(src: Path, out: Path, manifest: Path | None, workers: int | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     out.mkdir(parents=True, exist_ok=True)
     index = json.loads((src / "index.json").read_text())
     expected = _manifest(manifest)
-    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+    workers = workers or os.cpu_count() or 1
+    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
         for name, rec in index.items():
             skeleton = bytearray(lzma.decompress((src / f"{name}.skel.xz").read_bytes()))
             blob = (src / f"{name}.webp").read_bytes()
@@ -128,11 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--files", default="", help="pack: comma-separated pickle names")
     ap.add_argument("--manifest", type=Path, default=None, help="unpack: a MANIFEST.sha256 to check against")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="unpack: decoding processes (default: all cores)"
+    )
     args = ap.parse_args(argv)
     if args.action == "pack":
         pack(args.src, args.out, [f for f in args.files.split(",") if f])
     else:
-        unpack(args.src, args.out, args.manifest)
+        unpack(args.src, args.out, args.manifest, args.workers)
     return 0
 
 
