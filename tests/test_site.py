@@ -113,6 +113,9 @@ def test_claims_show_verdict_quote_and_evidence(tmp_path):
     assert '<span class="badge v-notrun">NOT RUN</span> <strong>fedcof-c3</strong>' in page
     assert '<a href="#fig-fedcof_fig9">' in page  # the figure is on the page: linked
     assert "<summary>evidence</summary>" in page and "fedcof_table2" in page
+    # claims were built, but none of legate2023's is in the fixture: said as such, not as "not built"
+    assert "Claims not built" not in read(build(tmp_path), "legate2023.html")
+    assert "No claim of this paper is catalogued" in read(tmp_path / "site", "legate2023.html")
 
 
 def test_figures_readings_and_registry_status(tmp_path, monkeypatch):

@@ -103,6 +103,17 @@ def counts_badges(counts: Mapping[str, int], *, skip_zero: bool = False) -> str:
     return " ".join(badge(k, v) for k, v in counts.items() if v or not skip_zero)
 
 
+#: A paper with no ``claims/<paper>.yaml`` while other papers' claims were built.
+NO_CLAIMS = "No claim of this paper is catalogued in claims/ (no claims/<paper>.yaml)."
+
+
+def _claims_absent(claims, inputs) -> str:
+    """The overview's claims cell of a paper without verdicts: none in its file, none catalogued, or not built."""
+    if claims is not None:
+        return "none"
+    return "not built" if inputs.claims_missing else "none catalogued"
+
+
 def missing(what: str, command: str) -> str:
     """The line a section shows when its inputs do not exist."""
     return f'<p class="missing">{e(what)} not built: <code>{e(command)}</code></p>'
@@ -430,10 +441,10 @@ def paper_page(
     body += sec
     # claims
     sec = ['<section id="claims"><h2>Claims</h2>']
-    if claims is None:
-        from benchmark.site.inputs import CLAIMS_COMMAND
-
-        sec.append(missing("Claims", inputs.claims_missing or CLAIMS_COMMAND))
+    if claims is None and not inputs.claims_missing:
+        sec.append(f'<p class="muted">{NO_CLAIMS}</p>')
+    elif claims is None:
+        sec.append(missing("Claims", inputs.claims_missing))
     elif not claims:
         sec.append('<p class="muted">The claims catalogue has no claim of this paper.</p>')
     else:
@@ -487,7 +498,7 @@ def index_page(inputs: Inputs, stamp: Stamp) -> str:
             f'<td><a href="{e(p)}.html"><strong>{e(p)}</strong></a><br><span class="small muted">{e(PAPER_TITLES.get(p, ""))}</span></td>',
             td(len(inputs.tables_of(p)), "num"),
             f"<td>{counts_badges(counts, skip_zero=True) or '—'}</td>",
-            f"<td>{counts_badges(claim_counts(claims)) if claims else ('none' if claims is not None else 'not built')}</td>",
+            f"<td>{counts_badges(claim_counts(claims)) if claims else _claims_absent(claims, inputs)}</td>",
             td(figs),
             td(len(inputs.findings_of(p)), "num"),
         ])  # fmt: skip
