@@ -253,6 +253,17 @@ def test_cost_ratio_bound(tmp_path: Path) -> None:
     assert _eval(tmp_path, {**bound, "rule": {"scale": 1.0, "max": 3.0}}, cells).verdict == DOES_NOT_HOLD
 
 
+def test_operands_in_different_units_are_not_compared(tmp_path: Path) -> None:
+    """legate2023ws Table 1 prints FedNCM's communication in Mb and LP's in GB: never compared as numbers."""
+    entry = {"kind": "cost", "operands": {"a": A, "b": B}, "rule": {"factor": 100}}
+    cells = [{**_cell(A, [32.8], 319.0), "metric": "comm_mb"}, {**_cell(B, [0.82], 149.3), "metric": "comm_gb"}]
+    r = _eval(tmp_path, entry, cells)
+    assert r.verdict == NOT_RUN and r.paper_verdict is None
+    assert "different units" in r.reason and "comm_mb" in r.reason and "comm_gb" in r.reason
+    same = [{**c, "metric": "comm_gb"} for c in cells]
+    assert _eval(tmp_path, entry, same).verdict == DOES_NOT_HOLD  # 32.8 x 100 > 0.82: compared
+
+
 def test_diff_and_constant_operands(tmp_path: Path) -> None:
     C = "toy/t1#c"
     entry = {"kind": "within", "operands": {"a": {"diff": [A, B]}, "b": {"value": 4.6}}, "rule": {"tol": 0.1}}
@@ -311,7 +322,7 @@ def test_duplicate_ids_across_files(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------- the catalogue
 def test_catalogue_size_and_papers() -> None:
     catalogue = load_catalogue(CATALOGUE)
-    assert {"legate2023", "fedcof", "bernier2024", "fedbabu"} <= set(catalogue)
+    assert {"legate2023", "legate2023ws", "fedcof", "bernier2024", "fedbabu"} <= set(catalogue)
     assert sum(len(c) for c in catalogue.values()) >= 25
     assert all(len(catalogue[p]) >= 5 for p in ("legate2023", "fedcof", "bernier2024", "fedbabu"))
 

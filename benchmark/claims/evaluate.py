@@ -30,6 +30,21 @@ def _typed_rule(rule: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _unit_mismatch(ops: Mapping[str, Any], resolver: Resolver) -> list[NotRun]:
+    """A NOT RUN when the table cells of one setting's operands are in different metrics (a paper may print one
+    column in GB and the next row in Mb: legate2023ws Table 1); compared numbers must share their unit."""
+    metrics: dict[str, str] = {}
+    for r in ops.values():
+        for key in getattr(r, "keys", ()):
+            metric = (resolver.checks.cells.get(key) or {}).get("metric")
+            if metric:
+                metrics.setdefault(str(metric), key)
+    if len(metrics) < 2:
+        return []
+    listed = ", ".join(f"{key} is {metric}" for metric, key in metrics.items())
+    return [NotRun(f"operands in different units ({listed}): a claim compares like with like", tuple(metrics.values()))]
+
+
 def _run(claim: Claim, resolver: Resolver) -> tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]:
     """(verdict, reason, evidence, per-setting records) of ``claim`` under ``resolver``'s mode."""
     kind = KINDS[claim.kind]
@@ -43,7 +58,7 @@ def _run(claim: Claim, resolver: Resolver) -> tuple[str, str, list[dict[str, Any
         ops = {name: resolver.resolve(spec) for name, spec in fill(dict(claim.operands), setting).items()}
         suffix = f"[{label}]" if setting else ""
         ev.extend(evidence(f"{name}{suffix}", r) for name, r in ops.items())
-        missing = [r for r in ops.values() if isinstance(r, NotRun)]
+        missing = [r for r in ops.values() if isinstance(r, NotRun)] or _unit_mismatch(ops, resolver)
         if missing:
             not_run.append(missing[0].reason)
             rows.append({"setting": label, "verdict": NOT_RUN, "detail": missing[0].reason})
