@@ -120,12 +120,17 @@ def target_counts_table(reports: Sequence[Mapping[str, Any]], pages: str | None 
     return tabulate(rows, headers=["target", *VERDICTS], tablefmt="github")
 
 
-def _paper_of(report: Mapping[str, Any]) -> str:
-    keys = [c.get("key", "") for c in report["cells"] if c.get("key")]
-    if keys:
-        return keys[0].split("/", 1)[0]
-    target = report["target"]
-    return "legate2023" if target.startswith("table") else target.split("_", 1)[0]  # bare tableN: legate2023
+def paper_of_target(report: Mapping[str, Any]) -> str:
+    """The paper a check report belongs to: the prefix of its cells' keys; bare ``tableN`` is legate2023."""
+    from benchmark.expected import PAPERS
+
+    for c in report.get("cells") or []:
+        key = c.get("key")
+        if isinstance(key, str) and "/" in key and key.split("/", 1)[0] in PAPERS:
+            return key.split("/", 1)[0]
+    target = str(report["target"])
+    prefixes = sorted((p for p in PAPERS if target.startswith(p + "_")), key=len, reverse=True)
+    return prefixes[0] if prefixes else "legate2023"
 
 
 def results_section(
@@ -155,7 +160,7 @@ def results_section(
     ]
     by_paper: dict[str, list[Mapping[str, Any]]] = {}
     for r in reports:
-        by_paper.setdefault(_paper_of(r), []).extend(r["cells"])
+        by_paper.setdefault(paper_of_target(r), []).extend(r["cells"])
     lines += [
         f"- {paper}: " + _totals(cells).removeprefix("Totals: ") for paper, cells in sorted(by_paper.items())
     ]
@@ -279,12 +284,11 @@ def results_section_now(
     )
 
 
-CLAIM_VERDICTS = ("HOLDS", "DOES NOT HOLD", "NOT RUN")
-
-
 def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None) -> list[str]:
     """The README's totals lines for the claims (``results/claims/<paper>.json``) and the figures (manifests
     under ``figures_dir`` against the registry, :mod:`benchmark.figures`), for the folders given."""
+    from benchmark.claims.model import VERDICTS as CLAIM_VERDICTS
+
     out = []
     if claims_dir is not None:
         counts = dict.fromkeys(CLAIM_VERDICTS, 0)

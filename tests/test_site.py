@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchmark.errors import ConfigError
-from benchmark.report import Stamp
+from benchmark.report import Stamp, paper_of_target
 from benchmark.site import render
 from benchmark.site.build import MARKER, PAGES, build_site, main
-from benchmark.site.inputs import Cell, load_figure_status, load_figures, paper_of_target
+from benchmark.site.inputs import Cell, load_figure_status, load_figures
 
 FIXTURE = Path(__file__).parent / "data" / "site"
 STAMP = Stamp("2026-01-01 00:00 UTC", "test machine", "0123456789abcdef", "flb site (test)")

@@ -13,7 +13,7 @@ from benchmark.errors import ConfigError
 from benchmark.runners.fedmezo import PROBE_ROUNDS, ZOTrainJob, zo_job
 from benchmark.tables.plan import plan_target
 from benchmark.zo.data import complete_dirichlet, k_shot_indices
-from benchmark.zo.figures import ZO_FIGURES, figure_jobs, plot
+from benchmark.zo.figures import ZO_FIGURES, draw, figure_data, figure_jobs
 
 TARGET = "bernier2024_table4_1"
 
@@ -112,10 +112,12 @@ def test_figures_need_training_runs_and_plot_from_records(tmp_path):
     assert {j.alpha for j in jobs.values()} == {"0.1"}
     rec = {"spec": {"method": "fedmezo", "alpha": 100.0}, "final_accuracy": 70.0, "initial_accuracy": 64.0,
            "rounds": [{"round": 9, "test_accuracy": 66.0}, {"round": 19, "test_accuracy": 70.0}]}  # fmt: skip
+    records = {("FedMeZO IID", "sst2"): rec, ("FedMeZO", "sst2"): rec}
     for name in ZO_FIGURES:
-        out = tmp_path / f"{name}.png"
-        plot(name, {("FedMeZO IID", "sst2"): rec, ("FedMeZO", "sst2"): rec}, out)
-        assert out.stat().st_size > 1000 and out.with_suffix(".pdf").is_file()
+        fig = draw(name, records)
+        assert fig.axes and any(ax.has_data() for ax in fig.axes)
+    curve = figure_data("bernier2024_fig4_3", records)
+    assert [(r["x"], r["y"]) for r in curve if r["series"] == "sst2/FedMeZO"] == [(0, 64.0), (10, 66.0), (20, 70.0)]
 
 
 @pytest.mark.slow

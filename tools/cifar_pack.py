@@ -24,6 +24,7 @@ import lzma
 import os
 import pickle
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -92,40 +93,32 @@ def _manifest(path: Path | None) -> dict[str, str]:
     return sums
 
 
-class _Inline:
-    """``ProcessPoolExecutor``'s ``map`` in this process (``--workers 1``)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def map(self, fn, items, chunksize=1):
-        return map(fn, items)
-
-
 def unpack(src: Path, out: Path, manifest: Path | None, workers: int | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
+    from contextlib import ExitStack
 
     out.mkdir(parents=True, exist_ok=True)
     index = json.loads((src / "index.json").read_text())
     expected = _manifest(manifest)
     workers = workers or os.cpu_count() or 1
-    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
+    with ExitStack() as stack:
+        decode_all = map  # --workers 1: in this process
+        if workers > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
+            decode_all = partial(pool.map, chunksize=500)
         for name, rec in index.items():
             skeleton = bytearray(lzma.decompress((src / f"{name}.skel.xz").read_bytes()))
             blob = (src / f"{name}.webp").read_bytes()
             ends = np.cumsum(rec["lengths"])
             parts = [blob[e - n : e] for e, n in zip(ends, rec["lengths"], strict=True)]
-            rows = list(pool.map(_decode, parts, chunksize=500))
-            data = np.stack(rows).astype(np.uint8)
+            data = np.stack(list(decode_all(_decode, parts)))
             off = rec["offset"]
             skeleton[off : off + data.nbytes] = data.tobytes()
             digest = hashlib.sha256(skeleton).hexdigest()
             if digest != rec["sha256"] or (name in expected and expected[name] != digest):
                 raise SystemExit(
-                    f"{src / name}: rebuilt sha256 {digest} differs from the recorded one; not written"
+                    f"{src / name}: rebuilt sha256 {digest} differs from the one recorded when packing or in the "
+                    "MANIFEST; not written"
                 )
             tmp = out / f".{name}.tmp"
             tmp.write_bytes(bytes(skeleton))

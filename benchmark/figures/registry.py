@@ -139,7 +139,7 @@ def _load() -> None:
 def list_figures(paper: str | None = None, drawable: bool | None = None) -> list[FigureSpec]:
     """Registered figures in name order, optionally of one paper / only (un)drawable ones."""
     _load()
-    specs = sorted(_REGISTRY.values(), key=lambda s: (s.paper, _figure_order(s.name)))
+    specs = sorted(_REGISTRY.values(), key=lambda s: (s.paper, natural_key(s.name)))
     if paper is not None:
         specs = [s for s in specs if s.paper == paper]
     if drawable is not None:
@@ -147,8 +147,9 @@ def list_figures(paper: str | None = None, drawable: bool | None = None) -> list
     return specs
 
 
-def _figure_order(name: str) -> tuple:
-    """Natural order: fig2 before fig10, fig3_10 after fig3_9."""
+def natural_key(name: str) -> tuple:
+    """Natural order, digit runs compared as numbers: fig2 before fig10, fig3_10 after fig3_9, table2 before
+    table10 (also the report's table order)."""
     import re
 
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))

@@ -27,6 +27,7 @@ training record and ``<base>.model.pt`` as ``run.train_step`` does with ``{"broa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,16 +84,28 @@ def train_centralised(cfg: PFLConfig, train: DeviceImages, split: ClientSplit, p
     model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init).to(train.images.device)
     if recipe.zero_head_bias:
         torch.nn.init.zeros_(model.linear.bias)
+    fit_part(model, train, idx, part, epochs, recipe, cfg.seed)
+    return clone_state(model)
+
+
+def fit_part(model: torch.nn.Module, train: DeviceImages, idx: np.ndarray, part: str, epochs: int,
+             recipe: CentralRecipe, seed: int,
+             after_epoch: Callable[[int, float, list[torch.Tensor]], None] | None = None) -> None:  # fmt: skip
+    """Train ``part`` (``full`` / ``body`` / ``head``) of ``model`` in place on the images ``idx`` of ``train``:
+    one SGD optimiser over all epochs, two groups (body, head), the part not trained at lr 0, epoch ``e``'s
+    batches keyed ``(seed, CENTRAL_KEY, e)``. ``after_epoch(e, lr, losses)`` runs after each epoch (0-based;
+    the batches' detached losses), e.g. an evaluation (the model is put back in train mode after it)."""
     body = [p for n, p in model.named_parameters() if not is_head(n)]
     head = [p for n, p in model.named_parameters() if is_head(n)]
     trains = {"body": part in ("full", "body"), "head": part in ("full", "head")}
     opt = torch.optim.SGD([{"params": body}, {"params": head}], lr=recipe.lr, momentum=recipe.momentum,
                           weight_decay=recipe.weight_decay)  # fmt: skip
-    model.train()
     for e in range(epochs):
         lr = recipe.lr_at(e)
         opt.param_groups[0]["lr"] = lr if trains["body"] else 0.0
         opt.param_groups[1]["lr"] = lr if trains["head"] else 0.0
-        for x, y in epoch_batches(train, idx, recipe.batch_size, cfg.seed, CENTRAL_KEY, e):
-            sgd_step(model, opt, x, y)
-    return clone_state(model)
+        model.train()
+        losses = [sgd_step(model, opt, x, y) for x, y in epoch_batches(train, idx, recipe.batch_size, seed,
+                                                                      CENTRAL_KEY, e)]  # fmt: skip
+        if after_epoch is not None:
+            after_epoch(e, lr, losses)

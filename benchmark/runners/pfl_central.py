@@ -7,7 +7,8 @@ rest is fedbabu's SGD of §3 (momentum 0.9, batch 50, no weight decay), i.e. :me
 <benchmark.pfl.centralised.CentralRecipe.protocol>` (milestones ``E//2``, ``3E//4``), with the pfl library's
 networks, head initialisations (``default`` = PyTorch's He-uniform, ``orthogonal``, ``similar_rows``: App. B's
 'similar'), batches and augmentation (:mod:`benchmark.pfl`). A part not trained has lr 0 (two SGD groups), as
-:func:`benchmark.pfl.centralised.train_centralised`, whose loop this is with an evaluation after each epoch.
+:func:`benchmark.pfl.centralised.train_centralised`: both train through
+:func:`~benchmark.pfl.centralised.fit_part`, this one with an evaluation after each epoch.
 
 ``train_images`` (``all`` or N) trains on the first N training images (CIFAR's pickles are in random order): a
 reduced budget for a CPU, written into the path and the record. This module registers the job type only (no
@@ -73,10 +74,9 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
     import torch
 
     from benchmark.data.registry import load_dataset
-    from benchmark.pfl.centralised import CENTRAL_KEY, CentralRecipe
+    from benchmark.pfl.centralised import CentralRecipe, fit_part
     from benchmark.pfl.data import DeviceImages
-    from benchmark.pfl.models import build_model, is_head
-    from benchmark.pfl.procedures._loop import epoch_batches, sgd_step
+    from benchmark.pfl.models import build_model
     from benchmark.pfl.trainer import PFLConfig
     from benchmark.provenance import git_commit, machine, package_versions
 
@@ -98,22 +98,13 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
     num_classes = int(tr.num_classes)
     model = build_model(job.model, num_classes, head_init=job.head_init).to(device)
     cosine = head_row_cosine(model.linear.weight)
-    body = [p for k, p in model.named_parameters() if not is_head(k)]
-    head = [p for k, p in model.named_parameters() if is_head(k)]
-    trains = {"body": job.part in ("full", "body"), "head": job.part in ("full", "head")}
-    opt = torch.optim.SGD([{"params": body}, {"params": head}], lr=recipe.lr, momentum=recipe.momentum,
-                          weight_decay=recipe.weight_decay)  # fmt: skip
-    idx = np.arange(n, dtype=np.int64)
-    history = []
-    for e in range(job.epochs):
-        lr = recipe.lr_at(e)
-        opt.param_groups[0]["lr"] = lr if trains["body"] else 0.0
-        opt.param_groups[1]["lr"] = lr if trains["head"] else 0.0
-        model.train()
-        losses = [sgd_step(model, opt, x, y) for x, y in epoch_batches(train, idx, recipe.batch_size, job.seed,
-                                                                      CENTRAL_KEY, e)]  # fmt: skip
+    history: list[dict[str, Any]] = []
+
+    def record(e: int, lr: float, losses: list[Any]) -> None:
         history.append({"epoch": e + 1, "lr": lr, "train_loss": float(torch.stack(losses).mean()),
                         "test_accuracy": evaluate_accuracy(model, test), "wall_s": time.perf_counter() - t0})  # fmt: skip
+
+    fit_part(model, train, np.arange(n, dtype=np.int64), job.part, job.epochs, recipe, job.seed, record)
     return {
         "kind": CentralCurveJob.KIND, "config": {**job.__dict__, "batch_size": recipe.batch_size, "lr": recipe.lr,
                                                  "momentum": recipe.momentum, "weight_decay": recipe.weight_decay,

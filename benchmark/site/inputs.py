@@ -22,7 +22,8 @@ from typing import Any
 
 from benchmark.errors import ConfigError
 from benchmark.expected import PAPERS
-from benchmark.report import VERDICTS, _ours, load_checks
+from benchmark.figures.registry import natural_key
+from benchmark.report import VERDICTS, _ours, load_checks, paper_of_target
 
 #: Short titles of the five documents (``shared/papers/README.md``), for headings.
 PAPER_TITLES: Mapping[str, str] = {
@@ -32,7 +33,6 @@ PAPER_TITLES: Mapping[str, str] = {
     "bernier2024": "Bernier: Efficient Fine-Tuning Strategies for Federated Learning (MSc thesis, 2024)",
     "fedbabu": "FedBABU: Toward Enhanced Representation for Federated Image Classification (ICLR 2022)",
 }
-CLAIM_VERDICTS = ("HOLDS", "DOES NOT HOLD", "NOT RUN")
 TABLES_COMMAND = "snakemake --cores all all_tables"
 CLAIMS_COMMAND = "flb claims --checks results/checks --figures results/figures --out results/claims"
 
@@ -193,17 +193,6 @@ def _shown_on(f: Figure | FigureNotRun, paper: str) -> bool:
     return f.paper == paper or any(c.split(" ", 1)[0] == paper for c in f.copies)
 
 
-def paper_of_target(report: Mapping[str, Any]) -> str:
-    """The paper a check report belongs to: the prefix of its cells' keys; bare ``tableN`` is legate2023."""
-    for c in report.get("cells") or []:
-        key = c.get("key")
-        if isinstance(key, str) and "/" in key and key.split("/", 1)[0] in PAPERS:
-            return key.split("/", 1)[0]
-    target = str(report["target"])
-    prefixes = sorted((p for p in PAPERS if target.startswith(p + "_")), key=len, reverse=True)
-    return prefixes[0] if prefixes else "legate2023"
-
-
 def paper_of_name(name: str) -> str | None:
     """The paper a file stem such as ``bernier2024_fig4_2`` belongs to (the longest paper id it starts with)."""
     prefixes = sorted((p for p in PAPERS if name.startswith(p + "_")), key=len, reverse=True)
@@ -265,15 +254,8 @@ def load_tables(checks_dir: Path) -> tuple[tuple[TableReport, ...], str | None]:
         for r in reports
     ]
     order = {p: i for i, p in enumerate(PAPERS)}
-    tables.sort(key=lambda t: (order.get(t.paper, len(order)), _natural(t.target)))
+    tables.sort(key=lambda t: (order.get(t.paper, len(order)), natural_key(t.target)))
     return tuple(tables), None
-
-
-def _natural(text: str) -> list[Any]:
-    """Sort key with digit runs compared as numbers (table2 before table10)."""
-    import re
-
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)]
 
 
 def _read_json(path: Path, what: str, fix: str) -> Any:

@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
+from benchmark.claims.model import VERDICTS as CLAIM_VERDICTS
 from benchmark.expected import PAPERS
 from benchmark.report import VERDICTS, Stamp
 from benchmark.site.inputs import (
-    CLAIM_VERDICTS,
     PAPER_TITLES,
     Cell,
     Claim,

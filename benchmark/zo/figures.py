@@ -10,22 +10,19 @@
 
 Both need training runs (``--config cpu_training=true`` on a CPU, with ``zo_k_shot=16``; or ``device=cuda``);
 ``zo_figure_tasks`` limits the tasks (e.g. ``'[sst2]'`` on a CPU).
-``python -m benchmark.zo.figures NAME --out results/figures/NAME.png --run LABEL:TASK=record.json ...`` draws
-from the run records (the Snakemake rule passes them); a PDF is written beside the PNG.
+The figure targets (``snakemake bernier2024_fig4_2``, :mod:`benchmark.figures.bernier2024`) read the records with
+:func:`load_records` and draw them with :func:`draw`, :func:`figure_data` and :func:`thesis_readings`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError, ConfigError
-from benchmark.io import atomic_path
+from benchmark.errors import ConfigError
 
 #: name -> kind, title, tasks, series label -> (method, alpha); partitions as Table 4.1's protocol.
 ZO_FIGURES: dict[str, dict[str, Any]] = {
@@ -81,33 +78,9 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
     return out
 
 
-def figure_args(config: Mapping[str, Any], name: str) -> str:
-    """The command-line arguments naming the records (for the Snakemake rule)."""
-    import shlex
-
-    runs = [f"{label}:{task}={job.path}" for (label, task), job in figure_jobs(config, name).items()]
-    return " ".join(shlex.quote(a) for a in [x for r in runs for x in ("--run", r)])
-
-
 def load_records(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(series label, task) -> the run record of each job of :func:`figure_jobs` (they must exist)."""
     return {key: json.loads(Path(job.path).read_text()) for key, job in figure_jobs(config, name).items()}
-
-
-def _series(name: str, runs: Sequence[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {}
-    for item in runs:
-        key, sep, path = item.partition("=")
-        label, _, task = key.rpartition(":")
-        if not sep or not label or not task:
-            raise ConfigError(f"--run {item!r}", "write --run LABEL:TASK=record.json")
-        try:
-            out[(label, task)] = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError(
-                f"run record {path} unreadable ({err})", "run the figure's target to make it"
-            ) from err
-    return out
 
 
 def figure_data(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -139,14 +112,6 @@ def thesis_readings(name: str, records: Mapping[tuple[str, str], Mapping[str, An
             out.append({"series": f"{label} ({task})", "x": task, "paper": printed,
                         "ours": rec.get("final_accuracy"), "source": "bernier2024 Table 4.1"})  # fmt: skip
     return out
-
-
-def plot(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]], out: Path) -> None:
-    fig = draw(name, records)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for path in (out, out.with_suffix(".pdf")):
-        with atomic_path(path, suffix=path.suffix) as tmp:
-            fig.savefig(tmp, format=path.suffix.lstrip("."))
 
 
 def draw(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]):
@@ -213,21 +178,3 @@ def draw(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]):
             ax.legend(fontsize=7)
     fig.suptitle(textwrap.fill(fig_spec["title"], 70), fontsize=9)
     return fig
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmark.zo.figures", description=__doc__.split("\n\n")[0])
-    ap.add_argument("name", choices=sorted(ZO_FIGURES))
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--run", action="append", default=[], help="LABEL:TASK=record.json (repeatable)")
-    args = ap.parse_args(argv)
-    try:
-        plot(args.name, _series(args.name, args.run), args.out)
-    except BenchmarkError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
