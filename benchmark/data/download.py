@@ -3,10 +3,14 @@
 The one download path of the suite: ``flb data fetch NAME``, the workflow's ``fetch_data`` step and the
 loaders' ``download=True`` all call :func:`fetch_files`. For each file of a dataset's :class:`DataSource`:
 
-1. it is streamed into a temporary file under ``<data root>/.flb-fetch/`` while its md5/sha256 is computed;
-2. the digest is compared with the **official** checksum (the values torchvision / torchtext check, or
-   the pinned published one) before anything is extracted or moved: a mismatch removes the temporary
-   file and raises :class:`~benchmark.errors.ChecksumError`, and nothing under the data root changed;
+1. it is downloaded into ``<data root>/.flb-fetch/<name>/<checksum>.<file>.part`` by
+   :func:`benchmark.data.transfer.download_part` (connect and read timeouts, bounded retries with back-off,
+   HTTP ``Range`` resume, the ``FLB_MIRROR`` / ``--mirror`` setting); a transfer that still fails leaves the
+   ``.part`` file there (never under a dataset's folder) and the same command resumes it;
+2. once complete, its digest is compared with the **official** checksum (the values torchvision / torchtext
+   check, or the pinned published one) before anything is extracted or moved: a mismatch removes the
+   ``.part`` file (after one fresh download when the file had been resumed) and raises
+   :class:`~benchmark.errors.ChecksumError`, and nothing under the data root changed;
 3. only when every file of the source has been verified, archives are extracted into the staging folder
    and then moved into place (a folder that does not exist yet is moved in one rename);
 4. files that a local ``MANIFEST.sha256`` vouches for (e.g. the CIFAR-10 rebuild of ``shared/data``) are
@@ -20,11 +24,9 @@ Datasets without a working public download (Stanford Cars, iNaturalist-User-120k
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tarfile
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,11 +36,11 @@ from typing import Any, Literal
 
 from benchmark.data import cifar, emnist, folders, text
 from benchmark.data.fetch import manifest_entries
+from benchmark.data.transfer import Opener, download_part, mirror_base, mirrored, urlopen
 from benchmark.errors import ChecksumError, DataMissingError, UnknownNameError
-from benchmark.io import atomic_write_json, sha256_file
+from benchmark.io import atomic_write_json, file_digest, sha256_file
 
 STAGING = ".flb-fetch"
-USER_AGENT = "fl-pretrain-bench (python urllib)"
 
 
 @dataclass(frozen=True)
@@ -151,36 +153,47 @@ def fetch_command(name: str, root: str | Path | None = None) -> str:
 # ------------------------------------------------------------------------------------------ download
 
 
-Opener = Callable[[urllib.request.Request], Any]
-#: How a URL is opened (``urllib.request.urlopen``); tests may inject another.
-URLOPEN: Opener = urllib.request.urlopen
+#: How a URL is opened (:func:`benchmark.data.transfer.urlopen`: urllib with the connect and read
+#: timeouts); tests may inject another.
+URLOPEN: Opener = urlopen
 
 
-def download_verified(remote: Remote, dest: Path, chunk: int = 1 << 20) -> str:
-    """Stream ``remote.url`` into ``dest`` (a temporary path) and return its verified digest.
+def _download_checked(
+    url: str, part: Path, accept: Callable[[str], bool], digest_of: Callable[[Path], str],
+    *, log: Callable[[str], None], mirror: str | None,
+) -> str:  # fmt: skip
+    """Download ``url`` completely into ``part`` and return its digest; ``part`` is removed unless ``accept``
+    takes the digest. A file completed from bytes of an earlier attempt or run that does not verify is
+    downloaded once more from byte 0 before it is refused."""
+    resumed = download_part(url, part, opener=URLOPEN, log=log, mirror=mirror)
+    got = digest_of(part)
+    if not accept(got) and resumed:
+        log(f"  {mirrored(url, mirror)}: the resumed file does not verify; downloading it again from byte 0")
+        part.unlink(missing_ok=True)
+        download_part(url, part, opener=URLOPEN, log=log, mirror=mirror)
+        got = digest_of(part)
+    if not accept(got):
+        part.unlink(missing_ok=True)  # the caller raises, naming both digests
+    return got
 
-    On a checksum mismatch or a transfer error ``dest`` is removed and one clear error is raised.
+
+def download_verified(
+    remote: Remote, dest: Path, *, log: Callable[[str], None] = print, mirror: str | None = None
+) -> str:  # fmt: skip
+    """Download ``remote.url`` completely into ``dest`` (a ``.part`` path, resumed if it exists) and return
+    its digest once it equals the official checksum.
+
+    A transfer failure raises :class:`~benchmark.data.transfer.DownloadError` and keeps ``dest`` for the next
+    try; a checksum mismatch removes ``dest`` and raises :class:`ChecksumError` naming the URL.
     """
-    digest = hashlib.new(remote.algorithm)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with URLOPEN(urllib.request.Request(remote.url, headers={"User-Agent": USER_AGENT})) as resp:
-            with open(dest, "wb") as f:
-                while block := resp.read(chunk):
-                    digest.update(block)
-                    f.write(block)
-    except OSError as exc:  # URLError, HTTPError, connection resets, disk full
-        dest.unlink(missing_ok=True)
-        raise DataMissingError(
-            f"download of {remote.url} failed: {exc}", "check the network (or FLB_OFFLINE) and retry"
-        ) from exc
-    got = digest.hexdigest()
+    got = _download_checked(remote.url, dest, lambda d: d == remote.checksum,
+                            lambda p: file_digest(p, remote.algorithm), log=log, mirror=mirror)  # fmt: skip
     if got != remote.checksum:
-        dest.unlink(missing_ok=True)
         raise ChecksumError(
-            f"{remote.algorithm} mismatch for {remote.url}: official {remote.checksum} "
+            f"{remote.algorithm} mismatch for {mirrored(remote.url, mirror)}: official {remote.checksum} "
             f"({remote.checksum_source}), downloaded file has {got}; nothing was written to the data root",
-            "retry (the transfer may have been corrupted); if it persists the upstream file changed",
+            "retry (the transfer may have been corrupted); if it persists the upstream file (or the mirror's "
+            "copy) changed",
         )
     return got
 
@@ -229,11 +242,38 @@ def _install(src: Path, dest: Path, root: Path, vouched: set[str], kept: list[st
     os.replace(src, dest)
 
 
-def fetch_files(name: str, root: str | Path, *, log: Callable[[str], None] = print) -> list[str]:
+def _part_name(remote: Remote) -> str:
+    """The ``.part`` file of ``remote`` in the staging folder, named by its official checksum, so that a
+    partial download is only ever resumed into the file it belongs to."""
+    return f"{remote.checksum}.{remote.filename}.part"
+
+
+def _clear_staging(staging: Path, keep: set[str]) -> None:
+    """Remove everything in ``staging`` but the ``.part`` files named in ``keep`` (and ``staging`` itself
+    once empty)."""
+    if not staging.is_dir():
+        return
+    for child in staging.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        elif child.name not in keep:
+            child.unlink(missing_ok=True)
+    try:
+        staging.rmdir()
+    except OSError:
+        pass
+
+
+def fetch_files(
+    name: str, root: str | Path, *, log: Callable[[str], None] = print, mirror: str | None = None
+) -> list[str]:  # fmt: skip
     """Download, verify and install the public files of ``name`` under ``root``.
 
     Returns the paths (relative to ``root``) that a manifest vouches for and that were therefore kept
-    as they were. Raises :class:`DataMissingError` for datasets without a public download.
+    as they were. Raises :class:`DataMissingError` for datasets without a public download. ``mirror``
+    (else ``$FLB_MIRROR``): the base URL files are fetched from instead of their official hosts. A
+    transfer that fails keeps its ``.part`` file under ``<root>/.flb-fetch/<name>/`` for the next run to
+    resume; nothing else stays behind.
     """
     source = data_source(name)
     if os.environ.get("FLB_OFFLINE", "") not in ("", "0"):
@@ -241,17 +281,23 @@ def fetch_files(name: str, root: str | Path, *, log: Callable[[str], None] = pri
             f"{name}: not downloading, FLB_OFFLINE={os.environ['FLB_OFFLINE']}",
             f"unset FLB_OFFLINE where there is network and run `{fetch_command(name, root)}`",
         )
+    mirror = mirror_base(mirror)
     root = Path(root).absolute()
     root.mkdir(parents=True, exist_ok=True)
     staging = root / STAGING / name
-    shutil.rmtree(staging, ignore_errors=True)
+    parts = {_part_name(r) for r in source.remotes}
+    _clear_staging(staging, parts)  # partial downloads of these very files are resumed
     kept: list[str] = []
+    done = False
     try:
         fetched = []
-        for i, remote in enumerate(source.remotes):  # 1. every file verified before any is used
-            log(f"{name}: downloading {remote.url}")
-            tmp = staging / f"{i}.{remote.filename}.part"
-            download_verified(remote, tmp)
+        for remote in source.remotes:  # 1. every file verified before any is used
+            tmp = staging / _part_name(remote)
+            if tmp.is_file() and file_digest(tmp, remote.algorithm) == remote.checksum:
+                log(f"{name}: {remote.filename} already downloaded")
+            else:
+                log(f"{name}: downloading {mirrored(remote.url, mirror)}")
+                download_verified(remote, tmp, log=log, mirror=mirror)
             log(
                 f"{name}: {remote.filename} {remote.algorithm} {remote.checksum} verified ({remote.checksum_source})"
             )
@@ -276,8 +322,9 @@ def fetch_files(name: str, root: str | Path, *, log: Callable[[str], None] = pri
                   and (root / source.folder / f).is_file()]  # fmt: skip
         if record:
             folders.record_manifest(root, source.folder, record)
+        done = True
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _clear_staging(staging, set() if done else parts)
         try:
             (root / STAGING).rmdir()
         except OSError:
@@ -304,12 +351,12 @@ def verified_identity(name: str, root: str | Path | None = None) -> dict[str, An
 
 def fetch_dataset(
     name: str, root: str | Path | None = None, *, marker: str | Path | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, mirror: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """``flb data fetch NAME``: use the dataset if it verifies, else download it; write ``marker``.
 
     The marker (``results/data/<name>.json`` in the workflow) records the data root, the verified
-    identity of every split and the sources used.
+    identity of every split and the sources used (and the mirror, when one was used).
     """
     from benchmark.paths import data_root
 
@@ -318,7 +365,8 @@ def fetch_dataset(
     try:
         identity = verified_identity(name, root_path)
     except DataMissingError:
-        kept = fetch_files(name, root_path, log=log)
+        mirror = mirror_base(mirror)
+        kept = fetch_files(name, root_path, log=log, mirror=mirror)
         downloaded = True
         identity = verified_identity(name, root_path)
     src = SOURCES.get(name)
@@ -333,6 +381,8 @@ def fetch_dataset(
         ],
         "verified_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    if downloaded and mirror:
+        record["mirror"] = mirror
     if marker:
         atomic_write_json(marker, record)
     return record
@@ -342,13 +392,14 @@ def fetch_dataset(
 
 
 def fetch_weights(
-    model: str, *, marker: str | Path | None = None, log: Callable[[str], None] = print
-) -> dict[str, Any]:
+    model: str, *, marker: str | Path | None = None, log: Callable[[str], None] = print,
+    mirror: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """``flb data fetch --weights MODEL``: torchvision's checkpoint into the torch hub cache, verified.
 
-    The checkpoint goes to a temporary file beside its destination and is renamed into place only when
-    its sha256 starts with the prefix in torchvision's file name; an existing file is verified, never
-    replaced.
+    The checkpoint goes to a ``.part`` file beside its destination (kept and resumed after a failed
+    transfer, removed on a checksum mismatch) and is renamed into place only when its sha256 starts with
+    the prefix in torchvision's file name; an existing file is verified, never replaced.
     """
     from benchmark.models.backbones import backbone_spec
     from benchmark.models.weights import _hash_prefix, hub_checkpoint_path
@@ -360,13 +411,11 @@ def fetch_weights(
         raise ChecksumError(f"torchvision file name {path.name} carries no sha256 prefix", "cannot verify it")
     downloaded = False
     if not path.is_file():
-        log(f"{model}: downloading {spec.torchvision_url}")
+        mirror = mirror_base(mirror)
+        log(f"{model}: downloading {mirrored(spec.torchvision_url, mirror)}")
         tmp = path.parent / f".{path.name}.part"
-        try:
-            _download_prefix(spec.torchvision_url, tmp, prefix)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        _download_prefix(spec.torchvision_url, tmp, prefix, log=log, mirror=mirror)
+        os.replace(tmp, path)
         downloaded = True
     digest = sha256_file(path)
     if not digest.startswith(prefix):
@@ -382,22 +431,16 @@ def fetch_weights(
     return record
 
 
-def _download_prefix(url: str, dest: Path, prefix: str) -> None:
-    """Download into ``dest`` and check that its sha256 starts with ``prefix`` (torchvision's convention)."""
-    digest = hashlib.sha256()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with URLOPEN(urllib.request.Request(url, headers={"User-Agent": USER_AGENT})) as resp:
-            with open(dest, "wb") as f:
-                while block := resp.read(1 << 20):
-                    digest.update(block)
-                    f.write(block)
-    except OSError as exc:
-        raise DataMissingError(f"download of {url} failed: {exc}", "check the network and retry") from exc
-    if not digest.hexdigest().startswith(prefix):
+def _download_prefix(
+    url: str, dest: Path, prefix: str, *, log: Callable[[str], None] = print, mirror: str | None = None
+) -> None:  # fmt: skip
+    """Download into ``dest`` and check that its sha256 starts with ``prefix`` (torchvision's convention);
+    on a mismatch ``dest`` is removed and :class:`ChecksumError` names the URL."""
+    got = _download_checked(url, dest, lambda d: d.startswith(prefix), sha256_file, log=log, mirror=mirror)
+    if not got.startswith(prefix):
         raise ChecksumError(
-            f"sha256 mismatch for {url}: torchvision's file name says {prefix}..., download has "
-            f"{digest.hexdigest()[:12]}...; nothing was written to the torch hub cache",
+            f"sha256 mismatch for {mirrored(url, mirror)}: torchvision's file name says {prefix}..., download has "
+            f"{got[:12]}...; nothing was written to the torch hub cache",
             "retry (the transfer may have been corrupted)",
         )
 
