@@ -45,7 +45,8 @@ def coerce_cli_booleans(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate_config(config: Mapping[str, Any]) -> None:
-    """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field."""
+    """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field,
+    or the data root / weights folder that the config or the environment names and that is not a folder."""
     import jsonschema
     import yaml
 
@@ -57,6 +58,9 @@ def validate_config(config: Mapping[str, Any]) -> None:
         e = errors[0]
         field = ".".join(str(p) for p in e.path) or "(top level)"
         raise ConfigError(f"config field {field!r}: {e.message}", "fix it in the config file or --config")
+    from benchmark.paths import check_locations
+
+    check_locations(config.get("data_root"), config.get("weights_dir"))  # a named folder must exist
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

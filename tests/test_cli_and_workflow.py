@@ -27,6 +27,11 @@ def test_missing_data_root_is_one_line(tmp_path, capsys) -> None:
     rc = main(["extract", "--dataset", "cifar10", "--split", "train", "--backbone", "squeezenet1_1",
                "--preprocess", "legate2023_cifar", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path / "p.json")])  # fmt: skip
     assert rc == 2
+    assert f"data root {tmp_path / 'none'} (named by --data-root) does not exist" in _one_line_error(capsys)
+    assert not (tmp_path / "p.json").exists()
+    (tmp_path / "none").mkdir()  # a data root without the dataset: the loader's error names the files
+    assert main(["extract", "--dataset", "cifar10", "--split", "train", "--backbone", "squeezenet1_1",
+                 "--preprocess", "legate2023_cifar", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path / "p.json")]) == 2  # fmt: skip
     assert "cifar-10-batches-py" in _one_line_error(capsys)
     assert not (tmp_path / "p.json").exists()
 

@@ -282,6 +282,7 @@ def test_offline_cell_is_not_run_with_the_command_that_gets_the_data(
 
 def test_reachable_network_plans_a_fetch_job_instead(tmp_path, monkeypatch, fresh_availability):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))  # no checkpoint cached here
+    (tmp_path / "data").mkdir()  # an empty data root (a named one must exist: benchmark.paths.check_locations)
     plans = _plans("table3", tmp_path / "data", True, monkeypatch)
     trained = [p for p in plans if p.runner == "fl_train"]  # full-model training: planned only with device=cuda
     assert trained and all("needs a GPU" in p.reason for p in trained)
