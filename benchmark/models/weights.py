@@ -74,7 +74,8 @@ def load_torchvision_checkpoint(
         if download is False or (download is None and not network_reachable()):
             raise DataMissingError(
                 f"torchvision checkpoint {path.name} is not in the torch hub cache ({path})",
-                f"download {url} to that path (or set TORCH_HOME), or use weights: substitute / random",
+                f"run `flb data fetch --weights MODEL` (it downloads {url} to that path; or set TORCH_HOME), or "
+                "use weights: substitute (its file in FLB_WEIGHTS_DIR / config 'weights_dir') or random",
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.hub.download_url_to_file(url, str(path), hash_prefix=prefix, progress=True)
@@ -98,7 +99,8 @@ def load_substitute(
     if not path.is_file():
         raise DataMissingError(
             f"substitute weights {spec.filename} not found in {path.parent}",
-            "set FLB_WEIGHTS_DIR (or config 'weights_dir') to the folder holding it (shared/data/weights)",
+            "set FLB_WEIGHTS_DIR (or config 'weights_dir', --weights-dir) to the folder holding it "
+            "(shared/data/weights), or use weights: torchvision (`flb data fetch --weights MODEL`)",
         )
     digest = sha256_file(path)
     if digest != spec.sha256:

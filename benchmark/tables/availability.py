@@ -109,16 +109,31 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
             "torchvision",
             f"torchvision checkpoint {ckpt.name} (fetched by `flb data fetch --weights {model}`)",
         )
-    if spec.substitute is not None and (weights_dir(wdir, root) / spec.substitute.filename).is_file():
+    if spec.substitute is None:
+        return (
+            None,
+            f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
+            f"no substitute exists; run `flb data fetch --weights {model}` where there is network",
+        )
+    folder = weights_dir(wdir, root)
+    if (folder / spec.substitute.filename).is_file():
         return (
             "substitute",
             f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent; "
             f"`flb data fetch --weights {model}` gets it where there is network)",
         )
+    return None, missing_weights_reason(model, ckpt, spec.substitute.filename, folder)
+
+
+def missing_weights_reason(model: str, ckpt: Path, substitute: str, folder: Path) -> str:
+    """The NOT RUN reason of a cell whose model has neither torchvision's checkpoint ``ckpt`` nor its
+    ``substitute`` file in the weights ``folder``: it names both ways to get weights, the substitute
+    folder setting (``FLB_WEIGHTS_DIR`` / config ``weights_dir``) and the torchvision fetch."""
     return (
-        None,
         f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
-        f"no substitute exists; run `flb data fetch --weights {model}` where there is network",
+        f"the substitute {substitute} is not in the weights folder {folder}; point FLB_WEIGHTS_DIR "
+        f"(--config weights_dir=...) at the folder holding {substitute}, or run "
+        f"`flb data fetch --weights {model}` where there is network"
     )
 
 

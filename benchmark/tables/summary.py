@@ -52,11 +52,13 @@ def reason_group(reason: str | None, target: str) -> ReasonGroup:
     if m := re.search(r"\b([\w-]+) is not available on this machine", text):
         return ReasonGroup(f"no data for {m.group(1)}", None, "no loader or files for it in this suite")
     if m := re.search(r"no weights for ([\w.-]+)", text):
+        substitute = "FLB_WEIGHTS_DIR" in text  # the model has a substitute file, not found in the folder
         return ReasonGroup(
             f"no weights for {m.group(1)}",
-            f"put torchvision's {m.group(1)} checkpoint in the torch hub cache (or allow the download), "
+            ("point FLB_WEIGHTS_DIR (--config weights_dir=...) at its substitute's folder, or " if substitute else "")
+            + f"put torchvision's {m.group(1)} checkpoint in the torch hub cache (or allow the download), "
             f"then {run}",
-        )
+        )  # fmt: skip
     if "full-model training" in text and "needs a GPU" in text:
         return ReasonGroup(
             "needs full-backbone training (GPU; estimates in the table's reasons)",
