@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--weights", default=None, metavar="MODEL", help="fetch MODEL's torchvision checkpoint")
     q.add_argument("--data-root", default=None)
     q.add_argument("--marker", default=None, help="JSON to write with the verified identity (workflow)")
+    q.add_argument("--mirror", default=None, metavar="URL",
+                   help="fetch from URL/<host>/<path> instead of the official host (default: $FLB_MIRROR)")  # fmt: skip
 
     p = sub.add_parser("collect", help="concatenate tidy CSVs")
     p.add_argument("inputs", nargs="*")
@@ -170,6 +172,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         return code
     args = build_parser().parse_args(argv)
     from benchmark.workflow import parse_kv
+
+    if hasattr(args, "data_root"):  # a data root / weights folder named by a flag or $FLB_* must exist
+        from benchmark.paths import check_locations
+
+        check_locations(args.data_root, getattr(args, "weights_dir", None), via="flag",
+                        weights=hasattr(args, "weights_dir"), will_create=getattr(args, "data_cmd", "") == "fetch")  # fmt: skip
 
     if args.cmd in ("extract", "partition", "closed-form", "collect"):
         from benchmark import pipeline  # torch and torchvision: only for the steps that need them
@@ -314,10 +322,10 @@ def _data_command(args: argparse.Namespace) -> int:
         raise ConfigError("flb data fetch needs a dataset NAME or --weights MODEL (one of them)",
                           "e.g. `flb data fetch cifar10` or `flb data fetch --weights resnet18`")  # fmt: skip
     if args.weights:
-        rec = download.fetch_weights(args.weights, marker=args.marker)
+        rec = download.fetch_weights(args.weights, marker=args.marker, mirror=args.mirror)
         print(f"{args.weights}: {rec['file']} sha256 {rec['sha256'][:12]}... verified at {rec['path']}")
         return 0
-    rec = download.fetch_dataset(args.name, args.data_root, marker=args.marker)
+    rec = download.fetch_dataset(args.name, args.data_root, marker=args.marker, mirror=args.mirror)
     how = "downloaded and verified" if rec["downloaded"] else "present and verified (nothing downloaded)"
     splits = ", ".join(f"{s} {v['samples']}" for s, v in rec["splits"].items())
     print(f"{args.name}: {how} in {rec['data_root']} ({splits})")
