@@ -1,9 +1,9 @@
 """Machine paths out of the text the suite writes for others to read (issue 23).
 
 Pages that are committed (``docs/results/*.md``, the README's Results, ``docs/report/*.html``) and records
-shared between machines quote NOT RUN reasons and notes such as "expected images.txt under
-/home/me/data/CUB_200_2011". :func:`portable` rewrites the absolute folders of the machine writing them as
-the symbols a reader can resolve on theirs:
+shared between machines quote NOT RUN reasons and notes such as "expected images.txt under <data
+root>/CUB_200_2011", the data root spelled as this machine's absolute folder. :func:`portable` writes the
+absolute folders of the machine as symbols a reader can resolve on theirs:
 
 =====================================  =====================
 folder                                 written as
@@ -23,6 +23,7 @@ The most specific folder wins (the data root inside the home folder is ``$FLB_DA
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -62,12 +63,24 @@ def _forms(path: str | Path) -> set[str]:
     return {s for s in out if s not in ("/", "") and len(s) > 1}
 
 
+_ENV = ("FLB_DATA_ROOT", "FLB_WEIGHTS_DIR", "FLB_CACHE_DIR", "TORCH_HOME", "XDG_CACHE_HOME", "FLB_PAPERS_DIR",
+        "FLB_SHARED", "HOME")  # fmt: skip
+
+
 def machine_aliases() -> tuple[PathAlias, ...]:
-    """Every folder of this machine that :func:`portable` rewrites, most specific (longest) first."""
+    """Every folder of this machine that :func:`portable` rewrites, most specific (longest) first (computed
+    once per environment and working directory)."""
+    return _aliases(tuple(os.environ.get(k) for k in _ENV), os.getcwd())
+
+
+@functools.lru_cache(maxsize=8)
+def _aliases(_env: tuple[str | None, ...], _cwd: str) -> tuple[PathAlias, ...]:
     from benchmark import paths
     from benchmark.papers import papers_dir
 
-    shared = os.environ.get("FLB_SHARED") or str(ROOT.parent / "shared")
+    shared = os.environ.get("FLB_SHARED") or next(
+        (str(p / "shared") for p in ROOT.parents if (p / "shared").is_dir()), str(ROOT.parent / "shared")
+    )
     pairs: list[tuple[str | Path, str]] = [
         (paths.data_root(), "$FLB_DATA_ROOT"),
         (paths.weights_dir(), "$FLB_WEIGHTS_DIR"),

@@ -231,7 +231,7 @@ def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
     if ran:
         body = [
             [_label(c["row"]), _label(c["column"]), _ours(c), c.get("printed", ""),
-             "" if c.get("delta") is None else f"{c['delta']:+.4g}", c["verdict"], c.get("note") or ""]
+             "" if c.get("delta") is None else f"{c['delta']:+.4g}", c["verdict"], portable(c.get("note") or "")]
             for c in ran
         ]  # fmt: skip
         lines += ["## Cells that ran", ""]
@@ -244,7 +244,7 @@ def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
     reasons: dict[str, int] = {}
     for c in cells:
         if c["verdict"] == "NOT RUN":
-            reason = c.get("reason") or "(no reason recorded)"
+            reason = portable(c.get("reason") or "(no reason recorded)")  # before the table is padded
             reasons[reason] = reasons.get(reason, 0) + 1
     if reasons:
         lines += ["## Cells not run, by reason", ""]

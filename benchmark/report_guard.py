@@ -260,16 +260,18 @@ def refuse_conflicts(problems: Sequence[str], old: Committed, *, force: bool) ->
 def write_together(files: Mapping[Path, str]) -> None:
     """Write every file of ``files`` or none: each goes to a temporary file beside it, and all are renamed
     into place only once every one is complete; on any failure the temporary files are removed, the
-    destinations keep their old content and one :class:`ReportWriteError` names the folder."""
+    destinations keep their old content and one :class:`ReportWriteError` names the folder that failed."""
+    current: Path | None = None
     try:
         with contextlib.ExitStack() as stack:
-            staged = [(stack.enter_context(atomic_path(path)), text) for path, text in files.items()]
-            for tmp, text in staged:
-                tmp.write_text(text, encoding="utf-8")
+            for path, text in files.items():
+                current = path
+                stack.enter_context(atomic_path(path)).write_text(text, encoding="utf-8")
+            current = None  # the renames, on leaving the stack
     except OSError as exc:
-        folders = sorted({str(p.parent) for p in files})
-        where = folders[0] + (f" (and {len(folders) - 1} more folder(s))" if len(folders) > 1 else "")
+        where = current or Path(exc.filename or next(iter(files), Path("x")))
+        state = "nothing was changed" if current is not None else "some files may already be replaced"
         raise ReportWriteError(
-            f"cannot write the report into {where}: {exc.strerror or exc} (nothing was changed)",
+            f"cannot write the report into {where.parent}: {exc.strerror or exc} ({state})",
             "free space on that disk (or make it writable) and run the command again",
         ) from exc
