@@ -5,18 +5,14 @@ shared between machines quote NOT RUN reasons and notes such as "expected images
 root>/CUB_200_2011", the data root spelled as this machine's absolute folder. :func:`portable` writes the
 absolute folders of the machine as symbols a reader can resolve on theirs:
 
-=====================================  =====================
-folder                                 written as
-=====================================  =====================
-the data root (``FLB_DATA_ROOT``)      ``$FLB_DATA_ROOT``
-the weights folder (``FLB_WEIGHTS_DIR``)  ``$FLB_WEIGHTS_DIR``
-the feature cache (``FLB_CACHE_DIR``)  ``$FLB_CACHE_DIR``
-torch's home (``TORCH_HOME``)          ``$TORCH_HOME``
-the papers' texts                      ``../shared/papers``
-the shared folder beside the checkout  ``../shared``
-the checkout, the working directory    a relative path
-the home folder                        ``~``
-=====================================  =====================
+* the data root (``FLB_DATA_ROOT``): ``$FLB_DATA_ROOT``;
+* the weights folder (``FLB_WEIGHTS_DIR``): ``$FLB_WEIGHTS_DIR``;
+* the feature cache (``FLB_CACHE_DIR``): ``$FLB_CACHE_DIR``;
+* torch's home (``TORCH_HOME``, where the hub cache is): ``$TORCH_HOME``;
+* the papers' texts (:func:`benchmark.papers.papers_dir`): ``../shared/papers``;
+* the shared folder above the checkout (``FLB_SHARED``): ``../shared``;
+* the checkout and the working directory: a relative path;
+* the home folder: ``~``.
 
 The most specific folder wins (the data root inside the home folder is ``$FLB_DATA_ROOT``, not ``~/...``).
 """
