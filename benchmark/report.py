@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -257,8 +257,9 @@ def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
 def page_texts(reports: Sequence[Mapping[str, Any]], pages_dir: str | Path, stamp: Stamp) -> dict[Path, str]:
     """``{path: text}`` of the index and of one page per report under ``pages_dir``, each ending with the
     configuration mark of :mod:`benchmark.report_guard` and with this machine's folders made portable."""
-    folder = Path(pages_dir)
-    out = {folder / "README.md": portable(index_page(reports, stamp) + built(reports).mark() + "\n")}
+    folder, config = Path(pages_dir), built(reports)
+    index_stamp = stamp if stamp.config else replace(stamp, config=config.sentence())
+    out = {folder / "README.md": portable(index_page(reports, index_stamp) + config.mark() + "\n")}
     for r in reports:
         out[folder / f"{r['target']}.md"] = portable(target_page(r, stamp) + "\n" + built([r]).mark() + "\n")
     return out
@@ -377,10 +378,12 @@ class ReadmeUpdate:
     pages: tuple[Path, ...]
     kept: tuple[Path, ...]
     config: Built
+    forced: tuple[str, ...] = ()  # what differed from the committed results, replaced under ``force``
 
     def summary(self) -> str:
-        """The section, then one line per kept page (printed by ``flb report --readme``)."""
+        """The section, then what ``force`` replaced and one line for the kept pages (``flb report --readme``)."""
         lines = [self.section.rstrip("\n")]
+        lines += [f"replaced under --force: {d}" for d in self.forced]
         if self.kept:
             names = ", ".join(str(p) for p in self.kept[:5]) + (" ..." if len(self.kept) > 5 else "")
             lines.append(f"kept {len(self.kept)} page(s) of targets without a check report here: {names} "
@@ -417,7 +420,8 @@ def update_readme(
     check_command(command, new, checks_dir)
     text = path.read_text(encoding="utf-8")
     old = read_committed(current_section(text), folder, PAGE_MARK)
-    refuse_conflicts(conflicts(new, old, folder), old, force=force)
+    differences = conflicts(new, old, folder)
+    refuse_conflicts(differences, old, force=force)
     stamp = stamp_now(command)
     files = page_texts(reports, folder, stamp)
     link = Path(os.path.relpath(folder.resolve(), path.parent.resolve())).as_posix()
@@ -429,4 +433,4 @@ def update_readme(
     files[path] = replace_section(text, section)
     kept = unrefreshed_pages(folder, list(files))
     write_together(files)
-    return ReadmeUpdate(section, tuple(p for p in files if p != path), tuple(kept), new)
+    return ReadmeUpdate(section, tuple(p for p in files if p != path), tuple(kept), new, tuple(differences))

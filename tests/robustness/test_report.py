@@ -40,7 +40,8 @@ def _checkout_copy(tmp_path: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------ case 1 (issue item 7)
-def test_report_after_a_subset_build_keeps_committed_totals_and_pages(tmp_path, tree_guard, one_line_error):
+def test_report_after_a_subset_build_keeps_committed_totals_and_pages(tmp_path, tree_guard, one_line_error,
+                                                                      capsys):  # fmt: skip
     """`flb report --readme` after a build of one target with `table_subset=stratified100`: refused, naming
     what differs (the committed totals and page were built with tier=ci; the committed totals count 56 targets);
     a --command naming another tier is refused too; with --force the label is the reports' own configuration,
@@ -78,6 +79,9 @@ def test_report_after_a_subset_build_keeps_committed_totals_and_pages(tmp_path, 
 
     (checks / "table2.json").unlink()
     assert main(["report", "--readme", str(readme), "--checks", str(checks), "--force"]) == 0
+    printed = capsys.readouterr().out
+    assert "replaced under --force: the committed totals were built with `--config tier=ci`" in printed
+    assert "kept 55 page(s) of targets without a check report here: " in printed
     text = readme.read_text()
     assert ("from the check reports of 1 target, built with `--config tier=full table_subset=stratified100` at "
             "commit") in text  # fmt: skip
