@@ -2,10 +2,10 @@
 
     flb claims --checks results/checks --figures results/figures --out results/claims [--catalogue claims/]
 
-Every quote is first checked against its line of the document's text (:func:`benchmark.claims.quotes.check_quotes`):
-a misplaced quote is one error naming the claim and where the words are. Writes results/claims/<paper>.json
-(one per catalogue file, atomically) and prints a one-screen summary:
-per paper the counts of HOLDS / DOES NOT HOLD / NOT RUN on our results and on the paper's own numbers, then
+Every quote is first checked against its line of the document's text
+(:func:`benchmark.claims.quotes.check_quotes`): a misplaced quote is one error naming the claim and where the
+words are. Writes results/claims/<paper>.json (one per catalogue file, atomically) and prints a one-screen
+summary: per paper the counts of HOLDS / DOES NOT HOLD / NOT RUN on our results and on the paper's own numbers, then
 the claims that do not hold (ours) and those the paper's own printed values contradict.
 """
 
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flb: error: {err}", file=sys.stderr)
         return 2
     for path in absent:
-        print(f"flb claims: note: quotes not checked against {portable(str(path))} (not there; FLB_PAPERS_DIR)")
+        print(f"flb claims: note: quotes not checked against {portable(str(path))} (not found; set FLB_PAPERS_DIR to check them)")
     print(summary(docs))
     print(f"wrote {', '.join(str(Path(args.out) / f'{p}.json') for p in docs)}")
     return 0
