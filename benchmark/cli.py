@@ -116,7 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checks", default="results/checks", help="folder of <target>.json check reports")
     p.add_argument("--readme", default=None, help="write the section into this README (between its markers)")
     p.add_argument(
-        "--command", default="snakemake --cores all all_tables", help="the run the checks came from"
+        "--command",
+        default=None,
+        help="the run the checks came from, as a label (the configuration is read from the checks; a "
+        "--command naming another tier/table_subset/cell_filter is refused)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --readme: replace committed totals/pages built with another configuration or more targets",
     )
     p.add_argument("--claims", default=None, help="folder of results/claims/<paper>.json: their totals too")
     p.add_argument(
@@ -285,7 +293,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         extra = report.extra_totals(args.claims, args.figures)
         if args.readme:
             print(report.update_readme(args.readme, args.checks, command=args.command, extra_totals=extra,
-                                       report_link=args.report_link))  # fmt: skip
+                                       report_link=args.report_link, force=args.force).summary(), end="")  # fmt: skip
         else:
             print(report.results_section_now(args.checks, command=args.command, extra_totals=extra))
     elif args.cmd == "data":

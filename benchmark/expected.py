@@ -49,7 +49,8 @@ __all__ = [
 #: Default location of the ``expected/`` folder (repository root).
 EXPECTED_ROOT = Path(__file__).resolve().parents[1] / "expected"
 
-#: Short paper ids, in the order of ``/work/shared/papers/README.md``; one sub-folder each.
+#: Short paper ids, in the order of ``../shared/papers/README.md`` (found by
+#: :func:`benchmark.papers.papers_dir`); one sub-folder each.
 PAPERS: tuple[str, ...] = ("legate2023", "legate2023ws", "fedcof", "bernier2024", "fedbabu")
 
 Comparison = Literal["statistical", "exact"]

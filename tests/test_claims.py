@@ -58,7 +58,7 @@ def _checks(tmp: Path, cells: list[dict[str, Any]]) -> Path:
 def _claims(tmp: Path, entries: list[dict[str, Any]], name: str = "toy") -> Path:
     folder = tmp / "claims"
     folder.mkdir(exist_ok=True)
-    base = {"line": 1, "quote": "q", "statement": "s"}
+    base = {"line": 13, "quote": "Covariances for Free", "statement": "s"}  # on its line (flb claims checks it)
     (folder / f"{name}.yaml").write_text(
         yaml.safe_dump({"paper": name, "document": "fedcof", "claims": [{**base, **e} for e in entries]})
     )

@@ -14,11 +14,9 @@ from benchmark.closed_form.stats import CountNoise, class_means_message, client_
 from benchmark.figures import fedcof_ablation as abl
 from benchmark.figures import fedcof_cost, fedcof_curves, fedcof_noise
 from benchmark.figures.registry import PAPER_FILES, DrawnFigure, list_figures
+from benchmark.papers import papers_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-PAPER = ROOT.parent / "shared" / "papers" / PAPER_FILES["fedcof"]
-if not PAPER.is_file():
-    PAPER = Path("/work/shared/papers") / PAPER_FILES["fedcof"]
+PAPER = papers_dir() / PAPER_FILES["fedcof"]  # FLB_PAPERS_DIR, else the shared/papers above the checkout
 FEDCOF_FIGURES = list_figures(paper="fedcof")
 
 

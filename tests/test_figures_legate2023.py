@@ -5,7 +5,6 @@ synthetic inputs (no runs, no data)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,10 +13,9 @@ from matplotlib.figure import Figure
 from benchmark.figures import legate2023_draw as draw
 from benchmark.figures import legate2023_runs as runs
 from benchmark.figures.registry import PAPER_FILES, DrawnFigure, Reading, get_figure, list_figures
+from benchmark.papers import papers_dir
 
-PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
-if not PAPERS.is_dir():  # a worktree beside the shared folder, or the main checkout
-    PAPERS = Path("/work/shared/papers")
+PAPERS = papers_dir()  # FLB_PAPERS_DIR, else the shared/papers above the checkout (a worktree sits deeper)
 SPECS = list_figures(paper="legate2023")
 
 

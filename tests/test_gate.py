@@ -151,7 +151,8 @@ def test_verdict_exits_0_when_every_fail_is_documented(tmp_path, capsys) -> None
     assert main(["verdict", "table2", "--results", str(results), "--findings", str(findings)]) == 0
     out = capsys.readouterr().out
     assert "3 cells, 2 run" in out and "PASS 0 | PASS* 1" in out
-    assert "FAIL 1 (1 explained in expected/known_findings.yaml, 0 unexplained) | NOT RUN 1" in out
+    assert "PASS 0 | PASS* 1 | SUBSTITUTE-PASS 0 | SUBSTITUTE-PASS* 0 | FAIL 1 | SUBSTITUTE-FAIL 0 | NOT RUN 1" in out
+    assert "FAIL + SUBSTITUTE-FAIL 1: 1 explained in expected/known_findings.yaml, 0 unexplained" in out
     assert "1  no data for cub200" in out and "put cub200 under $FLB_DATA_ROOT" in out
     assert "exit 0: every FAIL is a documented finding" in out
 
@@ -162,7 +163,7 @@ def test_verdict_exits_1_on_an_unexplained_fail(tmp_path, capsys) -> None:
     results = _verdict_checks(tmp_path, {KEY_A: "FAIL", KEY_B: "PASS"})
     assert main(["verdict", "table2", "--results", str(results), "--findings", str(empty)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL 1 (0 explained in expected/known_findings.yaml, 1 unexplained)" in out
+    assert "FAIL + SUBSTITUTE-FAIL 1: 0 explained in expected/known_findings.yaml, 1 unexplained" in out
     assert f"unexplained FAIL: {KEY_A}" in out and "exit 1" in out
     # a FAIL listed with another verdict is not explained either (the gate's own rule)
     wrong = tmp_path / "wrong.yaml"
@@ -210,7 +211,7 @@ def test_table_target_exit_status_and_outputs(tmp_path) -> None:
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-3000:]
     assert "== fedcof_table5 (tier full): 10 cells, 5 run ==" in log and "PASS 5 | PASS* 0" in log
-    assert "FAIL 8 (8 explained in expected/known_findings.yaml, 0 unexplained)" in log
+    assert "FAIL + SUBSTITUTE-FAIL 8: 8 explained in expected/known_findings.yaml, 0 unexplained" in log
     assert "Error in rule" not in log and "RuleException" not in log
     for f in (
         "tables/fedcof_table8.md",

@@ -78,14 +78,18 @@ def test_page_lists_cells_that_ran_and_groups_the_others_by_reason() -> None:
     assert "NOT RUN 3." in page
 
 
-def test_write_pages_removes_only_stale_generated_pages(tmp_path) -> None:
+def test_write_pages_never_deletes_a_page_and_lists_the_unrefreshed_ones(tmp_path) -> None:
+    """issue 23: a page it did not regenerate is kept (a build of one target must not delete the others)."""
+    from benchmark.report import unrefreshed_pages
+
     stamp = Stamp("now", "m", "abc", "x")
     folder = tmp_path / "pages"
     write_pages([{"target": "old", "cells": []}], folder, stamp)
     (folder / "hand.md").write_text("# written by hand\n")
     written = write_pages([{"target": "table2", "cells": [_cell("FAIL")]}], folder, stamp)
     assert written == [folder / "README.md", folder / "table2.md"]
-    assert sorted(p.name for p in folder.glob("*.md")) == ["README.md", "hand.md", "table2.md"]
+    assert sorted(p.name for p in folder.glob("*.md")) == ["README.md", "hand.md", "old.md", "table2.md"]
+    assert unrefreshed_pages(folder, written) == [folder / "old.md"]  # generated, not refreshed; hand.md is not ours
     assert "| [table2](./table2.md) " in (folder / "README.md").read_text()
 
 

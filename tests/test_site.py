@@ -207,8 +207,8 @@ def test_cli(tmp_path, capsys):
     args = ["site", "--results", str(FIXTURE / "results"), "--findings", str(FIXTURE / "findings.yaml")]
     assert dispatch([*args, "--records", str(FIXTURE / "runs"), "--out", str(out)]) == 0
     assert (out / "index.html").is_file()
-    assert main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 1
-    assert "results folder" in capsys.readouterr().out
+    assert main(["--results", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("flb: error: results folder")
 
 
 def test_a_figure_shows_on_the_pages_of_the_documents_that_print_it_again() -> None:

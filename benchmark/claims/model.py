@@ -127,7 +127,7 @@ class ClaimResult:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The record of results/claims/<paper>.json (format: /tmp/interfaces14.md, plus paper_verdict)."""
+        """The record of results/claims/<paper>.json (its fields: claims/README.md and docs/report.md)."""
         c = self.claim
         return {
             "id": c.id,

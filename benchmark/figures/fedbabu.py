@@ -1,4 +1,4 @@
-"""fedbabu's figures (Oh et al., ICLR 2022; ``/work/shared/papers/004_*.txt``), all 16, registered in
+"""fedbabu's figures (Oh et al., ICLR 2022; ``../shared/papers/004_*.txt``), all 16, registered in
 :mod:`benchmark.figures.registry`. Lines are the captions' 1-based lines.
 
 Drawn here:

@@ -6,7 +6,10 @@ Writes ``index.html`` (per paper: table verdict totals, claims verdicts, figures
 when, where and at which commit), one page per paper (``legate2023.html`` ...) and ``provenance.html``, with
 the figures' PNGs copied to ``assets/``. The site is built in a temporary folder beside ``--out`` and then
 swapped in, so a reader never sees half a site; ``--out`` must be absent or a site this command built (it
-holds :data:`MARKER`), so that no other folder is ever replaced.
+holds :data:`MARKER`), so that no other folder is ever replaced. A failed write (disk full, read-only) is one
+error naming the folder; the temporary folder is removed and the previous site stays as it was. The pages
+name this machine's folders by symbols (``$FLB_DATA_ROOT``, ...: :mod:`benchmark.portable`), so a copy can
+be committed (``docs/report/``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +25,9 @@ from typing import Any
 
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.expected import PAPERS
+from benchmark.portable import portable
 from benchmark.report import Stamp, stamp_now
+from benchmark.report_guard import ReportWriteError
 from benchmark.site import render
 from benchmark.site.inputs import Inputs, load_config_or_none, load_inputs
 from benchmark.site.sources import Source, collect_sources
@@ -49,9 +55,9 @@ def write_site(folder: Path, inputs: Inputs, sources: Sequence[Source], stamp: S
         pages[f"{paper}.html"] = render.paper_page(paper, inputs, stamp, assets, ids)
     out = []
     for name, text in pages.items():
-        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).write_text(portable(text), encoding="utf-8")
         out.append(folder / name)
-    (folder / MARKER).write_text(f"built by `{stamp.command}` at {stamp.when}\n")
+    (folder / MARKER).write_text(portable(f"built by `{stamp.command}` at {stamp.when}\n"), encoding="utf-8")
     return out
 
 
@@ -66,7 +72,13 @@ def replace_dir(new: Path, dest: Path) -> None:
     if dest.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
         os.replace(dest, old / "site")
-    os.replace(new, dest)
+    try:
+        os.replace(new, dest)
+    except OSError:
+        if old is not None:  # put the previous site back
+            os.replace(old / "site", dest)
+            shutil.rmtree(old, ignore_errors=True)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -90,14 +102,21 @@ def build_site(
     inputs = load_inputs(results, Path(findings) if findings else None, config)
     sources = collect_sources(results, inputs.figures, Path(records) if records else None)
     stamp = stamp or stamp_now("flb site")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
+    tmp = None
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new.", dir=out.parent))
         write_site(tmp, inputs, sources, stamp)
         tmp.chmod(0o755)
         replace_dir(tmp, out)
+    except OSError as exc:
+        raise ReportWriteError(
+            f"cannot write the report into {out}: {exc.strerror or exc} (nothing was changed: "
+            + ("the previous report is intact)" if (out / MARKER).is_file() else "no report was there)"),
+            "free space on that disk (or make it writable) and run the command again",
+        ) from exc
     finally:
-        if tmp.exists():
+        if tmp is not None and tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out
 
@@ -126,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stamp=stamp_now(command.strip()),
         )
     except BenchmarkError as exc:
-        print(f"flb site: {exc}")
-        return 1
+        print(f"flb: error: {exc}", file=sys.stderr)
+        return 2
     print(f"flb site: wrote {out}/ ({', '.join(PAGES)})")
     return 0

@@ -126,10 +126,13 @@ def _tier(data: Mapping[str, Any]) -> str:
 
 
 def _counts(data: Mapping[str, Any]) -> str:
-    counts: dict[str, int] = {}
+    """The verdicts present, by the tables' names and in their order (``PASS 3, SUBSTITUTE-PASS 2, NOT RUN 9``)."""
+    from benchmark.tables.summary import VERDICTS
+
+    counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     for c in data["cells"]:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v)
 
 
 def _cell_key(data: Mapping[str, Any], c: Mapping[str, Any]) -> str:
@@ -252,7 +255,8 @@ def ci_gate(
         print(f"ci-gate: {p}")
     status = "FAILED" if problems else "OK"
     print(
-        f"ci-gate: {status}: {len(checks)} targets, {failing} failing cells, {departed} PASS* cells (match only "
-        f"under a named departure), {len(findings)} known findings, {len(problems)} problem(s)"
+        f"ci-gate: {status}: {len(checks)} targets, {failing} FAIL + SUBSTITUTE-FAIL cells, {departed} PASS* + "
+        f"SUBSTITUTE-PASS* cells (a match only under a named departure), {len(findings)} known findings, "
+        f"{len(problems)} problem(s)"
     )
     return 1 if problems else 0

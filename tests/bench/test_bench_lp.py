@@ -28,6 +28,7 @@ import torch
 
 from benchmark.fl.config import FLConfig
 from benchmark.fl.lp_features import CachedFeatures, init_head_state, run_lp_features
+from benchmark.portable import portable
 
 N, N_TEST, DIM, CLASSES, CLIENTS, PER_ROUND, ROUNDS, LOOP_ROUNDS = 50_000, 10_000, 512, 100, 100, 30, 200, 10
 MEAN_SCALE = (
@@ -120,6 +121,13 @@ DEVICES = [
 ]
 
 
+def _features_label() -> str:
+    """The features measured, as recorded in the committed result JSON: the cache folder written relative to
+    the checkout (no machine path, :func:`benchmark.portable.portable`), or the synthetic stand-in."""
+    folder = os.environ.get("FLB_BENCH_LP_FEATURES")
+    return portable(folder) if folder else "synthetic (CIFAR-100 SqueezeNet shape)"
+
+
 def _on(feats: CachedFeatures, device: str) -> CachedFeatures:
     """The cache on ``device`` (both back-ends then read it from there)."""
     if device == "cpu":
@@ -168,7 +176,7 @@ def test_bench_lp_vectorised_200_rounds(
     )
     benchmark.extra_info.update(
         {
-            "features": os.environ.get("FLB_BENCH_LP_FEATURES") or "synthetic (CIFAR-100 SqueezeNet shape)",
+            "features": _features_label(),
             "device": device,
             "rounds": ROUNDS,
             "clients_per_round": PER_ROUND,
@@ -199,7 +207,7 @@ def test_bench_lp_loop_extrapolated(
     loop_s = benchmark.stats.stats.max
     benchmark.extra_info.update(
         {
-            "features": os.environ.get("FLB_BENCH_LP_FEATURES") or "synthetic (CIFAR-100 SqueezeNet shape)",
+            "features": _features_label(),
             "device": device,
             "measured_rounds": LOOP_ROUNDS,
             "loop_s_measured": loop_s,
