@@ -142,7 +142,7 @@ def publish(monkeypatch, url: str) -> None:
     monkeypatch.setitem(download.SOURCES, "eurosat", DataSource(folders.EUROSAT_FOLDER, (remote,)))
 
 
-def fetch(root: Path, *extra: str, within: float = 15.0) -> int:
+def fetch(root: Path, *extra: str, within: float = 150.0) -> int:
     """``flb data fetch eurosat --data-root ROOT``, failing the test if it has not returned ``within`` s."""
     result: list[int] = []
     t = threading.Thread(target=lambda: result.append(cli.main(["data", "fetch", "eurosat", "--data-root",
