@@ -1,7 +1,7 @@
 """Config and parameter helpers for the Snakemake workflow (``workflow/``), kept here so pytest can reach them.
 
 The file layout under ``results/`` is that of the typed jobs (:mod:`benchmark.jobs`, one path template per
-job type); ``tidy/<target>.csv`` holds all rows of a target and ``plans/<target>.json`` its plan
+job type); ``tidy/<target>.csv`` holds all rows of a target and ``plans/<target>-<sha12>.json`` its plan
 (:mod:`benchmark.tables.plan`).
 """
 
