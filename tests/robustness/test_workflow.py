@@ -361,11 +361,11 @@ def test_the_workflow_reads_the_config_of_its_own_checkout(tmp_path) -> None:
     work.mkdir()
     for name, tier in (("a", "nightly"), ("b", "weekly")):
         snakefile = _copy_workflow(tmp_path / name, {"tier": tier})
-        assert wf.checkout_files(snakefile.parent).config == tmp_path / name / "config" / "config.yaml"
         proc = _snakemake("-n", "smoke", cwd=work, snakefile=snakefile)
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert _error_lines(proc) == [f"flb: error: config field 'tier': '{tier}' is not one of ['full', 'ci'] -- "
                                       "fix it in the config file or --config"]  # fmt: skip
+        assert wf.checkout_files(snakefile.parent).config == tmp_path / name / "config" / "config.yaml"
     assert not (work / "results").exists()
 
 
