@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from benchmark import workflow as wf
@@ -76,20 +76,22 @@ def _cfg(**overrides: Any) -> dict[str, Any]:
 def test_plan_immutability_a_dry_run_with_another_config_leaves_the_builds_plan(tmp_path, monkeypatch, tree_guard):
     """A build holds its plan file (named by its content); planning the target under another config (what a
     dry run does) only adds a file: the build's plan stays byte-identical and `flb table --plan` renders it."""
-    from benchmark.tables.execute import run_planned
+    from benchmark.jobs import run_jobs
     from benchmark.tables.plan import make_plan, read_plan, write_plan
 
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
-    first, _ = run_planned(COST_TARGET, _cfg(), results)  # the build: plan A and its jobs
-    assert re.fullmatch(rf"{COST_TARGET}-[0-9a-f]{{12}}\.json", first.name), first
-    frozen = first.read_bytes()
-    assert main(["table", COST_TARGET, "--plan", str(first)]) == 0
+    plan = make_plan(COST_TARGET, _cfg())
+    first = write_plan(plan, results)  # the build: plan A (written when its DAG is built), its jobs, its table
+    run_jobs(plan.jobs, _cfg())
+    assert main(["table", COST_TARGET]) == 0
     built = json.loads((results / "checks" / f"{COST_TARGET}.json").read_text())
+    frozen = first.read_bytes()
     guard = tree_guard(results / "plans")
 
     other = write_plan(make_plan(COST_TARGET, _cfg(cell_filter="^nothing$")), results)  # the dry run: plan B
-    assert other != first and other.is_file()
+    assert other != first, f"planning under another config rewrote the build's plan file {first}"
+    assert other.is_file() and re.fullmatch(rf"{COST_TARGET}-[0-9a-f]{{12}}\.json", first.name), first
     guard.check(allow=[other.name, f"{COST_TARGET}.json"])  # plan A untouched; only B and the pointer move
     assert first.read_bytes() == frozen
     assert read_plan(COST_TARGET, results).settings["cell_filter"] == "^nothing$"  # the newest plan is B
@@ -130,8 +132,8 @@ def test_a_damaged_plan_file_is_one_clear_error(tmp_path, monkeypatch, capsys, o
     assert broken != text
     path.write_bytes(broken)
     guard = tree_guard(results)
-    for argv, shown in ((["table", COST_TARGET, "--plan", str(path)], path),  # the file, or the newest
-                        (["table", COST_TARGET], f"results/plans/{COST_TARGET}.json -> {path.name}")):
+    for argv, shown in ((["table", COST_TARGET], f"results/plans/{COST_TARGET}.json -> {path.name}"),  # the newest
+                        (["table", COST_TARGET, "--plan", str(path)], path)):  # or the file named
         capsys.readouterr()
         assert main(argv) == 2
         err = one_line_error()
@@ -330,27 +332,41 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
-KEYS = st.sampled_from(sorted(SCHEMA_KEYS)) | st.text(max_size=16)
 DEFAULT = yaml.safe_load(wf.DEFAULT_CONFIG.read_text())
 TARGET_KEYS = st.sampled_from(["paper", "table", "dataset", "backbones", "weights", "preprocess", "subset",
                                "partition", "seeds", "methods", "protocol", "options", "method"])  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    overrides=st.dictionaries(KEYS, JSON | st.text(max_size=20), max_size=4),
-    target=st.dictionaries(TARGET_KEYS, JSON | st.lists(st.integers(-1, 3), max_size=4), max_size=3),
+    overrides=st.dictionaries(st.sampled_from(sorted(SCHEMA_KEYS)), st.text(max_size=20) | JSON, max_size=2),
+    unknown=st.dictionaries(st.text(max_size=16), JSON, max_size=1) | st.just({}),
+    target=st.dictionaries(TARGET_KEYS, JSON | st.lists(st.integers(-1, 3), max_size=4), max_size=2) | st.just({}),
 )
-def test_any_config_validates_or_fails_with_one_config_error(overrides, target) -> None:
-    """Any config dict (values as YAML or `--config` strings give them) validates or raises ConfigError."""
+@example(overrides={"device": "gpu"}, unknown={}, target={})
+@example(overrides={"cell_filter": "("}, unknown={}, target={})
+@example(overrides={}, unknown={}, target={"seeds": [0, 0, 1]})
+def test_any_config_validates_or_fails_with_one_config_error(overrides, unknown, target) -> None:
+    """Any config dict (values as YAML or `--config` strings give them) raises one ConfigError, or is one the
+    workflow can use: its cell_filter compiles, its device is a torch device, each target's seeds are distinct."""
+    import torch
+
     cfg = copy.deepcopy(DEFAULT)
     cfg["targets"]["smoke"].update(target)
+    cfg.update(unknown)
     cfg.update(overrides)
     wf.coerce_cli_booleans(cfg)
     try:
         wf.validate_config(cfg)
     except ConfigError as err:
         assert "\n" not in str(err) and str(err).strip()
+        return
+    if cfg.get("cell_filter") is not None:
+        re.compile(cfg["cell_filter"])
+    if cfg.get("device") is not None:
+        torch.device(cfg["device"])
+    for t in cfg["targets"].values():
+        assert len(set(t["seeds"])) == len(t["seeds"]), t["seeds"]
 
 
 # ----------------------------------------------------------------- 4. a checkout reads its own config
