@@ -66,11 +66,10 @@ def checkout_package(root: Path) -> None:
     if not (package / "__init__.py").is_file():
         return  # a workflow without its package (a copy of workflow/ and config/): the installed one runs
     here = str(Path(root).resolve())
-    loaded = sys.modules.get("benchmark")
-    if loaded is not None and Path(loaded.__file__).resolve().parent != package.resolve():
+    loaded = getattr(sys.modules.get("benchmark"), "__file__", None)
+    if loaded is not None and Path(loaded).resolve().parent != package.resolve():
         raise ConfigError(
-            f"the workflow of {here} would run the benchmark package imported from "
-            f"{Path(loaded.__file__).resolve().parent}",
+            f"the workflow of {here} would run the benchmark package imported from {Path(loaded).resolve().parent}",
             f"run it in a fresh process with PYTHONPATH={here} (or `pip install -e {here}`)",
         )
     paths = [str(Path(p).resolve()) if p else p for p in sys.path]

@@ -8,8 +8,9 @@
 # (partition, runtime, memory) belong in workflow/profiles/slurm/config.yaml, whose set-resources override these.
 # The job runs with the whole validated config of this workflow (`flb job --config-json`, one shell-quoted JSON
 # word): every key the user set (checkpoint_every, train_exec, train_chunk, ...) reaches it as typed. It is part of
-# the shell line, not a params entry, so a config change alone does not re-run finished jobs.
-JOB_CONFIG = wf.job_config_arg(config)
+# the shell line, not a params entry, so a config change alone does not re-run finished jobs; the rule's shell
+# template keeps its text (`{JOB_SETS}`), so outputs made before this change are not re-run either (code trigger).
+JOB_SETS = "--config-json " + wf.job_config_arg(config)
 
 
 def _per_job(cls, fn):
@@ -32,4 +33,4 @@ for _kind, _cls in wf.plugin_job_types().items():
         resources: **plugin_job_resources(_cls)
         params:
             job=wf.plugin_job_arg(_cls),
-        shell: "{PY} job {params.job} --config-json {JOB_CONFIG} 2> {log}"
+        shell: "{PY} job {params.job} {JOB_SETS} 2> {log}"
