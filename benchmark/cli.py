@@ -67,10 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "table",
-        help="assemble, check and render a paper-table target from its plan (results/plans/<target>.json) "
+        help="assemble, check and render a paper-table target from its plan (results/plans/<target>-<sha12>.json) "
         "and runs",
     )
     p.add_argument("target")
+    p.add_argument("--plan", default=None, help="the plan file to assemble (default: the newest plan of the target)")
 
     p = sub.add_parser(
         "run", help="run a paper-table target's jobs in this process (no Snakemake), then assemble it"
@@ -160,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("job_json", help='the job, e.g. {"kind": "toy", "method": "m", "seed": 0}')
     p.add_argument("--config", default=None, help="YAML config (default: config/config.yaml)")
+    p.add_argument("--config-json", default=None, help="the whole config as JSON (the workflow passes its own)")
     p.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     _add_apps(sub)
     return ap
@@ -239,14 +241,14 @@ def run(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {n} rows ({args.protocol} protocol) to {args.out}")
     elif args.cmd == "run":
         from benchmark.tables.assemble import build_table
-        from benchmark.tables.execute import run_target
+        from benchmark.tables.execute import run_planned
         from benchmark.workflow import load_config
 
         cfg = load_config(args.config, parse_kv(args.set))
-        jobs = run_target(args.target, cfg)
+        plan_file, jobs = run_planned(args.target, cfg)
         from benchmark.tables.gate import verdict_exit
 
-        report = build_table(args.target)
+        report = build_table(args.target, plan_file=plan_file)
         print(f"{len(jobs)} jobs\n{report.summary()}")
         return verdict_exit(args.target)
     elif args.cmd == "table":
@@ -254,7 +256,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
         from benchmark.tables.assemble import build_table
 
-        report = build_table(args.target)
+        report = build_table(args.target, plan_file=args.plan)
         print(report.summary())
     elif args.cmd == "verdict":
         from benchmark.tables.gate import verdict_exit
@@ -305,7 +307,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
         load_runners()  # plug-ins register their job types on import
         job = job_from_dict(_json_arg(args.job_json, "job_json"))
-        job.execute(load_config(args.config, parse_kv(args.set)))
+        base = _json_arg(args.config_json, "--config-json") if args.config_json is not None else None
+        job.execute(load_config(args.config, parse_kv(args.set), base=base))
         print(f"{job.KIND} job -> {job.path}")
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]

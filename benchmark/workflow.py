@@ -1,18 +1,21 @@
 """Config and parameter helpers for the Snakemake workflow (``workflow/``), kept here so pytest can reach them.
 
 The file layout under ``results/`` is that of the typed jobs (:mod:`benchmark.jobs`, one path template per
-job type); ``tidy/<target>.csv`` holds all rows of a target and ``plans/<target>.json`` its plan
+job type); ``tidy/<target>.csv`` holds all rows of a target and ``plans/<target>-<sha12>.json`` its plan
 (:mod:`benchmark.tables.plan`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from benchmark.errors import ConfigError
+from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.jobs import (
     ClosedFormJob,
     ExtractJob,
@@ -25,49 +28,170 @@ from benchmark.jobs import (
 __all__ = ["parse_partition_tag", "partition_tag"]  # re-exported: the job module owns the partition tag
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The Snakemake community layout: the config schema beside the workflow, the default config in config/.
+#: The Snakemake community layout: the config schema beside the workflow, the default config in config/. These are
+#: the installed package's; the Snakefile reads its own checkout's (:func:`checkout_files`).
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 
+#: What to write for a device the schema refuses (its pattern: cpu, cuda, cuda:N, mps; null = CUDA when available).
+_DEVICE_FIX = "use cpu, cuda (a GPU), cuda:N (GPU N) or mps, or leave it null (CUDA when available, else CPU)"
 
-def coerce_cli_booleans(config: dict[str, Any]) -> dict[str, Any]:
-    """Snakemake's ``--config key=true`` passes the string ``'true'``: for every field the schema types as a
-    boolean, turn ``'true'`` / ``'false'`` (any case) into the boolean, in place, so the documented
-    ``--config cpu_training=true`` works (anything else is left for :func:`validate_config` to refuse)."""
+
+@dataclass(frozen=True)
+class CheckoutFiles:
+    """The files a workflow reads from the checkout its Snakefile is in (never from the imported package)."""
+
+    root: Path  # the checkout: the folder holding workflow/ and config/
+    config: Path  # config/config.yaml
+    schema: Path  # workflow/schemas/config.schema.yaml
+
+
+def checkout_files(basedir: str | Path) -> CheckoutFiles:
+    """The config and schema of the checkout whose Snakefile is in ``basedir`` (Snakemake's ``workflow.basedir``),
+    so that a second checkout sharing the environment runs with its own config."""
+    root = Path(basedir).resolve().parent
+    return CheckoutFiles(root, root / "config" / "config.yaml", root / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def checkout_package(root: Path) -> None:
+    """Make the workflow of checkout ``root`` run that checkout's ``benchmark`` package, when it holds one: the
+    Snakefile calls this before importing anything else of the package. The checkout goes first on ``sys.path``
+    (this process: plans) and on ``PYTHONPATH`` (the jobs it starts), as ``python -m`` already does for a job
+    started in the checkout. A package imported earlier from elsewhere cannot be replaced: a
+    :class:`ConfigError` says so."""
+    import os
+    import sys
+
+    package = Path(root) / "benchmark"
+    if not (package / "__init__.py").is_file():
+        return  # a workflow without its package (a copy of workflow/ and config/): the installed one runs
+    here = str(Path(root).resolve())
+    loaded = getattr(sys.modules.get("benchmark"), "__file__", None)
+    if loaded is not None and Path(loaded).resolve().parent != package.resolve():
+        raise ConfigError(
+            f"the workflow of {here} would run the benchmark package imported from {Path(loaded).resolve().parent}",
+            f"run it in a fresh process with PYTHONPATH={here} (or `pip install -e {here}`)",
+        )
+    paths = [str(Path(p).resolve()) if p else p for p in sys.path]
+    if here not in paths:
+        sys.path.insert(0, here)
+    env = os.environ.get("PYTHONPATH", "")
+    if here not in [str(Path(p).resolve()) for p in env.split(os.pathsep) if p]:
+        os.environ["PYTHONPATH"] = os.pathsep.join([here, *([env] if env else [])])
+
+
+def _schema(schema: str | Path | None = None) -> dict[str, Any]:
+    """The parsed schema (read again when the file changes)."""
+    path = Path(schema or SCHEMA).resolve()
+    return _parsed_schema(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_schema(path: Path, mtime_ns: int) -> dict[str, Any]:
     import yaml
 
-    props = yaml.safe_load(SCHEMA.read_text()).get("properties", {})
+    return yaml.safe_load(path.read_text())
+
+
+def coerce_cli_booleans(config: dict[str, Any], schema: str | Path | None = None) -> dict[str, Any]:
+    """Snakemake's ``--config key=value`` passes ``true`` and ``null`` as strings: for every top-level field the
+    schema types as a boolean, turn ``'true'`` / ``'false'`` (any case) into the boolean, and for every field it
+    allows to be null, ``'null'`` / ``'none'`` / ``'~'`` (any case) into ``None``, in place, so the documented
+    ``--config cpu_training=true`` works (anything else is left for :func:`validate_config` to refuse)."""
+    props = _schema(schema).get("properties", {})
     for key, value in list(config.items()):
-        if isinstance(value, str) and props.get(key, {}).get("type") == "boolean":
-            if value.lower() in ("true", "false"):
-                config[key] = value.lower() == "true"
+        if not isinstance(key, str) or not isinstance(value, str) or not isinstance(props.get(key), dict):
+            continue
+        types = props[key].get("type")
+        types = types if isinstance(types, list) else [types]
+        if "boolean" in types and value.lower() in ("true", "false"):
+            config[key] = value.lower() == "true"
+        elif "null" in types and value.lower() in ("null", "none", "~"):
+            config[key] = None
     return config
 
 
-def validate_config(config: Mapping[str, Any]) -> None:
-    """Validate against ``workflow/schemas/config.schema.yaml``; raise :class:`ConfigError` naming the offending field,
-    or the data root / weights folder that the config or the environment names and that is not a folder."""
-    import jsonschema
-    import yaml
+def _path_text(path: Sequence[Any]) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
 
-    schema = yaml.safe_load(SCHEMA.read_text())
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(dict(config)), key=lambda e: list(e.path)
-    )
+
+def _schema_error(e: Any) -> ConfigError:
+    """One :class:`ConfigError` for a jsonschema error: the field, what is wrong, what to do."""
+    from benchmark.suggest import did_you_mean
+
+    where = list(e.path)
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+        valid = sorted(e.schema.get("properties") or {})
+        unknown = sorted((str(k) for k in e.instance if k not in valid), key=str)
+        key = unknown[0] if unknown else "?"
+        place = f" in {_path_text(where)}" if where else ""
+        hint = did_you_mean(key, valid)
+        return ConfigError(
+            f"unknown config key {key!r}{place}" + (f" ({hint})" if hint else ""),
+            "fix the key in the config file or --config (every key: workflow/schemas/config.schema.yaml)" if hint
+            else f"valid keys{place}: {', '.join(valid)}",
+        )
+    if e.validator == "uniqueItems" and isinstance(e.instance, list):
+        twice = next((v for i, v in enumerate(e.instance) if v in e.instance[:i]), None)
+        return ConfigError(
+            f"config field {_path_text(where)!r}: {twice!r} is listed more than once in {e.instance!r}",
+            "list each value once (a repeated seed would be counted twice in the mean and std)",
+        )
+    if where and where[-1] == "device" and len(where) == 1:
+        return ConfigError(f"config field 'device': {e.instance!r} is not a device", _DEVICE_FIX)
+    return ConfigError(f"config field {_path_text(where)!r}: {e.message}", "fix it in the config file or --config")
+
+
+def _validator(schema: str | Path | None = None) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_schema(schema))
+
+
+def validate_config(config: Mapping[str, Any], schema: str | Path | None = None) -> None:
+    """Validate against ``workflow/schemas/config.schema.yaml`` (or ``schema``) and the checks a schema cannot
+    state (``cell_filter`` is a regular expression); raise one :class:`ConfigError` naming the offending field,
+    with the closest valid key for an unknown one; a data root / weights folder that the config or the environment
+    names must be a folder (:func:`benchmark.paths.check_locations`). Any input either passes or raises
+    :class:`ConfigError`."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"the config is a {type(config).__name__}, not a mapping of keys to values",
+                          "write the config as YAML key: value lines")  # fmt: skip
+    try:
+        errors = sorted(
+            _validator(schema).iter_errors(dict(config)),
+            key=lambda e: (e.validator != "additionalProperties", [str(p) for p in e.path]),
+        )
+    except (TypeError, ValueError, RecursionError) as err:  # values no YAML or JSON config can hold
+        raise ConfigError(f"the config holds a value of no config type ({err})",
+                          "use strings, numbers, booleans, lists and mappings") from None  # fmt: skip
     if errors:
-        e = errors[0]
-        field = ".".join(str(p) for p in e.path) or "(top level)"
-        raise ConfigError(f"config field {field!r}: {e.message}", "fix it in the config file or --config")
+        raise _schema_error(errors[0])
+    pattern = config.get("cell_filter")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as err:
+            raise ConfigError(
+                f"config field 'cell_filter': {pattern!r} is not a regular expression ({err})",
+                "fix the pattern (Python `re` syntax), e.g. cell_filter='cifar10/.*'",
+            ) from None
     from benchmark.paths import check_locations
 
     check_locations(config.get("data_root"), config.get("weights_dir"))  # a named folder must exist
 
 
-def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The default config, overlaid by ``path`` and then by ``overrides``; validated."""
+def load_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    base: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The default config (or ``base``, e.g. the whole config the workflow passes to a job), overlaid by
+    ``path`` and then by ``overrides``; validated."""
     import yaml
 
-    cfg = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    cfg = dict(base) if base is not None else yaml.safe_load(DEFAULT_CONFIG.read_text())
     if path:
         p = Path(path)
         if not p.is_file():
@@ -76,6 +200,44 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     cfg.update(overrides or {})
     validate_config(cfg)
     return cfg
+
+
+def job_config_arg(config: Mapping[str, Any]) -> str:
+    """The whole (validated) workflow config as one shell-quoted JSON word: what ``flb job --config-json`` runs
+    a plug-in job with, so every key the user set reaches the job as typed."""
+    import shlex
+
+    return shlex.quote(json.dumps(dict(config), sort_keys=True, default=str))
+
+
+def shell_word(value: Any) -> str:
+    """``value`` quoted for a shell line (a path with spaces stays one argument)."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def exit_on_error(err: BenchmarkError) -> NoReturn:
+    """Print ``err`` as the one line the command line prints (``flb: error: ...``) and end the process with
+    status 2: how the Snakefile and its input functions report bad input, instead of a Snakemake traceback."""
+    import sys
+
+    print(f"flb: error: {err}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an input or params function of a rule) with its :class:`BenchmarkError` turned into
+    :func:`exit_on_error`."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BenchmarkError as err:
+            exit_on_error(err)
+
+    return wrapped
 
 
 def data_root_identity(config: Mapping[str, Any]) -> str:
@@ -88,11 +250,14 @@ def data_root_identity(config: Mapping[str, Any]) -> str:
 
 
 def unknown_target(name: str, targets: Sequence[str]) -> None:
-    """Refuse a requested name that no rule produces, listing the ``targets`` (the Snakefile's catch-all rule
-    calls it; Snakemake's own "No rule to produce X" does not say which targets exist)."""
+    """Refuse a requested name that no rule produces, with the closest target names (the Snakefile's catch-all
+    rule calls it; Snakemake's own "No rule to produce X" does not say which targets exist)."""
+    from benchmark.suggest import did_you_mean
+
+    hint = did_you_mean(name, targets)
     raise ConfigError(
-        f"unknown snakemake target {name!r}",
-        f"use one of: {', '.join(sorted(targets))} (or an output path under results/)",
+        f"unknown snakemake target {name!r}" + (f" ({hint})" if hint else ""),
+        "list every target with `snakemake --list-target-rules` (or name an output path under results/)",
     )
 
 

@@ -8,7 +8,8 @@ would delete the outputs of a failing job); ``flb verdict <target>`` (the target
 turn FAILs into a non-zero exit (:mod:`benchmark.tables.gate`).
 
 Each planned cell's values and rows come from its runner plug-in (:mod:`benchmark.runners`); the plan is
-the one written when the target was planned (:func:`benchmark.tables.plan.read_plan`).
+the immutable file written when the target was planned (``flb table <target> --plan <file>``: the Snakemake
+rule passes the one its DAG wrote; without it, the newest plan; :func:`benchmark.tables.plan.read_plan`).
 """
 
 from __future__ import annotations
@@ -64,10 +65,11 @@ def provenance() -> dict[str, Any]:
     return {"git_commit": git_commit(), "versions": package_versions(), "machine": machine()}
 
 
-def build_table(target: str, results: Path = RESULTS) -> TableReport:
-    """Assemble ``target`` from its plan (``results/plans/<target>.json``, written when the target was
-    planned) and the run files of its jobs (which must exist for every planned cell)."""
-    plan = read_plan(target, results)
+def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | None = None) -> TableReport:
+    """Assemble ``target`` from its plan file ``plan_file`` (``results/plans/<target>-<sha12>.json``, written when
+    the target was planned; default: the newest plan, ``results/plans/<target>.json``) and the run files of
+    its jobs (which must exist for every planned cell)."""
+    plan = read_plan(target, results, plan_file)
     spec = load_spec(target, plan.spec_folder)
     report = TableReport(target)
     tidy_rows: list[dict[str, Any]] = []

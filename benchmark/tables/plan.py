@@ -10,6 +10,7 @@ and never plans again. Jobs are :mod:`benchmark.jobs` values; each cell's runner
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 
 from benchmark.errors import ConfigError
 from benchmark.expected import ReportedCell, load_table
-from benchmark.io import atomic_write_text
+from benchmark.io import atomic_write_text, sha256_bytes
 from benchmark.jobs import Job, job_from_dict, job_to_dict
 from benchmark.runners import get_runner
 from benchmark.tables.availability import choose_weights, dataset_blocker
@@ -227,10 +228,6 @@ def make_plan(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -
     return TargetPlan(target, settings, tuple(plan_target(target, config, folder)), folder)
 
 
-def plan_path(target: str, results: Path = Path("results")) -> Path:
-    return results / "plans" / f"{target}.json"
-
-
 def _cell_plan_dict(p: CellPlan) -> dict[str, Any]:
     return {
         "cell": p.cell.id, "runner": p.runner, "status": p.status, "reason": p.reason, "method": p.method,
@@ -247,32 +244,89 @@ def plan_json(plan: TargetPlan) -> str:
     return json.dumps(body, indent=1, sort_keys=True, default=str) + "\n"
 
 
+#: A plan file's name: the target and the first 12 hex digits of the sha256 of its content.
+_PLAN_NAME = re.compile(r"^(?P<target>.+)-(?P<sha>[0-9a-f]{12})\.json$")
+
+
+def plan_path(target: str, results: Path = Path("results"), text: str | None = None) -> Path:
+    """``results/plans/<target>-<sha12>.json``, the immutable file of the plan whose content is ``text``;
+    without ``text``, ``results/plans/<target>.json``: the pointer to the target's newest plan."""
+    if text is None:
+        return results / "plans" / f"{target}.json"
+    return results / "plans" / f"{target}-{sha256_bytes(text.encode())[:12]}.json"
+
+
+def _replan_fix(target: str) -> str:
+    return f"re-plan it with `snakemake --cores all {target}` (or `flb run {target}`)"
+
+
 def write_plan(plan: TargetPlan, results: Path = Path("results")) -> Path:
-    """Write ``results/plans/<target>.json``, only when its content changes (an unchanged plan keeps its
-    time stamp, so Snakemake does not re-assemble the table; a changed plan re-assembles it)."""
-    path = plan_path(plan.target, results)
+    """Write the plan to its content-addressed file ``results/plans/<target>-<sha12>.json`` and return that path.
+
+    A plan file is never changed once written (a build passes its path to ``flb table --plan``, so a dry run with
+    another config can only add a file beside it); a damaged one (content no longer matching its name) is
+    written again. ``results/plans/<target>.json`` points (a symbolic link, replaced atomically) at the newest
+    plan, for ``flb table <target>`` without ``--plan`` and for reading. Time stamps keep Snakemake's rerun
+    rule of the plan as an input: an unchanged plan keeps its time stamp (the table is not re-assembled); a
+    plan other than the newest one is touched when it becomes the newest, so switching back to an earlier
+    config re-assembles the table, as a changed plan does."""
     text = plan_json(plan)
-    if not path.is_file() or path.read_text() != text:
+    path = plan_path(plan.target, results, text)
+    pointer = plan_path(plan.target, results)
+    newest = _newest(pointer)
+    if not path.is_file() or path.read_bytes() != text.encode():
         atomic_write_text(path, text)
+    elif newest != path.name:
+        os.utime(path)
+    if newest != path.name:
+        _point(pointer, path)
     return path
 
 
-def read_plan(target: str, results: Path = Path("results")) -> TargetPlan:
-    """The plan written for ``target``; every cell is rebuilt from ``expected/`` by its id."""
-    path = plan_path(target, results)
+def _newest(pointer: Path) -> str | None:
+    """The name of the plan file the pointer stands for: the link's target, or for a plain file (a copy, or
+    the single plan file of earlier versions) the content-addressed name of its content; ``None`` if absent."""
+    try:
+        return os.readlink(pointer)
+    except OSError:
+        pass
+    try:
+        return f"{pointer.stem}-{sha256_bytes(pointer.read_bytes())[:12]}.json"
+    except OSError:
+        return None
+
+
+def _point(pointer: Path, path: Path) -> None:
+    """Make ``pointer`` name ``path`` (beside it), atomically; a copy where links are not supported."""
+    tmp = pointer.with_name(f".{pointer.name}.{os.getpid()}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        os.symlink(path.name, tmp)
+    except OSError:
+        atomic_write_text(pointer, path.read_text())
+        return
+    os.replace(tmp, pointer)
+
+
+def read_plan(target: str, results: Path = Path("results"), path: Path | str | None = None) -> TargetPlan:
+    """The plan of ``target`` in ``path`` (default: the newest, ``results/plans/<target>.json``); every cell
+    is rebuilt from ``expected/`` by its id. A file whose content does not match the checksum in its name, or
+    that is not a complete plan of ``target``, is a :class:`ConfigError` naming it and the command that
+    re-plans."""
+    path = Path(path) if path is not None else plan_path(target, results)
     if not path.is_file():
         raise ConfigError(
             f"no plan {path} for target {target!r}",
             f"build the target with `snakemake --cores all {target}` or `flb run {target}`, which write it",
         )
-    raw = json.loads(path.read_text())
+    raw = _load_plan_file(target, path)
     folder = Path(raw.get("spec_folder") or SPEC_DIR)
     cells = {c.id: c for c in expected_cells(load_spec(target, folder))}
     out = []
     for c in raw["cells"]:
         if c["cell"] not in cells:
             raise ConfigError(
-                f"{path}: cell {c['cell']!r} is not in the expected file any more", "re-plan the target"
+                f"{path}: cell {c['cell']!r} is not in the expected file any more", _replan_fix(target)
             )
         out.append(
             CellPlan(
@@ -291,13 +345,46 @@ def read_plan(target: str, results: Path = Path("results")) -> TargetPlan:
         )
     if len(out) != len(cells):
         raise ConfigError(
-            f"{path}: {len(out)} cells planned, the expected file has {len(cells)}", "re-plan the target"
+            f"{path}: {len(out)} cells planned, the expected file has {len(cells)}", _replan_fix(target)
         )
     return TargetPlan(raw["target"], raw["settings"], tuple(out), folder)
 
 
-def plan_inputs(target: str, config: Mapping[str, Any]) -> list[str]:
-    """The inputs of the Snakefile's ``paper_table`` rule: the plan file (written here, once per DAG) and the
-    output of every job the plan holds."""
+#: The fields of a plan file and of each of its cells (:func:`plan_json`).
+_PLAN_FIELDS = {"target", "spec_folder", "settings", "cells"}
+_CELL_FIELDS = {"cell", "runner", "status", "reason", "method", "dataset", "model", "weights", "protocol", "params",
+                "jobs"}  # fmt: skip
+
+
+def _load_plan_file(target: str, path: Path) -> dict[str, Any]:
+    """The parsed plan file, checked: its checksum (the name's ``<sha12>``, resolving the pointer), a JSON
+    object of the plan fields for ``target``; else one :class:`ConfigError` naming the file."""
+    data = path.read_bytes()
+    named = _PLAN_NAME.match(path.resolve().name)
+    shown = f"{path} -> {os.readlink(path)}" if path.is_symlink() else str(path)
+    damaged = f"plan file {shown} is damaged"
+    if named and sha256_bytes(data)[:12] != named["sha"]:
+        raise ConfigError(f"{damaged} (truncated or changed: its content does not match the checksum "
+                          f"{named['sha']} in its name)", _replan_fix(target))  # fmt: skip
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{damaged} (not JSON: {err})", _replan_fix(target)) from None
+    ok = (
+        isinstance(raw, dict) and _PLAN_FIELDS <= set(raw) and isinstance(raw["cells"], list)
+        and all(isinstance(c, dict) and _CELL_FIELDS <= set(c) for c in raw["cells"])
+    )  # fmt: skip
+    if not ok:
+        raise ConfigError(f"{damaged} (not a complete plan: fields missing)", _replan_fix(target))
+    if raw["target"] != target:
+        raise ConfigError(f"plan file {shown} is the plan of {raw['target']!r}, not of {target!r}",
+                          f"pass a plan of {target} (results/plans/{target}-*.json)")  # fmt: skip
+    return raw
+
+
+def plan_inputs(target: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The named inputs of the Snakefile's ``paper_table`` rule: ``plan``, the plan's immutable file (written
+    here when the DAG is built, :func:`write_plan`; the rule passes it to ``flb table --plan``), and ``runs``,
+    the output of every job the plan holds."""
     plan = make_plan(target, config)
-    return [str(write_plan(plan)), *(j.path for j in plan.jobs)]
+    return {"plan": str(write_plan(plan)), "runs": [j.path for j in plan.jobs]}

@@ -6,7 +6,7 @@ rule extract:
     conda: CONDA_ENV
     resources: gpu=1
     params:
-        device=f"--device {config['device']}" if config.get("device") else "",
+        device=f"--device {wf.shell_word(config['device'])}" if config.get("device") else "",
         data=DATA,  # another data root (config or FLB_DATA_ROOT) re-runs the job (params trigger)
     shell:
         "{PY} extract --dataset {wildcards.dataset} --split {wildcards.split} --backbone {wildcards.backbone}"
@@ -22,7 +22,7 @@ rule partition:
     conda: CONDA_ENV
     params:
         args=lambda w: wf.partition_cli_args(w.ptag),
-        root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
+        root=f"--data-root {wf.shell_word(config['data_root'])}" if config.get("data_root") else "",
         data=DATA,  # another data root re-runs the job (params trigger)
     shell:
         "{PY} partition --dataset {wildcards.dataset} --subset {wildcards.subset} --seed {wildcards.seed}"

@@ -7,7 +7,7 @@ rule fetch_data:
     wildcard_constraints:
         dataset=r"[a-z0-9_]+",
     params:
-        root=f"--data-root {config['data_root']}" if config.get("data_root") else "",
+        root=f"--data-root {wf.shell_word(config['data_root'])}" if config.get("data_root") else "",
         data=DATA,  # a new data root fetches again (params rerun trigger)
     shell: "{PY} data fetch {wildcards.dataset} {params.root} --marker {output} 2> {log}"
 

@@ -6,10 +6,11 @@
 # needs belong there, so that every executor sees them: the local profile's `resources: gpu=1` runs such jobs one
 # at a time, the SLURM executor plug-in turns `gpu: 1` into `sbatch --gpus=1`. Cluster-specific values
 # (partition, runtime, memory) belong in workflow/profiles/slurm/config.yaml, whose set-resources override these.
-JOB_SETS = " ".join(
-    f"--set {k}={config[k]}" for k in ("data_root", "weights_dir", "cache_dir", "device", "batch_size")
-    if config.get(k)
-)
+# The job runs with the whole validated config of this workflow (`flb job --config-json`, one shell-quoted JSON
+# word): every key the user set (checkpoint_every, train_exec, train_chunk, ...) reaches it as typed. It is part of
+# the shell line, not a params entry, so a config change alone does not re-run finished jobs; the rule's shell
+# template keeps its text (`{JOB_SETS}`), so outputs made before this change are not re-run either (code trigger).
+JOB_SETS = "--config-json " + wf.job_config_arg(config)
 
 
 def _per_job(cls, fn):

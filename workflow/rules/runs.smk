@@ -25,7 +25,7 @@ rule fl_run:
     threads: 1
     conda: CONDA_ENV
     params:
-        device=f"--device {config['device']}" if config.get("device") else "",
+        device=f"--device {wf.shell_word(config['device'])}" if config.get("device") else "",
     shell:
         "{PY} fl-run --protocol {wildcards.protocol} --method {wildcards.method} --train {input.train}"
         " --test {input.test} --partition {input.partition} --seed {wildcards.seed} --out {output.tidy}"

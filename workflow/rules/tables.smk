@@ -1,4 +1,4 @@
-# Paper-table targets: the plan (results/plans/<target>.json), assembly, verdict; free-form targets.
+# Paper-table targets: the plan (results/plans/<target>-<sha12>.json), assembly, verdict; free-form targets.
 # Every table target under the CI tier (run it with --config tier=ci; .ci/run then calls `flb ci-gate`).
 rule ci_tables:
     localrule: True
@@ -35,8 +35,11 @@ rule freeform_collect:
     shell: "{PY} collect {input} --methods {params.methods} {params.labels} --out {output}"
 
 
+# The plan is written when the DAG is built, to a file named by its content (results/plans/<target>-<sha12>.json,
+# never changed once written), and that exact file is the job's input and `flb table --plan` argument: a dry run
+# or build with another config only adds another plan file, and cannot change the plan this build renders.
 rule paper_table:
-    input: lambda w: plan_inputs(w.target, config)  # writes results/plans/<target>.json once, read by `flb table`
+    input: unpack(wf.one_line_errors(lambda w: plan_inputs(w.target, config)))  # {"plan": ..., "runs": [...]}
     output:
         md="results/tables/{target}.md",
         tex="results/tables/{target}.tex",
@@ -49,4 +52,4 @@ rule paper_table:
         tier=config.get("tier", "full"),  # a tier change re-assembles the table (params rerun trigger)
         data=DATA,  # so does another data root (its partitions and class counts feed the cost cells)
     conda: CONDA_ENV
-    shell: "{PY} table {wildcards.target} 2> {log}"
+    shell: "{PY} table {wildcards.target} --plan {input.plan} 2> {log}"
