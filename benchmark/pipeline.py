@@ -83,7 +83,7 @@ def extract_step(
             "images_per_s": fs.meta.get("images_per_s"),
         },
     )
-    atomic_write_json(out, pointer)
+    atomic_write_json(out, pointer, checksum=True)
     return pointer
 
 
