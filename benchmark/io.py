@@ -336,8 +336,11 @@ def read_verified_bytes(path: str | Path, *, fix: str = RERUN) -> bytes:
         raise DataMissingError(f"{path} does not exist", "run the job that writes it first") from None
     want = recorded_sha256(path, fix)
     if want is not None and sha256_bytes(data) != want:
+        side = sidecar_path(path).name
         raise CorruptFileError(
-            f"{path} is damaged or truncated (sha256 mismatch with {sidecar_path(path).name})", fix
+            f"{path} is damaged or truncated (sha256 mismatch with {side}; if you edited it on purpose, delete "
+            f"{side})",
+            fix,
         )
     return data
 

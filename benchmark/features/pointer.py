@@ -16,15 +16,15 @@ disagrees with the pointer, and NaN or inf in either split (argmax of NaN is cla
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmark.errors import CacheCorruptError, ConfigError, CorruptFileError, DataMissingError
+from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureSet, read_verified_entry
-from benchmark.io import read_verified_json
 from benchmark.paths import cache_dir as default_cache_dir
 
 #: Fields every pointer has (``flb extract`` has always written them).
@@ -70,10 +70,8 @@ def read_pointer(path: str | Path) -> dict[str, Any]:
             f"{REEXTRACT}, or pass the path `flb extract --out` wrote",
         )
     try:
-        ptr = read_verified_json(path, fix=again)  # checked against its sidecar (written by `flb extract`)
-    except CorruptFileError as exc:
-        raise CacheCorruptError(f"feature pointer {exc.what}", again) from None
-    except OSError as exc:
+        ptr = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CacheCorruptError(f"feature pointer {path} is not readable JSON ({exc})", again) from None
     if not isinstance(ptr, dict):
         raise CacheCorruptError(f"feature pointer {path} is not a JSON object", again)
