@@ -2,13 +2,14 @@
 
 What every writer here (:func:`atomic_path` and the functions built on it) guarantees:
 
-* **all or nothing**: the bytes go to a private temporary folder ``.<name>.<random>.tmp/`` beside the
-  destination and are renamed onto it (``os.replace``, atomic on POSIX) only once complete and flushed to
-  disk; on any error the temporary folder is removed and the previous file (if any) is left as it was;
-* **no debris after a kill**: the temporary folder is locked (``flock``) while its writer lives; the next write
-  of the same destination removes the ones whose writer is gone (:func:`clean_stale_temps`). Their names end in
-  ``.tmp`` and the file inside is ``<name>.tmp``, so no glob for results (``*.json``, ``*.csv``, ``*.png``,
-  ``rglob``) ever sees them;
+* **all or nothing**: the bytes go to a temporary file ``.<name>.<random>.tmp`` beside the destination and
+  are renamed onto it (``os.replace``, atomic on POSIX) only once complete; on any error the temporary file
+  is removed and the previous file (if any) is left as it was. Writers that make temporary files of their
+  own beside the path they are given (safetensors) get a private folder instead (``isolate=True``:
+  ``.<name>.<random>.tmp/<name>.tmp``), removed with everything in it;
+* **no debris after a kill**: the temporary file (or folder) is locked (``flock``) while its writer lives; the
+  next write of the same destination removes the ones whose writer is gone (:func:`clean_stale_temps`). Their
+  names end in ``.tmp``, so no glob for results (``*.json``, ``*.csv``, ``*.png``, ``rglob``) ever sees them;
 * **the usual mode**: the file gets the mode a plain ``open()`` would give it (``0o666 & ~umask``);
 * **one clear error** for a full disk (:class:`~benchmark.errors.DiskFullError`, naming the file) or a
   read-only / unwritable folder (:class:`~benchmark.errors.NotWritableError`, naming the folder);
@@ -20,7 +21,8 @@ What every writer here (:func:`atomic_path` and the functions built on it) guara
 
 Binaries a job reads back (training checkpoints) are *sealed* instead (:func:`write_sealed` /
 :func:`read_sealed`): one self-verifying file, a header line with the payload's sha256 and size followed by
-the payload, checked before the payload is handed to a loader.
+the payload, on disk (``fsync``) before it gets its name, and checked before the payload is handed to a
+loader.
 """
 
 from __future__ import annotations
@@ -159,12 +161,16 @@ def write_errors(dest: str | Path) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------------- temp files
+_UMASK = re.compile(rb"^Umask:\s*([0-7]+)$", re.MULTILINE)
+
+
 def current_umask() -> int:
     """The process's umask (read without changing it where ``/proc`` tells it)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
+    with contextlib.suppress(OSError):
+        with open("/proc/self/status", "rb") as f:
+            m = _UMASK.search(f.read())
+        if m is not None:
+            return int(m.group(1), 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -223,25 +229,22 @@ def clean_stale_temps(dest: str | Path) -> list[Path]:
     return removed
 
 
-def _locked_temp_folder(dest: Path) -> tuple[Path, int]:
-    """A new temporary folder for ``dest``, locked by this process (its open descriptor is returned)."""
+def _locked_temp(dest: Path, isolate: bool) -> tuple[Path, int]:
+    """A new temporary file (or, with ``isolate``, folder) for ``dest``, locked by this process: its path and
+    the open descriptor that holds the lock."""
     for _ in range(8):
-        folder = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-        fd = os.open(folder, os.O_RDONLY)
+        if isolate:
+            path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+            fd = os.open(path, os.O_RDONLY)
+        else:
+            fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+            path = Path(name)
         if _try_lock(fd) is not False:  # False: a cleaner that saw it before the lock is removing it
             with contextlib.suppress(FileNotFoundError):
-                if os.stat(folder).st_ino == os.fstat(fd).st_ino:
-                    return folder, fd
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    return path, fd
         os.close(fd)
-    raise OSError(errno.EAGAIN, "could not create a temporary folder (removed by concurrent writers)", str(dest))
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    raise OSError(errno.EAGAIN, "could not create a temporary file (removed by concurrent writers)", str(dest))
 
 
 # ------------------------------------------------------------------------------------------- sidecars
@@ -279,32 +282,37 @@ def _remove_stale_sidecar(dest: Path) -> None:
 
 # ------------------------------------------------------------------------------------------- writers
 @contextlib.contextmanager
-def atomic_path(dest: str | Path, suffix: str = "", *, checksum: bool = False) -> Iterator[Path]:
+def atomic_path(
+    dest: str | Path, suffix: str = "", *, checksum: bool = False, isolate: bool = False
+) -> Iterator[Path]:
     """Yield a temporary path for ``dest``; rename it onto ``dest`` only if the block succeeds (module
     docstring: all or nothing, no debris after a kill, the usual mode, clear errors, optional sidecar).
 
-    The temporary file is ``<name>.tmp`` in a private folder: writers that infer a format from the name must
-    be told it (``savefig(format=...)``). ``suffix`` is accepted for compatibility and not used.
+    The temporary name ends in ``.tmp``: writers that infer a format from the name must be told it
+    (``savefig(format=...)``). ``suffix`` is accepted for compatibility and not used. ``isolate``: the
+    writer makes temporary files of its own beside the path (safetensors): give it a private folder.
     """
     del suffix
     dest = Path(dest)
     with write_errors(dest):
         dest.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_temps(dest)
-        folder, fd = _locked_temp_folder(dest)
-    tmp = folder / f"{dest.name}.tmp"
+        temp, fd = _locked_temp(dest, isolate)
+    tmp = temp / f"{dest.name}.tmp" if isolate else temp
     try:
         with write_errors(dest):
             yield tmp
             os.chmod(tmp, default_mode())
-            _fsync(tmp)  # on disk before the rename gives it the name
             digest = sha256_file(tmp) if checksum else None
             _remove_stale_sidecar(dest)
             os.replace(tmp, dest)
             if digest is not None:
                 atomic_write_text(sidecar_path(dest), f"{digest}  {dest.name}\n")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if isolate:
+            shutil.rmtree(temp, ignore_errors=True)
+        else:
+            temp.unlink(missing_ok=True)
         os.close(fd)
 
 
@@ -433,13 +441,15 @@ _SEAL = re.compile(rb"flb-sealed 1 sha256=([0-9a-f]{64}) bytes=([0-9]+)\n")
 
 
 def write_sealed(dest: str | Path, payload: bytes | bytearray | memoryview) -> str:
-    """Write ``payload`` to ``dest`` atomically as a self-verifying file: one header line
-    ``flb-sealed 1 sha256=<hex> bytes=<n>`` and the payload. Returns the payload's sha256."""
+    """Write ``payload`` to ``dest`` atomically and durably (``fsync`` before the rename) as a self-verifying
+    file: one header line ``flb-sealed 1 sha256=<hex> bytes=<n>`` and the payload. Returns its sha256."""
     view = memoryview(payload).cast("B")
     digest = hashlib.sha256(view).hexdigest()
     with atomic_path(dest) as tmp, open(tmp, "wb") as f:
         f.write(b"flb-sealed 1 sha256=%s bytes=%d\n" % (digest.encode(), len(view)))
         f.write(view)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename gives it the name
     return digest
 
 

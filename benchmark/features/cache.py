@@ -129,7 +129,7 @@ class FeatureCache:
         tensors, meta_path = self.paths(key)
         feats = np.ascontiguousarray(features, dtype=np.float32)
         labs = np.ascontiguousarray(labels, dtype=np.int64)
-        with atomic_path(tensors) as tmp:
+        with atomic_path(tensors, isolate=True) as tmp:  # safetensors writes a temporary file of its own
             save_file({"features": feats, "labels": labs}, str(tmp))
             file_sha = sha256_file(tmp)
         meta = {
