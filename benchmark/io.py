@@ -182,8 +182,8 @@ def default_mode() -> int:
 
 
 def _temp_pattern(name: str) -> re.Pattern[str]:
-    """Names of the temporary files of a destination ``name``: ``.<name>.<8 random>.tmp`` (a folder; earlier
-    versions: a file ``.<name>.<8 random><suffix>``)."""
+    """Names of the temporary files of a destination ``name``: ``.<name>.<8 random>.tmp`` (a file, or a folder
+    with ``isolate``; earlier versions of the suite: a file ``.<name>.<8 random><suffix>``)."""
     return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}(\.[A-Za-z0-9]+)?")
 
 
