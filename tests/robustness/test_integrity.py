@@ -347,19 +347,42 @@ def test_case2_a_truncated_run_csv_is_an_error_naming_it(toy_build, cut, sidecar
         assert (results / "checks/toy_table.json").read_bytes() == checks
 
 
-def test_case2_result_files_carry_a_checksum_and_old_ones_are_checked_for_structure(tmp_path):
-    """The primitive: a tidy CSV and a curve are written with ``<file>.sha256``; read back they are the same
-    frame as pandas reads; a damaged line of an old file (no sidecar) is named with its line."""
+def test_case2_result_files_carry_a_checksum_and_old_ones_are_checked_for_structure(
+    tmp_path, monkeypatch, tree_guard, one_line_error, capsys
+):
+    """The primitive: a tidy CSV, a curve and a run record are written with ``<file>.sha256``; read back they are
+    what pandas / json read; a tidy table cut mid-row is one error of ``flb collect`` naming it (nothing
+    written), a record with one digit changed is refused, a damaged line of an old file (no sidecar) is named
+    with its line."""
     import pandas as pd
 
     from benchmark.fl.jobs import CURVE_COLUMNS, read_curve, write_curve
     from benchmark.tidy import make_row, read_tidy, write_tidy
 
+    monkeypatch.chdir(tmp_path)
     tidy = tmp_path / "t.csv"
-    write_tidy([make_row(method="m", metric="accuracy", value=1.5, seed=0, note='x, "y"')], tidy)
-    side = (tmp_path / "t.csv.sha256").read_text()
-    assert re.fullmatch(r"[0-9a-f]{64}  t\.csv\n", side)
+    write_tidy([make_row(method="m", metric="accuracy", value=1.5, seed=s, note='x, "y"') for s in (0, 1)], tidy)
     pd.testing.assert_frame_equal(read_tidy(tidy), pd.read_csv(tidy))
+    good = tidy.read_bytes()
+    tidy.write_bytes(good[: len(good) - 30])
+    guard = tree_guard(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["collect", "t.csv", "--out", "all.csv"]) == 2
+    assert one_line_error() == (
+        "flb: error: t.csv is damaged or truncated (sha256 mismatch with t.csv.sha256; if you edited it on purpose, "
+        "delete t.csv.sha256) -- delete it and rerun the command that wrote it (for a build, `snakemake --cores all "
+        "<target>` runs its job again)"
+    )
+    guard.check()
+    assert re.fullmatch(r"[0-9a-f]{64}  t\.csv\n", (tmp_path / "t.csv.sha256").read_text())
+    from benchmark.io import atomic_write_json, read_verified_json
+
+    record = tmp_path / "seed0.json"
+    atomic_write_json(record, {"final_accuracy": 61.25}, checksum=True)
+    assert read_verified_json(record) == {"final_accuracy": 61.25}
+    record.write_text(record.read_text().replace("61.25", "91.25"))
+    with pytest.raises(BenchmarkError, match=r"seed0\.json is damaged or truncated \(sha256 mismatch"):
+        read_verified_json(record)
     curve = tmp_path / "c.csv"
     frame = pd.DataFrame([[1, "lp", 50.0, 1.0, 1.0, 8, 8, 10, 0.1, "lp", 0]], columns=list(CURVE_COLUMNS))
     write_curve(frame, curve)
