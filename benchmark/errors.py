@@ -37,3 +37,16 @@ class ConfigError(BenchmarkError, ValueError):
 
 class CacheCorruptError(BenchmarkError):
     """A cached artefact cannot be read back or does not match its metadata."""
+
+
+class CorruptFileError(ChecksumError):
+    """A file the suite wrote and now reads back is damaged: its checksum does not match, it is truncated or
+    it does not parse. Nothing of it was used; the fix says how to re-create it."""
+
+
+class DiskFullError(BenchmarkError):
+    """A write failed for lack of space (ENOSPC / EDQUOT); nothing half-written was kept."""
+
+
+class NotWritableError(BenchmarkError):
+    """A write failed because the folder is read-only or not writable (EROFS / EACCES / EPERM)."""

@@ -83,7 +83,7 @@ def extract_step(
             "images_per_s": fs.meta.get("images_per_s"),
         },
     )
-    atomic_write_json(out, pointer)
+    atomic_write_json(out, pointer)  # no sidecar: read_pointer cross-checks it (fields, the entry's sha256)
     return pointer
 
 

@@ -7,6 +7,12 @@ peak_rss_mb``. ``status`` is ``ok`` or ``not_run`` (then ``value`` is empty and 
 ``protocol`` is the closed-form protocol a run used (or ``cost model``); ``note`` the method's options or,
 for a cost cell, how its value came about. Files written before ``protocol``/``note`` existed are read with
 those columns empty.
+
+Integrity: :func:`write_tidy` writes atomically with a checksum sidecar (``<file>.sha256``); :func:`read_tidy`
+checks the sidecar and the file's structure (complete last line, every line with every field, ``status`` never
+empty, ``value`` and ``seed`` numbers where set) before anything is parsed, so a truncated or damaged file is
+one :class:`~benchmark.errors.CorruptFileError` naming it, never a dropped seed or a garbage row. Files written
+before sidecars existed have no checksum: they are accepted when their structure is sound.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from benchmark.errors import ConfigError, DataMissingError
-from benchmark.io import atomic_path
+from benchmark.io import RERUN, atomic_path, read_verified_csv
 
 TIDY_COLUMNS: tuple[str, ...] = (
     "paper", "table", "cell", "dataset", "model", "weights", "weights_sha256", "method", "fl_algorithm",
@@ -61,7 +67,7 @@ def frame(rows: Iterable[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
 def write_tidy(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, path: str | Path) -> pd.DataFrame:
     """Write rows (or a frame) to CSV atomically and return the frame."""
     df = frame(rows)
-    with atomic_path(path, suffix=".csv") as tmp:
+    with atomic_path(path, checksum=True) as tmp:
         df.to_csv(tmp, index=False)
     return df
 
@@ -70,17 +76,24 @@ def write_tidy(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, path: str | Pat
 LATER_COLUMNS: tuple[str, ...] = ("protocol", "note")
 
 
-def read_tidy(path: str | Path) -> pd.DataFrame:
-    """Read a tidy CSV, checking that it exists, parses and has the tidy columns (one clear error each)."""
+#: Fields of a tidy row that are never empty, and those that are numbers where set.
+NONEMPTY_COLUMNS: tuple[str, ...] = ("status",)
+NUMERIC_COLUMNS: tuple[str, ...] = ("value", "seed")
+
+
+def read_tidy(path: str | Path, *, fix: str = RERUN) -> pd.DataFrame:
+    """Read a tidy CSV, checking that it exists, matches its checksum sidecar (when it has one), is complete and
+    well-formed (module docstring) and has the tidy columns: one clear error each, naming the file, with
+    ``fix`` for a damaged one."""
     if not Path(path).is_file():
         raise DataMissingError(
             f"tidy results file {path} does not exist",
             "run the job that writes it first (snakemake builds a target's run files), or check the path",
         )
     try:
-        df = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not a readable CSV ({exc})", "delete it and regenerate it") from None
+        df = read_verified_csv(path, nonempty=NONEMPTY_COLUMNS, numeric=NUMERIC_COLUMNS, fix=fix)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"{path} is not a readable CSV ({exc})", fix) from None
     for col in LATER_COLUMNS:
         if col not in df.columns:
             df[col] = None

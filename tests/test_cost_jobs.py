@@ -74,7 +74,10 @@ def test_cost_cell_from_job_outputs_loads_no_dataset(real_data_root, tmp_path, m
     assert got.data_checksum == want.data_checksum and got.note == want.note and got.extra == want.extra
     # a class-count file that disagrees changes the number: the cell is computed from the files
     path = tmp_path / plan.jobs[0].path
-    path.write_text(path.read_text().replace('"pairs": 2870', '"pairs": 3000'))
+    from benchmark.io import atomic_write_text
+
+    # rewritten with its checksum sidecar (an edit that leaves the sidecar is a damaged file: test_integrity)
+    atomic_write_text(path, path.read_text().replace('"pairs": 2870', '"pairs": 3000'), checksum=True)
     changed = cost_result("fedcof", "3", _cell_dict(plan.cell), pairs=pairs_from_jobs(plan))
     assert changed.values != want.values
 

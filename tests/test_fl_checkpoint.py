@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import benchmark.fl.engine as engine
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.fl.checkpoint import CheckpointSpec, save_checkpoint
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import ModelTrainer, RunResult, run_federated
@@ -227,6 +227,11 @@ def test_cached_feature_lp_resumes_bit_identically(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ refusals
+def read_sealed_payload(data: bytes) -> bytes:
+    """The torch payload of a sealed checkpoint's bytes (after its header line)."""
+    return data.split(b"\n", 1)[1]
+
+
 def _ft_checkpoint(tmp_path: Path, **kw: object) -> tuple[CheckpointSpec, FLConfig]:
     spec = CheckpointSpec(tmp_path / "ft.ckpt", every=1)
     cfg = cfg_for(rounds=2, **kw)
@@ -272,10 +277,10 @@ def test_truncated_or_unknown_version_checkpoint_is_refused(tmp_path: Path) -> N
     clients, test = make_data()
     data = spec.path.read_bytes()
     spec.path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ConfigError, match=r"ft\.ckpt is corrupt or truncated.*delete it to start over"):
+    with pytest.raises(CorruptFileError, match=r"ft\.ckpt is truncated or corrupt.*delete it to restart the run"):
         run_federated(make_model(), clients, test, cfg, train_part="all", method="ft", checkpoint=spec)
-    state = torch.load(io.BytesIO(data), weights_only=True)
-    torch.save({**state, "version": 99}, spec.path)
+    state = torch.load(io.BytesIO(read_sealed_payload(data)), weights_only=True)
+    save_checkpoint(spec.path, {**state, "version": 99})
     with pytest.raises(ConfigError, match=r"ft\.ckpt has format version 99"):
         run_federated(make_model(), clients, test, cfg, train_part="all", method="ft", checkpoint=spec)
 

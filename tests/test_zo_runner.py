@@ -138,9 +138,11 @@ def test_train_step_on_real_minilm_writes_a_resumable_record(real_text_root, tmp
     assert t["numbers_per_round"] == t["eq6_bytes_per_round"] == 50
     assert t["uplink_bytes"] == 3 * 10 * 2 * 8 and rec["task"]["client_sizes"] == [4, 4] + [3] * 8
     assert rec["encoder"]["substitute_for"] == "roberta-large" and rec["final_accuracy"] is not None
-    saved = json.loads(ck.read_text())
+    from benchmark.io import read_sealed, write_sealed
+
+    saved = json.loads(read_sealed(ck))  # the checkpoint is sealed (its sha256 checked before it is parsed)
     saved["log"], saved["rounds"] = saved["log"][:2], saved["rounds"][:2]
-    ck.write_text(json.dumps(saved))  # as if killed after round 2
+    write_sealed(ck, json.dumps(saved).encode())  # as if killed after round 2
     again = train_step(spec, tmp_path / "b.json", data_root=real_text_root, checkpoint=ck, checkpoint_every=2,
                        progress=False)  # fmt: skip
     assert again["params_sha256"] == rec["params_sha256"] and again["log_sha256"] == rec["log_sha256"]

@@ -3,8 +3,11 @@
 The key is the sha256 of a canonical JSON of everything that determines the features: dataset, split,
 data checksum (and subset), backbone, weights identity (source, name, sha256), preprocessing (every field,
 including the frozen-flip seed) and precision. Entries are written atomically: the tensor file first,
-then the metadata (which records the tensor file's sha256); an entry without metadata does not exist, and
-one whose tensor file does not match its metadata is reported as corrupt, naming the file to delete.
+then the metadata (which records the tensor file's sha256, and has a checksum sidecar of its own); an entry
+without metadata does not exist, and one whose tensor file does not match its metadata (or whose metadata does
+not match its sidecar) is reported as corrupt, naming the files to delete. The tensor file is hashed once when
+it is written and once each time it is read, before it is parsed. A write that fails (a full disk: one
+:class:`~benchmark.errors.DiskFullError`) leaves no part of the entry behind.
 """
 
 from __future__ import annotations
@@ -16,8 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from benchmark.errors import CacheCorruptError
-from benchmark.io import atomic_path, atomic_write_json, sha256_bytes, sha256_file
+from benchmark.errors import CacheCorruptError, CorruptFileError
+from benchmark.io import (
+    atomic_path,
+    atomic_write_json,
+    read_verified_json,
+    sha256_bytes,
+    sha256_file,
+    sidecar_path,
+)
 from benchmark.models.weights import WeightsIdentity
 from benchmark.paths import cache_dir
 
@@ -99,9 +109,11 @@ class FeatureCache:
             return None
         fix = f"delete {tensors.name} and {meta_path.name} from {self.root} and run again"
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = read_verified_json(meta_path, fix=fix)
             want_sha, want_shape = meta["file_sha256"], tuple(meta["shape"])
-        except (OSError, ValueError, KeyError) as exc:
+        except CorruptFileError as exc:
+            raise CacheCorruptError(f"feature cache metadata is unreadable: {exc.what}", fix) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CacheCorruptError(f"feature cache metadata {meta_path} is unreadable ({exc})", fix) from exc
         if not tensors.exists():
             raise CacheCorruptError(f"feature cache file {tensors} is missing (its metadata exists)", fix)
@@ -111,13 +123,13 @@ class FeatureCache:
     def put(
         self, key: FeatureKey, features: np.ndarray, labels: np.ndarray, extra: dict[str, Any]
     ) -> FeatureSet:
-        """Store an entry atomically and return it."""
+        """Store an entry atomically and return it; a failed write leaves neither of its files."""
         from safetensors.numpy import save_file
 
         tensors, meta_path = self.paths(key)
         feats = np.ascontiguousarray(features, dtype=np.float32)
         labs = np.ascontiguousarray(labels, dtype=np.int64)
-        with atomic_path(tensors, suffix=".safetensors") as tmp:
+        with atomic_path(tensors, isolate=True) as tmp:  # safetensors writes a temporary file of its own
             save_file({"features": feats, "labels": labs}, str(tmp))
             file_sha = sha256_file(tmp)
         meta = {
@@ -127,5 +139,10 @@ class FeatureCache:
             "shape": list(feats.shape),
             "file_sha256": file_sha,
         }
-        atomic_write_json(meta_path, meta)
+        try:
+            atomic_write_json(meta_path, meta, checksum=True)
+        except BaseException:  # no half entry: without metadata it would only take space, and metadata
+            for path in (tensors, meta_path, sidecar_path(meta_path)):  # without its sidecar is unchecked
+                path.unlink(missing_ok=True)
+            raise
         return FeatureSet(feats, labs, meta, cache_hit=False)

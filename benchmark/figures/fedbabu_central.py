@@ -18,7 +18,6 @@ The paper prints no value of these curves in its text; the figures have no readi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -111,11 +110,10 @@ def draw(name: str):
         import pandas as pd
 
         from benchmark.figures.fedbabu_partitions import new_figure
+        from benchmark.io import read_verified_json
 
         fig_spec = CENTRAL_FIGURES[name]
-        records = {
-            label: json.loads(open(job.path).read()) for label, job in figure_jobs(config, name).items()
-        }
+        records = {label: read_verified_json(job.path) for label, job in figure_jobs(config, name).items()}
         fig, (ax,) = new_figure(1, 1, figsize=(6.0, 4.2))
         rows = []
         for label, rec in records.items():

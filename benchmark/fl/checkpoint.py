@@ -7,8 +7,12 @@ stopped; the rest is keyed by the round index and needs no saving (client sampli
 (round, client), local momentum restarts every round). A resumed run therefore gives the same history (wall
 time aside) and the same final weights, bit for bit, as an uninterrupted one on the same machine.
 
-Contents (one ``torch.save`` file, only tensors / numbers / strings / lists / dicts, loaded with
-``weights_only=True``):
+Contents (one ``torch.save`` payload, only tensors / numbers / strings / lists / dicts, loaded with
+``weights_only=True``), sealed (:func:`benchmark.io.write_sealed`): a header line with the payload's sha256,
+checked before anything is unpickled. torch's zip archive does not verify tensor bytes, so without it a flipped
+byte would be resumed silently; with it a damaged checkpoint is one :class:`~benchmark.errors.CorruptFileError`
+naming the file (delete it: the run restarts from its first round). Checkpoints written before they were sealed
+cannot be verified and are refused the same way.
 
 * ``format`` / ``version``: :data:`FORMAT` and :data:`VERSION`;
 * ``run``: the identity of the run: ``config`` (:meth:`FLConfig.to_dict`), ``method``, ``stage``,
@@ -20,12 +24,12 @@ Contents (one ``torch.save`` file, only tensors / numbers / strings / lists / di
   draw from them while training, e.g. dropout).
 
 Files are written atomically (:func:`benchmark.io.atomic_path`): a crash while saving leaves the previous
-checkpoint intact and no partial file.
+checkpoint intact and no partial file; a full disk is one :class:`~benchmark.errors.DiskFullError`.
 """
 
 from __future__ import annotations
 
-import os
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +38,12 @@ from typing import Any
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.io import atomic_path
+from benchmark.io import read_sealed, write_sealed
 
 FORMAT = "flb-fl-checkpoint"
 VERSION = 1
+#: What to do with a checkpoint that cannot be resumed.
+START_OVER = "delete it to restart the run from its first round"
 #: Config fields that do not change what a run computes (not compared on resume).
 COSMETIC_FIELDS = ("progress",)
 
@@ -103,12 +109,12 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> None:
-    """Write ``state`` (plus format and version) to ``path`` atomically (temp file, then ``os.replace``)."""
+    """Write ``state`` (plus format and version) to ``path`` sealed and atomically (on disk before the rename
+    makes it the checkpoint; :func:`benchmark.io.write_sealed`)."""
     payload = {"format": FORMAT, "version": VERSION, **state}
-    with atomic_path(path, suffix=".tmp") as tmp, open(tmp, "wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())  # on disk before the rename makes it the checkpoint
+    buffer = io.BytesIO()  # serialised here, written by write_sealed: a full disk is then an OSError, not torch's
+    torch.save(payload, buffer)
+    write_sealed(path, buffer.getbuffer())
 
 
 def _differences(want: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
@@ -131,17 +137,19 @@ def _differences(want: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
 def load_checkpoint(path: str | Path, identity: Mapping[str, Any]) -> dict[str, Any]:
     """Read the checkpoint at ``path`` and check it belongs to the run ``identity`` (:func:`run_identity`).
 
-    One :class:`ConfigError` naming the file when it cannot be read (corrupt or truncated), has an unknown
-    format version, or belongs to another run (the differing fields are listed). Tensors are loaded on the
-    CPU; the trainer moves them to its device.
+    Its sha256 is checked first: a corrupt, truncated or unsealed (older) file is one
+    :class:`~benchmark.errors.CorruptFileError` naming it, and nothing of it is loaded. Then one
+    :class:`ConfigError` naming the file when it cannot be unpickled, has an unknown format version, or
+    belongs to another run (the differing fields are listed). Tensors are loaded on the CPU; the trainer moves
+    them to its device.
     """
     path = Path(path)
+    payload = read_sealed(path, kind="checkpoint", fix=START_OVER)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # truncated zip, bad pickle, ...: all mean the same to the user
+        state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except Exception as err:  # a sealed payload that is no checkpoint: all mean the same to the user
         raise ConfigError(
-            f"checkpoint {path} is corrupt or truncated and cannot be read ({type(err).__name__}: {err})",
-            "delete it to start over",
+            f"checkpoint {path} cannot be read ({type(err).__name__}: {err})", "delete it to start over"
         ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ConfigError(f"{path} is not a federated-run checkpoint", "delete it to start over")

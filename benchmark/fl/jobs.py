@@ -36,6 +36,9 @@ Outputs (all written atomically):
   training stage is ``stage = lp``, its first row is the starting head. :mod:`benchmark.apps.plots` reads it.
 * ``record`` (optional) - JSON with the protocol, the engine configuration, run metadata, input identities.
 
+Each carries a checksum sidecar (``<file>.sha256``, :func:`benchmark.io.atomic_path`); :func:`read_curve` and
+:func:`benchmark.tidy.read_tidy` check it and the file's structure before anything is parsed.
+
 Stage-1 costs of a closed-form initialisation (fedcof Fig. 4): uplink = the statistics the clients send
 (:mod:`benchmark.closed_form`, 4 bytes per float), downlink 0 (the pre-trained body is shared beforehand,
 as in legate2023 Eq. 3-4), compute = one forward pass per training sample of the clients seen (1F each).
@@ -54,13 +57,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, DataMissingError
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import Costs, RoundRecord, RunResult
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import closed_form_head, init_head
 from benchmark.fl.protocols import MethodSpec, Protocol, get_protocol
-from benchmark.io import atomic_path, atomic_write_json
+from benchmark.io import atomic_path, atomic_write_json, read_verified_csv
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
 
@@ -355,17 +358,27 @@ def curve_frame(res: RunResult, *, method: str, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
 
 
+#: Curve columns that must hold a number in every row (the others may be empty: not evaluated, NaN).
+CURVE_NUMERIC: tuple[str, ...] = ("round", "uplink_bytes", "downlink_bytes", "compute_f")
+
+
 def write_curve(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write a curve CSV atomically (NaN written as empty)."""
+    """Write a curve CSV atomically with its checksum sidecar (NaN written as empty)."""
     dest = Path(path)
-    with atomic_path(dest, suffix=".csv") as tmp:
+    with atomic_path(dest, checksum=True) as tmp:
         frame.to_csv(tmp, index=False, float_format="%.10g")
     return dest
 
 
 def read_curve(path: str | Path) -> pd.DataFrame:
-    """Read a curve CSV written by :func:`write_curve`, checking its columns."""
-    df = pd.read_csv(path, keep_default_na=True)
+    """Read a curve CSV written by :func:`write_curve`: checked against its sidecar, complete (every line has
+    every field, numbers where numbers belong) and with the curve columns; one clear error naming it if not."""
+    if not Path(path).is_file():
+        raise DataMissingError(f"curve file {path} does not exist", "run the training job that writes it first")
+    df = read_verified_csv(
+        path, nonempty=CURVE_NUMERIC, numeric=(*CURVE_NUMERIC, "accuracy", "test_loss", "train_loss", "wall_s"),
+        keep_default_na=True,
+    )  # fmt: skip
     missing = [c for c in CURVE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"{path} is not an FL curve file: missing columns {missing}", "regenerate it")
@@ -424,6 +437,7 @@ def fl_run_step(
                 "versions": package_versions(),
                 "machine": machine(),
             },
+            checksum=True,
         )
     write_tidy(job.rows, out)
     return job

@@ -368,7 +368,7 @@ def train_step(req: TrainRequest, *, out: str | Path, curve: str | Path, record:
 
     outcome = run_training(req)
     write_curve(outcome.curve, curve)
-    atomic_write_json(record, outcome.record)
+    atomic_write_json(record, outcome.record, checksum=True)
     write_tidy(outcome.rows, out)
     return outcome
 

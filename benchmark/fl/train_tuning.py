@@ -52,5 +52,5 @@ def choose_lr(
         "git_commit": git_commit(),
         "machine": machine(),
     }
-    atomic_write_json(out, record)
+    atomic_write_json(out, record, checksum=True)
     return record

@@ -11,6 +11,9 @@ Outputs of :func:`train_step` (``out`` = the job's record path ``.../seed<k>.jso
   the record is checked);
 * ``<base>.curve.csv`` -- the per-round curve (plotted beside the tables).
 
+The record, the curve and the evaluation JSON carry a checksum sidecar (``<file>.sha256``,
+:func:`benchmark.io.atomic_path`), checked when they are read back.
+
 :func:`eval_step` writes the per-client accuracies of one evaluation (``initial``, ``personalised`` with a
 :class:`~benchmark.pfl.personalise.FineTune`, or ``ncm_cosine`` / ``ncm_euclidean``) as JSON.
 """
@@ -18,7 +21,7 @@ Outputs of :func:`train_step` (``out`` = the job's record path ``.../seed<k>.jso
 from __future__ import annotations
 
 import hashlib
-import json
+import io
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmark.errors import ConfigError
-from benchmark.io import atomic_path, atomic_write_json, sha256_file
+from benchmark.errors import ConfigError, CorruptFileError, DataMissingError
+from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.partition import ClientSplit, make_partitioner
 from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
@@ -83,12 +86,13 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     out = Path(out)
     base = str(out).removesuffix(".json")
     model_path = Path(base + ".model.pt")
-    with atomic_path(model_path, suffix=".tmp") as tmp, open(tmp, "wb") as f:  # a file object: the archive's
-        torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
-                    "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
-                    "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, f)  # fmt: skip
+    buffer = io.BytesIO()  # a file object: the archive's records do not depend on the file name
+    torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
+                "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
+                "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, buffer)  # fmt: skip
+    atomic_write_bytes(model_path, buffer.getbuffer())
     if cfg.algorithm != "local_only":  # local-only has no rounds: no curve
-        with atomic_path(base + ".curve.csv", suffix=".csv") as tmp:
+        with atomic_path(base + ".curve.csv", checksum=True) as tmp:
             curve_frame(trainer, res.history).to_csv(tmp, index=False)
     mean, std = summary(res.client_accuracy)
     record = {
@@ -96,9 +100,10 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
         "device": str(dev), "selected_round": res.selected_round, "selection": cfg.selection, **res.extra,
         "initial": {"per_client": [float(a) for a in res.client_accuracy], "mean": mean, "std_ddof0": std},
         "other_selection_accuracy": res.other_selection_accuracy, "history": res.history,
-        "model_file": model_path.name, "model_sha256": sha256_file(model_path), "wall_s": res.wall_s, **prov,
+        "model_file": model_path.name, "model_sha256": sha256_bytes(buffer.getbuffer()), "wall_s": res.wall_s,
+        **prov,
     }  # fmt: skip
-    atomic_write_json(out, record)
+    atomic_write_json(out, record, checksum=True)
     if checkpoint is not None and Path(checkpoint).is_file():
         Path(checkpoint).unlink()
     return record
@@ -149,19 +154,23 @@ def _centralised(trainer: PFLTrainer, part: str):
 
 
 def load_selected(record_path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A training record and its selected state, the state's sha256 checked before it is loaded."""
+    """A training record (checked against its sidecar) and its selected state, whose sha256 (recorded in the
+    record) is checked on the very bytes that are then loaded."""
     record_path = Path(record_path)
-    try:
-        record = json.loads(record_path.read_text())
-    except (OSError, ValueError) as err:
-        raise ConfigError(
-            f"{record_path}: not a readable training record ({err})", "re-run the training job"
-        ) from None
+    rerun = f"delete {record_path} and re-run the training job (snakemake runs it again)"
+    if not record_path.is_file():
+        raise DataMissingError(f"training record {record_path} does not exist", "run the training job first")
+    record = read_verified_json(record_path, fix=rerun)
+    if not isinstance(record, dict) or not {"model_file", "model_sha256"} <= set(record):
+        raise CorruptFileError(f"{record_path}: not a training record (no model_file / model_sha256)", rerun)
     model_path = record_path.with_name(record["model_file"])
-    if not model_path.is_file() or sha256_file(model_path) != record["model_sha256"]:
-        raise ConfigError(f"{model_path} is missing or does not match the sha256 in {record_path}",
-                          "re-run the training job (delete its record)")  # fmt: skip
-    return record, torch.load(model_path, map_location="cpu", weights_only=True)
+    try:
+        data = model_path.read_bytes()
+    except FileNotFoundError:
+        raise DataMissingError(f"{model_path} (the selected model of {record_path}) is missing", rerun) from None
+    if sha256_bytes(data) != record["model_sha256"]:
+        raise CorruptFileError(f"{model_path} is damaged or truncated (sha256 mismatch with {record_path})", rerun)
+    return record, torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: FineTune | None = None,
@@ -212,5 +221,5 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
     result = {"kind": "pfl_eval", "evaluation": evaluation, "finetune": asdict(ft) if ft else None,
               "training_record": str(record_path), "selected_round": record["selected_round"],
               "per_client": [float(a) for a in acc], "mean": mean, "std_ddof0": std, **_provenance()}  # fmt: skip
-    atomic_write_json(out, result)
+    atomic_write_json(out, result, checksum=True)
     return result

@@ -34,12 +34,30 @@ def seeded_jobs(
 def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     """The cell's accuracy per seed (the method's ``accuracy`` rows with status ok, by seed), and every metric
     the runs recorded for the method (accuracy, and for training runs also best / last accuracy, uplink /
-    downlink bytes, compute in F, rounds), labelled with the cell."""
+    downlink bytes, compute in F, rounds), labelled with the cell.
+
+    Each run file holds at most one such row; when some hold one, every one must (a run file that lost the
+    row, e.g. truncated at a row boundary before checksums existed, would silently drop its seed): otherwise
+    one :class:`~benchmark.errors.CorruptFileError` naming the file."""
     import pandas as pd
 
+    from benchmark.errors import CorruptFileError
+    from benchmark.io import RERUN
     from benchmark.tidy import read_tidy
 
-    runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
+    frames = [read_tidy(j.path) for j in plan.jobs]
+    found = [
+        int(((f["method"] == plan.method) & (f["metric"] == "accuracy") & (f["status"] == "ok")).sum())
+        for f in frames
+    ]
+    for job, n in zip(plan.jobs, found, strict=True):
+        if n > 1 or (n == 0 and any(found)):
+            raise CorruptFileError(
+                f"run file {job.path} has {n} accuracy rows of method {plan.method!r} (one expected, as in the "
+                "cell's other run files)",
+                RERUN,
+            )
+    runs = pd.concat(frames, ignore_index=True)
     sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
     values = [float(v) for v in sel.sort_values("seed")["value"]]
     rows: list[dict[str, Any]] = []

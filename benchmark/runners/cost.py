@@ -13,7 +13,6 @@ cannot be drawn here (dataset absent) plans no job and keeps the reason, found w
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError
+from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, parse_partition_tag, partition_tag, register_job
 from benchmark.runners import CellResult, Runner, register_runner
 
@@ -69,6 +69,7 @@ class ClassCountsJob(Job):
                 "pairs": class_pairs(part, data.labels, data.num_classes),
                 "counts": counts.astype(int).tolist(),
             },
+            checksum=True,
         )  # fmt: skip
 
 
@@ -104,7 +105,7 @@ def pairs_from_jobs(plan: Any) -> Any:
                     f"no class counts {j.path} for cell {plan.cell.id}",
                     "build the target with snakemake or `flb run`, which run its jobs first",
                 )
-            raw = json.loads(Path(j.path).read_text())
+            raw = read_verified_json(j.path)
             out.append(ClassPairs(int(raw["seed"]), int(raw["pairs"]), str(raw["partition_sha256"])))
             checksums.add(str(raw["data_checksum"]))
         if len(checksums) != 1:

@@ -205,14 +205,13 @@ class FedMeZORunner(Runner):
         return plan
 
     def collect(self, spec, plan, labels, settings) -> CellResult:
-        import json
-
+        from benchmark.io import read_verified_json
         from benchmark.tidy import make_row
 
         printed_rounds = int(plan.cell.protocol.get("rounds") or 0)
         values, rows, notes, departures = [], [], [], set()
         for job in plan.jobs:
-            rec = json.loads(Path(job.path).read_text())
+            rec = read_verified_json(job.path)
             common = dict(
                 paper=spec.paper, table=spec.table, cell=plan.cell.id, dataset=plan.dataset, model=plan.model,
                 weights=rec["encoder"]["name"], method=plan.method, fl_algorithm=plan.method,

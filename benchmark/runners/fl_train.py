@@ -15,7 +15,6 @@ estimate of its cost (:mod:`benchmark.fl.estimate`) and how to run it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.errors import ConfigError
+from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs
@@ -174,7 +174,7 @@ class FLTrainJob(_TrainFields):
             else recorded_choice_path(self.protocol, self.algorithm, self.method)
         )
         try:
-            rec = json.loads(Path(path).read_text())
+            rec = read_verified_json(path, fix="delete it and re-run the tuning")
             chosen = rec["choice"]
             return float(chosen["client_lr"]), float(chosen["server_lr"]), {"source": str(path), **rec}
         except (OSError, ValueError, KeyError, TypeError) as err:

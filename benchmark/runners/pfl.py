@@ -286,15 +286,14 @@ class PFLRunner(Runner):
     def collect(self, spec, plan, labels, settings) -> CellResult:
         """Per seed the mean accuracy across clients; rows: every client's accuracy, the mean and the std
         across clients (ddof 0); the std across clients (mean over seeds) goes to the table beside ours."""
-        import json
-
         import numpy as np
 
+        from benchmark.io import read_verified_json
         from benchmark.tidy import make_row
 
         values, rows, stds, sel = [], [], [], []
         for job in plan.jobs:
-            rec = json.loads(Path(job.path).read_text())
+            rec = read_verified_json(job.path)
             per_client = rec["initial"]["per_client"] if job.KIND == "pfl_train" else rec["per_client"]
             acc = np.asarray(per_client, dtype=float)
             values.append(float(acc.mean()))

@@ -54,7 +54,7 @@ class CentralCurveJob(Job):
         from benchmark.pfl.run import resolve_device
 
         record = train_curve(self, resolve_device(config.get("device")), config.get("data_root"))
-        atomic_write_json(self.path, record)
+        atomic_write_json(self.path, record, checksum=True)
 
 
 def head_row_cosine(weight: Any) -> float:

@@ -10,6 +10,10 @@ turn FAILs into a non-zero exit (:mod:`benchmark.tables.gate`).
 Each planned cell's values and rows come from its runner plug-in (:mod:`benchmark.runners`); the plan is
 the immutable file written when the target was planned (``flb table <target> --plan <file>``: the Snakemake
 rule passes the one its DAG wrote; without it, the newest plan; :func:`benchmark.tables.plan.read_plan`).
+Every run file is read (and checked: :mod:`benchmark.io` checksums and structure) before anything is written,
+so a damaged run file is one :class:`~benchmark.errors.CorruptFileError` naming it and the target's command
+that rebuilds it, and the target's previous tidy table, tables and checks stay as they were. The tidy CSV and
+the checks JSON are written with checksum sidecars.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import ConfigError
+from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.runners import CellResult, get_runner
@@ -89,7 +93,10 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
             if runner is None:
                 raise ConfigError(f"{target}: cell {cell.id} is planned for runner {cp.runner!r}, which has no module",
                                   "re-plan the target")  # fmt: skip
-            res = runner.collect(spec, cp, labels, plan.settings)
+            try:
+                res = runner.collect(spec, cp, labels, plan.settings)
+            except CorruptFileError as err:  # the one command that rebuilds it: this target's
+                raise CorruptFileError(err.what, rebuild_fix(target)) from None
         tidy_rows.extend(res.rows)
         if res.reason is not None:
             tidy_rows.append(
@@ -108,15 +115,23 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
             departures=res.departures,
         )  # fmt: skip
         report.outcomes.append(CellOutcome(cp, res.values, verdict, res.note, res.extra))
+    try:  # the curves are read (and checked) here too: before the tidy table and the checks are written
+        plot_training_curves(
+            report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}"
+        )
+    except CorruptFileError as err:
+        raise CorruptFileError(err.what, rebuild_fix(target)) from None
     write_tidy(frame(tidy_rows), results / "tidy" / f"{target}.csv")
     tier = str(plan.settings.get("tier") or "full")
     if (plan.settings.get("table_subset") or "all") != "all":
         tier += f" ({plan.settings['table_subset']} subset: not comparable with the paper)"
     _write_outputs(spec, report, results, tier=tier)
-    plot_training_curves(
-        report, results / "tables" / f"{target}.curves.png", title=f"{spec.paper} Table {spec.table}"
-    )
     return report
+
+
+def rebuild_fix(target: str) -> str:
+    """What to do about a damaged run file of ``target``: delete it; the target's build runs its job again."""
+    return f"delete it and rerun `snakemake --cores all {target}` (its job runs again)"
 
 
 def training_curves(report: TableReport) -> dict[str, list[Path]]:
@@ -228,4 +243,5 @@ def _write_outputs(spec: Any, report: TableReport, results: Path, tier: str = "f
     atomic_write_json(
         results / "checks" / f"{spec.target}.json",
         {"target": spec.target, "tier": tier, "counts": report.counts(), "cells": checks},
+        checksum=True,
     )

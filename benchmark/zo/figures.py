@@ -16,10 +16,8 @@ The figure targets (``snakemake bernier2024_fig4_2``, :mod:`benchmark.figures.be
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from benchmark.errors import ConfigError
@@ -80,7 +78,9 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
 
 def load_records(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(series label, task) -> the run record of each job of :func:`figure_jobs` (they must exist)."""
-    return {key: json.loads(Path(job.path).read_text()) for key, job in figure_jobs(config, name).items()}
+    from benchmark.io import read_verified_json
+
+    return {key: read_verified_json(job.path) for key, job in figure_jobs(config, name).items()}
 
 
 def figure_data(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ identities, the accuracy before training (FedNCM head) and after the last round,
 to the thesis's arithmetic (Eq. 6 / Eq. 7), provenance (commit taken at start, machine, versions) and the
 wall time; the per-round curve goes to ``<record>.curve.csv``. A FedMeZO run checkpoints its log
 (``(seed, average)`` per round: with the initial model, the log *is* the model) every ``checkpoint_every``
-rounds and resumes by replaying it.
+rounds and resumes by replaying it. The checkpoint is sealed (:func:`benchmark.io.write_sealed`: its sha256
+is checked before it is parsed, so a flipped digit of a seed or an average is an error, not another model);
+the record and the curve carry a checksum sidecar (:func:`benchmark.io.atomic_path`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.io import atomic_path, atomic_write_json
+from benchmark.io import atomic_path, atomic_write_json, read_sealed, write_sealed
 from benchmark.zo.transport import THESIS_NUMBER_BYTES, WireFormat, eq6_bytes_per_round
 
 ZO_METHODS = ("fedmezo", "mezo", "distmezo")
@@ -93,14 +95,21 @@ def _zo_config(spec: ZORunSpec):
     )
 
 
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write a FedMeZO checkpoint (JSON, sealed)."""
+    write_sealed(path, (json.dumps(state, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
 def _load_checkpoint(path: Path | None, spec: ZORunSpec) -> dict[str, Any]:
-    """A FedMeZO checkpoint: ``{"spec", "log", "rounds", "initial_accuracy"}`` (empty when absent)."""
+    """A FedMeZO checkpoint: ``{"spec", "log", "rounds", "initial_accuracy"}`` (empty when absent); its
+    sha256 is checked first (a corrupt, truncated or unsealed one is a ``CorruptFileError`` naming it)."""
     if path is None or not path.is_file():
         return {}
+    payload = read_sealed(path, kind="checkpoint", fix=f"delete {path} to restart the run from round 0")
     try:
-        saved = json.loads(path.read_text())
+        saved = json.loads(payload)
         ok = saved["spec"] == asdict(spec) and len(saved["log"]) == len(saved["rounds"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise ConfigError(
             f"checkpoint {path} is unreadable ({err})", f"delete {path} to start afresh"
         ) from err
@@ -149,7 +158,7 @@ def run_zo(
     def after_round(full_log, rec) -> None:
         history.append(rec)
         if checkpoint is not None and (len(full_log) % checkpoint_every == 0 or len(full_log) == spec.rounds):
-            atomic_write_json(checkpoint, {
+            _save_checkpoint(checkpoint, {
                 "spec": asdict(spec), "log": [[e.round, e.seed, list(e.average)] for e in full_log],
                 "rounds": [asdict(r) for r in history], "initial_accuracy": initial["value"],
             })  # fmt: skip
@@ -247,10 +256,9 @@ def train_step(
         "torch_threads": torch.get_num_threads(), "wall_s": time.time() - start, **prov,
     }  # fmt: skip
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(str(out).removesuffix(".json") + ".curve.csv", suffix=".csv") as tmp:
+    with atomic_path(str(out).removesuffix(".json") + ".curve.csv", checksum=True) as tmp:
         _write_curve(tmp, record["rounds"])
-    atomic_write_json(out, record)
+    atomic_write_json(out, record, checksum=True)
     return record
 
 
