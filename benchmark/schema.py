@@ -365,3 +365,9 @@ def check_one_per_seed(seeds: Iterable[Any], what: str) -> None:
             "remove the duplicate run or row (or delete the file and rebuild it); a seed counted twice biases "
             "the mean and the std",
         )
+
+
+def check_planned_seeds(jobs: Iterable[Any], what: str) -> None:
+    """The jobs of one cell run each seed once (:func:`check_one_per_seed` on their ``seed`` fields): a plan
+    that lists a seed twice would average one run with itself."""
+    check_one_per_seed((j.seed for j in jobs if isinstance(getattr(j, "seed", None), int)), what)

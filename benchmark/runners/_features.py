@@ -37,13 +37,23 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     downlink bytes, compute in F, rounds), labelled with the cell."""
     import pandas as pd
 
+    from benchmark.schema import check_one_per_seed
     from benchmark.tidy import read_tidy
 
-    runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)
-    sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+    frames = [read_tidy(j.path) for j in plan.jobs]
+    for job, frame in zip(plan.jobs, frames, strict=True):  # a duplicated row: one seed counted twice
+        check_one_per_seed(_accuracy(frame, plan.method)["seed"], job.path)
+    runs = pd.concat(frames, ignore_index=True)
+    sel = _accuracy(runs, plan.method)
+    check_one_per_seed(sel["seed"], f"cell {plan.cell.id} (runs of method {plan.method})")
     values = [float(v) for v in sel.sort_values("seed")["value"]]
     rows: list[dict[str, Any]] = []
     for rec in runs[runs["method"] == plan.method].to_dict("records"):
         rec.update(paper=spec.paper, table=spec.table, cell=plan.cell.id)
         rows.append(rec)
     return CellResult(values, rows, reason=None if values else "the runs produced no value for this cell")
+
+
+def _accuracy(runs: Any, method: Any) -> Any:
+    """The rows of ``runs`` that are a value of the cell: ``method``'s accuracy, status ok."""
+    return runs[(runs["method"] == method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]

@@ -14,6 +14,28 @@ from benchmark.runners._features import collect_runs, seeded_jobs
 
 class ClosedFormRunner(Runner):
     name = "closed_form"
+    params = {
+        "methods": dict[str, str], "partition": dict[str, Any], "preprocess": dict[str, str],
+        "natural_users": list[str], "protocol": str,
+    }  # fmt: skip
+
+    def check_params(self, params, where) -> None:
+        """``protocol`` is a closed-form protocol; ``partition`` a known scheme with only its own parameters."""
+        import inspect
+
+        from benchmark.data.partition import available_partitioners, get_partitioner
+        from benchmark.protocols import load_catalogue
+        from benchmark.schema import check_mapping, check_name
+
+        if "protocol" in params:  # the names from the catalogue file (its module imports torch)
+            names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})  # noqa: E731
+            check_name(params["protocol"], where.at("protocol"), names, "closed-form protocol")
+        part = params.get("partition")
+        if part:
+            scheme = check_name(part.get("scheme"), where.at("partition", "scheme"), available_partitioners,
+                                "partition scheme")  # fmt: skip
+            args = list(inspect.signature(get_partitioner(scheme)).parameters)[2:]
+            check_mapping(part, where.at("partition"), allowed=["scheme", *args])
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         natural = dataset in rule.params.get("natural_users", [])

@@ -24,6 +24,7 @@ def _protocol_key(dataset: Any, image_size: Any) -> str:
 
 class LPFeaturesRunner(Runner):
     name = "lp_features"
+    params = {"methods": dict[str, str], "protocols": dict[str, str]}
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
