@@ -123,7 +123,7 @@ def key_lines(text: str) -> dict[tuple[Key, ...], int]:
                     try:
                         key = loader.construct_object(knode, deep=True)
                         hash(key)
-                    except Exception:  # noqa: BLE001 - an odd key just has no line
+                    except Exception:  # an odd key just has no line
                         continue
                     out.setdefault((*keys, key), knode.start_mark.line + 1)
                     walk(vnode, (*keys, key))
@@ -134,7 +134,7 @@ def key_lines(text: str) -> dict[tuple[Key, ...], int]:
 
         if root is not None:
             walk(root, ())
-    except Exception:  # noqa: BLE001 - lines are a courtesy of the error message, never a new error
+    except Exception:  # lines are a courtesy of the error message, never a new error
         return out
     finally:
         loader.dispose()
@@ -343,9 +343,10 @@ def check_seeds(value: Any, where: Where, *, allow_empty: bool = False) -> tuple
     for i, s in enumerate(value):
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise where.at(i).error(f"seed {_short(s)} is not a non-negative integer", "e.g. [0, 1, 2]")
-        if s in seen:
-            raise where.error(
-                f"duplicated seed {s} in {value}",
+        if s in seen:  # the line of the second one, the message about the whole list
+            label = f" field {where.label!r}:" if where.label else ""
+            raise where.at(i).say(
+                f"{label.strip()} duplicated seed {s} in {value}".strip(),
                 "list each seed once (a seed counted twice biases the mean and the std)",
             )
         seen.add(s)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from benchmark.jobs import ClosedFormJob, partition_tag
 from benchmark.runners import CellResult, Runner, register_runner
@@ -14,7 +14,7 @@ from benchmark.runners._features import collect_runs, seeded_jobs
 
 class ClosedFormRunner(Runner):
     name = "closed_form"
-    params = {
+    params: ClassVar[dict[str, Any]] = {
         "methods": dict[str, str], "partition": dict[str, Any], "preprocess": dict[str, str],
         "natural_users": list[str], "protocol": str,
     }  # fmt: skip
@@ -28,7 +28,7 @@ class ClosedFormRunner(Runner):
         from benchmark.schema import check_mapping, check_name
 
         if "protocol" in params:  # the names from the catalogue file (its module imports torch)
-            names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})  # noqa: E731
+            names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})
             check_name(params["protocol"], where.at("protocol"), names, "closed-form protocol")
         part = params.get("partition")
         if part:

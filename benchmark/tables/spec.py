@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import UnknownNameError
 from benchmark.runners import DECLARED_ONLY, Runner, load_runners, runner_names
 from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
+from benchmark.suggest import did_you_mean
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "paper_tables"
@@ -176,7 +177,10 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
             raise at.error(f"expected a mapping with 'runner' and 'when', got {type(entry).__name__}")
         name = entry.get("runner")
         if not isinstance(name, str) or name not in names:
-            raise at.say(f"runners[{i}].runner is {name!r}", f"use one of: {', '.join(names)}")
+            near = did_you_mean(str(name), names)
+            raise at.at("runner").say(
+                f"runners[{i}].runner is {name!r}", f"{near + ' ' if near else ''}use one of: {', '.join(names)}"
+            )
         plugin = plugins.get(name)
         declared = dict(plugin.params if plugin is not None else Runner.params)
         check_mapping(entry, at, allowed=["runner", "when", *declared])
@@ -200,7 +204,6 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
 def _check_metrics(value: Any, where: Where) -> None:
     """A ``when.metric`` names metrics of :data:`benchmark.expected.METRICS` (a typo would match no cell)."""
     from benchmark.expected import METRICS
-    from benchmark.suggest import did_you_mean
 
     for metric in value if isinstance(value, list) else ([] if value is None else [value]):
         if metric not in METRICS:
