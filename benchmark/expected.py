@@ -536,7 +536,7 @@ def _validate_cell(
     where = f"cells[{i}]"
     c = ctx.mapping(rc, where)
     if isinstance(c.get("id"), str):
-        where = f"cells[{i}] ({c['id']})"
+        where = f"cells[{i}] ({c['id'] if c['id'].isprintable() else repr(c['id'])})"
     ctx.keys(c, where, _CELL_REQUIRED, _CELL_OPTIONAL, keys=("cells", i))
     cid = str(ctx.text(c["id"], f"{where}.id"))
     row, column = c["row"], c["column"]

@@ -46,11 +46,22 @@ def display_path(path: str | Path) -> str:
 
 
 def format_keys(keys: Sequence[Key]) -> str:
-    """``("runners", 0, "when")`` -> ``runners[0].when`` (``""`` for the top level)."""
+    """``("runners", 0, "when")`` -> ``runners[0].when`` (``""`` for the top level); a key that is not plain
+    printable text is shown quoted (``methods['a\\n']``), so a message stays one line."""
     out = ""
     for k in keys:
-        out += f"[{k}]" if isinstance(k, int) and not isinstance(k, bool) else (f".{k}" if out else str(k))
+        if isinstance(k, int) and not isinstance(k, bool):
+            out += f"[{k}]"
+        elif not isinstance(k, str) or not k.isprintable() or not k or any(c in k for c in ".[] "):
+            out += f"[{k!r}]"
+        else:
+            out += f".{k}" if out else k
     return out
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs (newlines included) as single spaces: an error stays one line."""
+    return " ".join(str(text).split())
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -91,10 +102,10 @@ def parse_yaml(text: str, name: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{name}:{mark.line + 1}" if mark is not None else name
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}: not valid YAML ({problem})", "fix the file") from None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: not valid YAML ({one_line(problem)})", "fix the file") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. a date like 2001-13-45
-        raise ConfigError(f"{name}: not valid YAML ({type(exc).__name__}: {exc})", "fix the file") from None
+        raise ConfigError(f"{name}: not valid YAML ({type(exc).__name__}: {one_line(str(exc))})", "fix the file") from None
 
 
 def read_yaml(path: str | Path, *, missing_fix: str = "check the path") -> YamlFile:

@@ -22,10 +22,11 @@ class ClosedFormRunner(Runner):
     def check_params(self, params, where) -> None:
         """``protocol`` is a closed-form protocol; ``partition`` a known scheme with only its own parameters."""
         import inspect
+        import typing
 
         from benchmark.data.partition import available_partitioners, get_partitioner
         from benchmark.protocols import load_catalogue
-        from benchmark.schema import check_mapping, check_name
+        from benchmark.schema import check_mapping, check_name, coerce
 
         if "protocol" in params:  # the names from the catalogue file (its module imports torch)
             names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})
@@ -34,8 +35,17 @@ class ClosedFormRunner(Runner):
         if part:
             scheme = check_name(part.get("scheme"), where.at("partition", "scheme"), available_partitioners,
                                 "partition scheme")  # fmt: skip
-            args = list(inspect.signature(get_partitioner(scheme)).parameters)[2:]
+            fn = get_partitioner(scheme)
+            args = list(inspect.signature(fn).parameters)[2:]
             check_mapping(part, where.at("partition"), allowed=["scheme", *args])
+            hints = typing.get_type_hints(fn)
+            plain = {int, float, str, bool, type(None)}
+            for key, value in part.items():
+                hint = hints.get(key, Any)
+                if key != "scheme" and set(typing.get_args(hint) or (hint,)) <= plain:  # not array parameters
+                    coerce(value, hint, where.at("partition", key))
+            if isinstance(part.get("num_clients"), int) and part["num_clients"] < 1:
+                raise where.at("partition", "num_clients").error(f"must be >= 1, got {part['num_clients']}", "e.g. 100")
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         natural = dataset in rule.params.get("natural_users", [])

@@ -291,8 +291,9 @@ def test_case5_misspelled_cell_protocol_key_is_one_error_not_a_cryptic_not_run(
     import benchmark.expected as expected
 
     shutil.copytree(ROOT / "paper_tables", tmp_path / "specs")
-    line = copy_edited(ROOT / "expected" / "fedcof" / "table3.yaml", tmp_path / "expected" / "fedcof",
-                       "method: fedncm", "methd: fedncm")  # fmt: skip
+    shutil.copytree(ROOT / "expected", tmp_path / "expected")
+    table = tmp_path / "expected" / "fedcof" / "table3.yaml"
+    line = copy_edited(table, table.parent, "method: fedncm", "methd: fedncm")
     monkeypatch.setattr(expected, "EXPECTED_ROOT", tmp_path / "expected")
     guard = tree_guard(tmp_path / "expected", cli_in)
     assert main(["run", TARGET]) == 2
