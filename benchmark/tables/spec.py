@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import UnknownNameError
-from benchmark.runners import DECLARED_ONLY, Runner, load_runners, runner_names
+from benchmark.runners import Runner, load_runners, runner_names
 from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
 from benchmark.suggest import did_you_mean
 
@@ -184,7 +184,7 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
         plugin = plugins.get(name)
         declared = dict(plugin.params if plugin is not None else Runner.params)
         check_mapping(entry, at, allowed=["runner", "when", *declared])
-        when = check_mapping(entry.get("when") or {}, at.at("when"), allowed=valid_when,
+        when = check_mapping(entry.get("when", {}), at.at("when"), allowed=valid_when,
                              listing="a cell-protocol key (benchmark.expected.PROTOCOL_KEYS) or metric, unit, id")  # fmt: skip
         for key, want in when.items():
             coerce(want, _SCALAR | list[_SCALAR], at.at("when", key))
@@ -193,10 +193,8 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
         for key, hint in declared.items():
             if key in params:
                 coerce(params[key], hint, at.at(key))
-        if plugin is not None:
+        if plugin is not None:  # a declared-only runner (no module yet) takes the base class's parameters
             plugin.check_params(params, at)
-        elif name not in DECLARED_ONLY:  # pragma: no cover - runner_names() holds only these two kinds
-            raise at.say(f"no runner {name!r}")
         rules.append(RunnerRule(name, when, params))
     return rules
 
