@@ -16,16 +16,15 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-import yaml
-
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.schema import YamlFile, read_yaml, valid_keys_hint
 
 __all__ = [
     "EXPECTED_ROOT",
@@ -82,6 +81,35 @@ _CELL_OPTIONAL = {
     "readings", "used", "note", "provenance", "truncated", "column_decimals", "illegible", "raw",
 }  # fmt: skip
 _READING_KEYS = {"source", "paper", "printed", "value", "std", "unit", "note"}
+
+#: The keys a table's or a cell's ``protocol`` may hold: the settings the papers state, named as the
+#: transcriptions under ``expected/`` name them and the runners (``benchmark/runners/``) and the cost model read
+#: them. A key outside this vocabulary is an error naming its line and the closest key: a misspelled key
+#: (``methdo``) would otherwise match no runner rule and leave the cell silently NOT RUN. A new setting is
+#: added here, with the transcription that needs it.
+PROTOCOL_KEYS: frozenset[str] = frozenset({
+    # what is run: data, network, method
+    "dataset", "split", "classes", "class_subset", "subset", "model", "model_readings", "pretrained", "method",
+    "fl_algorithm", "setting", "training", "init", "classifier", "classifier_init", "head_init", "feature_dim",
+    "image_size", "n_seeds",
+    # federation
+    "clients", "partition", "participation", "rounds", "stage1_rounds", "local_epochs", "local_steps",
+    "centralized_epochs", "total_epochs", "train_per_client", "test_per_client", "test_distribution",
+    "server_data_fraction", "server_update", "local_update_parts", "means_per_class_per_client",
+    # optimisation
+    "lr", "client_lr", "server_lr", "lr_schedule", "momentum", "batch_size", "head_lr_ratio", "fedprox_mu",
+    "gamma", "lambda", "lora_rank", "num_z", "perturbation_scale", "priming_density",
+    "priming_fraction_of_rounds", "seed_per_round",
+    # evaluation after training
+    "stage", "finetune_part", "finetune_epochs", "finetune_lr", "finetune_momentum", "finetune_rounds",
+    # costs
+    "comm_bits_per_param", "comm_bits_per_scalar", "comm_direction", "backward_cost_f",
+})  # fmt: skip
+#: Keys of a protocol's ``partition`` (``kind`` required), ``subset`` and each ``model_readings`` item.
+PARTITION_KEYS: frozenset[str] = frozenset({"kind", "alpha", "beta", "shards_per_user", "users", "domains"})
+SUBSET_KEYS: frozenset[str] = frozenset({"per_class", "total"})
+MODEL_READING_KEYS: frozenset[str] = frozenset({"value", "source"})
+_PROTOCOL_LISTING = "the cell-protocol keys of PROTOCOL_KEYS in benchmark/expected.py"
 
 _ACC_RE = re.compile(r"^(-?\d+(?:\.\d+)?)(?:±(\d+(?:\.\d+)?))?$")
 _NUM_RE = re.compile(r"^(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d*))?(?:×10\^(-?\d+))?(k)?$")
@@ -345,22 +373,41 @@ def cell_counts(root: str | Path | None = None) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=256)
 def _load_cached(path: str, _mtime: int, _size: int, paper: str, table: str) -> ReportedTable:
-    p = Path(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=loader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})", _FIX) from None
-    return _validate(data, p, paper, table)
+    src = read_yaml(path)
+    return _validate(src.data, src.path, paper, table, src)
 
 
 # ---------------------------------------------------------------------------------------------- validation
 class _Ctx:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, src: YamlFile | None = None) -> None:
         self.path = path
+        self.src = src
 
-    def fail(self, where: str, problem: str, fix: str = _FIX) -> ConfigError:
-        return ConfigError(f"{self.path}: {where}: {problem}", fix)
+    def at(self, keys: Sequence[str | int] | None) -> str:
+        """``<file>:<line>`` of ``keys`` (the file alone without them)."""
+        if keys is None or self.src is None:
+            return str(self.path) if self.src is None else self.src.name
+        return self.src.at(keys)
+
+    def fail(self, where: str, problem: str, fix: str = _FIX, keys: Sequence[str | int] | None = None) -> ConfigError:
+        return ConfigError(f"{self.at(keys)}: {where}: {problem}", fix)
+
+    def unknown(
+        self, keys: Sequence[str | int], key: Any, valid: Collection[str], where: str, listing: str | None = None
+    ) -> ConfigError:
+        """The one error for an unknown key: file and line, where, the closest valid key."""
+        return ConfigError(
+            f"{self.at((*keys, key))}: unknown key {key!r} in {where}", valid_keys_hint(key, valid, listing)
+        )
+
+    def check_keys(
+        self, data: Mapping[str, Any], keys: Sequence[str | int], where: str, valid: Collection[str],
+        listing: str | None = None,
+    ) -> None:  # fmt: skip
+        """Every key of ``data`` (at ``keys``) is a string in ``valid``; the first that is not is one error."""
+        for key in data:
+            if not isinstance(key, str) or key not in valid:
+                raise self.unknown(keys, key, valid, where, listing)
 
     def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -381,13 +428,14 @@ class _Ctx:
             raise self.fail(where, f"expected a finite number, got {value!r}")
         return float(value)
 
-    def keys(self, data: Mapping[str, Any], where: str, required: Sequence[str], optional: set[str]) -> None:
+    def keys(
+        self, data: Mapping[str, Any], where: str, required: Sequence[str], optional: set[str],
+        keys: Sequence[str | int] = (),
+    ) -> None:  # fmt: skip
+        self.check_keys(data, keys, where, {*required, *optional})
         missing = [k for k in required if k not in data]
         if missing:
-            raise self.fail(where, f"missing field(s) {', '.join(missing)}")
-        unknown = sorted(set(data) - set(required) - optional)
-        if unknown:
-            raise self.fail(where, f"unknown field(s) {', '.join(unknown)}")
+            raise self.fail(where, f"missing field(s) {', '.join(missing)}", keys=keys)
 
 
 def _freeze(value: Any) -> Any:
@@ -398,8 +446,8 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _validate(data: Any, path: Path, paper: str, table: str) -> ReportedTable:
-    ctx = _Ctx(path)
+def _validate(data: Any, path: Path, paper: str, table: str, src: YamlFile | None = None) -> ReportedTable:
+    ctx = _Ctx(path, src)
     top = ctx.mapping(data, "top level")
     ctx.keys(top, "top level", ("source", "kind", "protocol", "cells"), _TOP_KEYS - {"source", "kind"})
     if top["kind"] != "reported":
@@ -407,7 +455,7 @@ def _validate(data: Any, path: Path, paper: str, table: str) -> ReportedTable:
             "kind", f"expected 'reported', got {top['kind']!r}", "pinned values live under expected/pinned/"
         )
     src = ctx.mapping(top["source"], "source")
-    ctx.keys(src, "source", tuple(sorted(_SOURCE_KEYS)), set())
+    ctx.keys(src, "source", tuple(sorted(_SOURCE_KEYS)), set(), keys=("source",))
     source = Source(
         *(str(ctx.text(src[k], f"source.{k}")) for k in ("document", "paper", "table", "caption"))
     )
@@ -416,7 +464,7 @@ def _validate(data: Any, path: Path, paper: str, table: str) -> ReportedTable:
     if _norm_table(source.table) != table:
         raise ctx.fail("source.table", f"{source.table!r} but the file is table{table}.yaml")
     protocol = ctx.mapping(top["protocol"] if top["protocol"] is not None else {}, "protocol")
-    _check_partition(ctx, protocol, "protocol")
+    _check_protocol(ctx, protocol, "protocol", ("protocol",))
     notes = top.get("notes") or []
     if not isinstance(notes, list) or not all(isinstance(n, str) and n.strip() for n in notes):
         raise ctx.fail("notes", "expected a list of non-empty strings")
@@ -459,12 +507,28 @@ def _validate(data: Any, path: Path, paper: str, table: str) -> ReportedTable:
     )
 
 
-def _check_partition(ctx: _Ctx, protocol: Mapping[str, Any], where: str) -> None:
+def _check_protocol(ctx: _Ctx, protocol: Mapping[str, Any], where: str, keys: tuple[str | int, ...]) -> None:
+    """A table's or cell's protocol (at ``keys`` in the file): its keys, and those of its ``partition``,
+    ``subset`` and ``model_readings``, are known (:data:`PROTOCOL_KEYS`); a partition states its ``kind``."""
+    ctx.check_keys(protocol, keys, where, PROTOCOL_KEYS, _PROTOCOL_LISTING)
     part = protocol.get("partition")
     if part is not None:
         part = ctx.mapping(part, f"{where}.partition")
+        ctx.check_keys(part, (*keys, "partition"), f"{where}.partition", PARTITION_KEYS)
         if "kind" not in part:
-            raise ctx.fail(f"{where}.partition", "missing field 'kind' (dirichlet, shards, natural, ...)")
+            raise ctx.fail(
+                f"{where}.partition", "missing field 'kind' (dirichlet, shards, natural, ...)", keys=(*keys, "partition")
+            )
+    subset = protocol.get("subset")
+    if subset is not None:
+        ctx.check_keys(ctx.mapping(subset, f"{where}.subset"), (*keys, "subset"), f"{where}.subset", SUBSET_KEYS)
+    readings = protocol.get("model_readings")
+    if readings is not None:
+        if not isinstance(readings, list):
+            raise ctx.fail(f"{where}.model_readings", "expected a list of {value, source} mappings", keys=keys)
+        for j, r in enumerate(readings):
+            w = f"{where}.model_readings[{j}]"
+            ctx.check_keys(ctx.mapping(r, w), (*keys, "model_readings", j), w, MODEL_READING_KEYS)
 
 
 def _validate_cell(
@@ -473,8 +537,8 @@ def _validate_cell(
     where = f"cells[{i}]"
     c = ctx.mapping(rc, where)
     if isinstance(c.get("id"), str):
-        where = f"cells[{i}] ({c['id']})"
-    ctx.keys(c, where, _CELL_REQUIRED, _CELL_OPTIONAL)
+        where = f"cells[{i}] ({c['id'] if c['id'].isprintable() else repr(c['id'])})"
+    ctx.keys(c, where, _CELL_REQUIRED, _CELL_OPTIONAL, keys=("cells", i))
     cid = str(ctx.text(c["id"], f"{where}.id"))
     row, column = c["row"], c["column"]
     for name, labels in (("row", row), ("column", column)):
@@ -510,8 +574,8 @@ def _validate_cell(
     if std is None and std_over != "unknown":
         raise ctx.fail(f"{where}.std_over", f"{std_over!r} but the cell has no std (use 'unknown')")
     cell_proto = ctx.mapping(c["protocol"] if c["protocol"] is not None else {}, f"{where}.protocol")
-    _check_partition(ctx, cell_proto, f"{where}.protocol")
-    readings, used = _validate_readings(ctx, c, where, printed)
+    _check_protocol(ctx, cell_proto, f"{where}.protocol", ("cells", i, "protocol"))
+    readings, used = _validate_readings(ctx, c, where, printed, ("cells", i))
     truncated = c.get("truncated", False)
     if not isinstance(truncated, bool):
         raise ctx.fail(f"{where}.truncated", f"expected true/false, got {truncated!r}")
@@ -569,7 +633,7 @@ def _check_printed(
 
 
 def _validate_readings(
-    ctx: _Ctx, c: Mapping[str, Any], where: str, printed: str
+    ctx: _Ctx, c: Mapping[str, Any], where: str, printed: str, keys: tuple[str | int, ...] = ()
 ) -> tuple[tuple[Reading, ...], str | None]:
     raw = c.get("readings")
     used = c.get("used")
@@ -590,6 +654,7 @@ def _validate_readings(
             w,
             ("source", "paper", "printed", "value"),
             _READING_KEYS - {"source", "paper", "printed", "value"},
+            keys=(*keys, "readings", j),
         )
         if r["paper"] not in PAPERS:
             raise ctx.fail(f"{w}.paper", f"unknown paper {r['paper']!r}", f"use one of: {', '.join(PAPERS)}")

@@ -74,14 +74,50 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     return {"kind": job.KIND, **dataclasses.asdict(job)}
 
 
-def job_from_dict(raw: Mapping[str, Any]) -> Job:
-    """Inverse of :func:`job_to_dict`; an unknown kind names the registered ones."""
+#: Field types a job JSON is checked against (the annotations of the job dataclasses).
+_FIELD_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
+
+
+def job_fields(cls: type[Job]) -> dict[str, str]:
+    """``{field: type name}`` of job type ``cls``, in declaration order."""
+    return {f.name: f.type if isinstance(f.type, str) else f.type.__name__ for f in dataclasses.fields(cls)}
+
+
+def job_from_dict(raw: Any) -> Job:
+    """Inverse of :func:`job_to_dict` (a plan file's job, or ``flb job '<json>'``). An unknown kind, an unknown,
+    missing or ill-typed field is one :class:`ConfigError` naming the job kind, the field(s) and the valid
+    fields (never a ``TypeError``)."""
+    from benchmark.suggest import did_you_mean
+
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a job must be a JSON object, got {type(raw).__name__}", 'e.g. {"kind": "partition", ...}')
     kind = raw.get("kind")
-    if kind not in JOB_KINDS:
+    if not isinstance(kind, str) or kind not in JOB_KINDS:
+        near = did_you_mean(str(kind), JOB_KINDS)
         raise ConfigError(
-            f"plan names job kind {kind!r}", f"use one of {sorted(JOB_KINDS)} (or re-plan the target)"
+            f"unknown job kind {kind!r}",
+            f"{near + ' ' if near else ''}use one of: {', '.join(sorted(JOB_KINDS))} (a plan file: re-plan the target)",
         )
-    return JOB_KINDS[str(kind)](**{k: v for k, v in raw.items() if k != "kind"})
+    cls = JOB_KINDS[kind]
+    fields = job_fields(cls)
+    valid = f"fields of a {kind} job: " + ", ".join(f"{n} ({t})" for n, t in fields.items())
+    given = {k: v for k, v in raw.items() if k != "kind"}
+    unknown = [k for k in given if k not in fields]
+    if unknown:
+        near = did_you_mean(str(unknown[0]), fields)
+        raise ConfigError(f"{kind} job: unknown field(s) {', '.join(map(repr, unknown))}", f"{near + ' ' if near else ''}{valid}")
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]  # fmt: skip
+    missing = [n for n in required if n not in given]
+    if missing:
+        raise ConfigError(f"{kind} job: missing field(s) {', '.join(missing)}", valid)
+    for name, value in given.items():
+        want = _FIELD_TYPES.get(fields[name])
+        if want is not None and (isinstance(value, bool) is not (want is bool) or not isinstance(value, want)):
+            raise ConfigError(
+                f"{kind} job: field {name}={value!r} is not of type {fields[name]}", valid
+            )
+    return cls(**given)
 
 
 def run_jobs(jobs: list[Job], config: Mapping[str, Any], run: Callable[[Job], None] | None = None) -> None:

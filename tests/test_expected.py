@@ -459,7 +459,7 @@ _BAD_CASES = [
     (0, "mean", 67.9, "mean"),
     (0, "std", 0.5, "std"),
     (0, "std", _DELETE, "missing field"),
-    (0, "colour", "red", "unknown field"),
+    (0, "colour", "red", "unknown key 'colour'"),
     (0, "printed", 67.8, "printed"),
     (0, "std_over", "runs", "std_over"),
     (1, "std_over", "seeds", "std_over"),
@@ -470,7 +470,7 @@ _BAD_CASES = [
     (0, "row", "A", "row"),
     (0, "protocol", {"partition": {"alpha": 0.1}}, "partition"),
     (None, "kind", "pinned", "kind"),
-    (None, "extra", 1, "unknown field"),
+    (None, "extra", 1, "unknown key 'extra'"),
     (None, "cells", [], "cells"),
 ]
 

@@ -52,14 +52,14 @@ def test_shipped_catalogues_load(tmp_path) -> None:
 
 LEGATE = "legate2023_cifar10"
 FL_BAD = {
-    "unknown field": (lambda d: d["protocols"][LEGATE].update(round=3), "field 'round': unknown field"),
+    "unknown field": (lambda d: d["protocols"][LEGATE].update(round=3), "unknown key 'round' -- did you mean 'rounds'"),
     "wrong type": (lambda d: d["protocols"][LEGATE].update(rounds="many"), "field 'rounds': wrong type"),
     "wrong method type": (
         lambda d: d["protocols"][LEGATE]["methods"]["lp"].update(client_lr="fast"),
         "field 'methods.lp.client_lr': wrong type",
     ),
     "bad literal": (lambda d: d["protocols"][LEGATE].update(rounds_unit="epochs"), "field 'rounds_unit'"),
-    "missing field": (lambda d: d["protocols"][LEGATE].pop("dataset"), "field 'dataset': missing field"),
+    "missing field": (lambda d: d["protocols"][LEGATE].pop("dataset"), "missing key 'dataset'"),
     "unknown dataset": (lambda d: d["protocols"][LEGATE].update(dataset="cifar11"), "unknown dataset 'cifar11'"),
     "unknown backbone": (lambda d: d["protocols"][LEGATE].update(backbone="vgg"), "unknown backbone 'vgg'"),
     "unknown preset": (lambda d: d["protocols"][LEGATE].update(preprocess="x"), "unknown preprocessing preset"),
@@ -84,7 +84,7 @@ def test_bad_fl_catalogue_names_file_protocol_and_field(tmp_path, case) -> None:
 
 
 CF_BAD = {
-    "unknown field": (lambda d: d["protocols"]["fedcof"].update(method={}), "fedcof", "unknown field"),
+    "unknown field": (lambda d: d["protocols"]["fedcof"].update(method={}), "fedcof", "unknown key 'method' -- did you mean 'methods'?"),
     "unknown method": (
         lambda d: d["protocols"]["legate2023"]["methods"].update(fedxyz={}),
         "legate2023", "unknown closed-form method 'fedxyz'",
@@ -122,5 +122,5 @@ def test_bad_closed_form_catalogue_names_file_protocol_and_field(tmp_path, case)
 
 def test_invalid_yaml_names_the_file(tmp_path) -> None:
     (tmp_path / "fl.yaml").write_text("protocols: [\n")
-    with pytest.raises(ConfigError, match=r"fl\.yaml is not valid YAML"):
+    with pytest.raises(ConfigError, match=r"fl\.yaml:2: not valid YAML"):
         load_protocols(tmp_path)

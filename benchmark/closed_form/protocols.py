@@ -67,8 +67,25 @@ class ClosedFormCatalogue:
     """protocol or paper key -> its ``source`` (and ``note``) citation."""
 
 
-def _options(raw: Any, where: Where) -> dict[str, Any]:
-    opts = check_mapping(raw, where)
+def option_names(method: str) -> tuple[str, ...] | None:
+    """The options closed-form method ``method`` takes: the keyword parameters of its ``plan`` (federated
+    methods, with those of :func:`~benchmark.closed_form.registry.run_method` for multi-round runs) or of its
+    ``fit``; ``None`` when its function takes any keyword."""
+    import inspect
+
+    from benchmark.closed_form.registry import run_method
+
+    info = METHODS.get(method)
+    own = inspect.signature(info.plan or info.fit).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own):
+        return None
+    runner = inspect.signature(run_method).parameters.values() if info.federated else ()
+    names = {p.name for p in (*own, *runner) if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    return tuple(sorted(names - {"rounds", "on_round"}))
+
+
+def _options(raw: Any, where: Where, method: str) -> dict[str, Any]:
+    opts = check_mapping(raw, where, allowed=option_names(method))
     for key, value in opts.items():
         if value is not None and not isinstance(value, str | int | float | bool):
             raise where.at(key).error(f"wrong type: expected a number, string or boolean, got {value!r}")
@@ -87,30 +104,30 @@ def _source(data: Mapping[str, Any], where: Where) -> str:
 def load_closed_form_catalogue(folder: Path | None = None) -> ClosedFormCatalogue:
     """``closed_form.yaml`` (in ``folder``, default :mod:`benchmark.protocols`) validated: unknown fields, wrong
     types, unregistered methods and unknown paper keys raise :class:`ConfigError` naming file, protocol, field."""
-    path, data = load_catalogue("closed_form", folder)
+    src = load_catalogue("closed_form", folder)
     top = check_mapping(
-        data,
-        Where(path),
+        src.data,
+        Where.of(src),
         allowed={"paper_options": "paper key -> options", "protocols": "name -> protocol",
                  "paper_protocol": "paper -> protocol"},
         required=("paper_options", "protocols", "paper_protocol"),
     )  # fmt: skip
     sources: dict[str, str] = {}
     papers: dict[str, dict[str, dict[str, Any]]] = {}
-    for paper, raw in check_mapping(top["paper_options"], Where(path, field="paper_options")).items():
-        where = Where(path, paper, "paper_options")
+    for paper, raw in check_mapping(top["paper_options"], Where.of(src, "paper_options")).items():
+        where = Where(src.path, paper, (), src, ("paper_options", paper), shown=("paper_options",))
         entry = check_mapping(raw, where, allowed={"source": "citation", "methods": "method -> options"},
                               required=("source", "methods"))  # fmt: skip
         sources[paper] = _source(entry, where)
         papers[paper] = {
-            check_name(m, where.at(f"methods.{m}"), lambda: METHODS, "closed-form method"): _options(
-                o, where.at(f"methods.{m}")
+            check_name(m, where.at("methods", m), lambda: METHODS, "closed-form method"): _options(
+                o, where.at("methods", m), m
             )
             for m, o in check_mapping(entry["methods"], where.at("methods")).items()
         }
     protocols: dict[str, dict[str, MethodEntry]] = {}
-    for name, raw in check_mapping(top["protocols"], Where(path, field="protocols")).items():
-        where = Where(path, name)
+    for name, raw in check_mapping(top["protocols"], Where.of(src, "protocols")).items():
+        where = Where.of(src, "protocols", name, protocol=name)
         entry = check_mapping(
             raw, where, allowed={"source": "citation", "note": "text", "methods": "'all' or method -> entry"},
             required=("source", "methods"),
@@ -124,7 +141,7 @@ def load_closed_form_catalogue(folder: Path | None = None) -> ClosedFormCatalogu
             continue
         methods: dict[str, MethodEntry] = {}
         for m, spec in check_mapping(entry["methods"], where.at("methods")).items():
-            mw = where.at(f"methods.{m}")
+            mw = where.at("methods", m)
             check_name(m, mw, lambda: METHODS, "closed-form method")
             spec = check_mapping(
                 spec, mw, allowed={"paper_options": "paper key", "options": "option -> value"}
@@ -136,13 +153,13 @@ def load_closed_form_catalogue(folder: Path | None = None) -> ClosedFormCatalogu
                     raise mw.at("paper_options").error(
                         f"paper key {key!r} has no options for {m!r}", f"use one of: {', '.join(papers[key])}"
                     )
-            methods[m] = MethodEntry(key, _options(spec.get("options", {}), mw.at("options")))
+            methods[m] = MethodEntry(key, _options(spec.get("options", {}), mw.at("options"), m))
         if not methods:
             raise where.at("methods").error("no method", "list at least one method or write 'all'")
         protocols[name] = methods
     paper_protocol = {
-        paper: check_name(p, Where(path, field=f"paper_protocol.{paper}"), lambda: protocols, "protocol")
-        for paper, p in check_mapping(top["paper_protocol"], Where(path, field="paper_protocol")).items()
+        paper: check_name(p, Where.of(src, "paper_protocol", paper), lambda: protocols, "protocol")
+        for paper, p in check_mapping(top["paper_protocol"], Where.of(src, "paper_protocol")).items()
     }
     return ClosedFormCatalogue(papers, protocols, paper_protocol, sources)
 

@@ -690,6 +690,9 @@ def dirichlet_fedcof(labels: npt.ArrayLike, seed: int, *, num_clients: int, alph
     """
     y = _as_labels(labels)
     seed = check_seed(seed)
+    if seed >= 2**32:  # numpy's legacy generator (the reference's np.random.seed) takes 32-bit seeds only
+        raise ConfigError(f"dirichlet_fedcof replays np.random.seed(seed): seed must be < 2**32, got {seed}",
+                          "use a seed in 0..4294967295 (the fedcof scripts use 0-4)")  # fmt: skip
     k_total = _num_clients(num_clients, y.size)
     a = _alpha(alpha)
     classes = np.unique(y)

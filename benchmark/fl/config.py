@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -218,6 +219,9 @@ class FLConfig:
     """Show a tqdm progress bar."""
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # a number given as text ('abc', from an override) fails here
+            if f.type in ("float", "float | None"):
+                _number(f.name, getattr(self, f.name), optional=f.type != "float")
         _choice("method", self.method, FL_METHODS.names())
         _choice("head", self.head, ("linear", "mlp"))
         _choice("head_bias", self.head_bias, ("as_given", "zero", "random"))
@@ -313,6 +317,15 @@ def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(
             f"{name} must be one of {', '.join(allowed)}; got {value!r}", f"set {name} accordingly"
+        )
+
+
+def _number(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(
+            f"{name} must be a number, got {type(value).__name__} {value!r}", f"set {name} to a number"
         )
 
 

@@ -40,6 +40,7 @@ head init are seeded (the reference code is not).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import typing
 from collections.abc import Mapping
@@ -51,6 +52,7 @@ from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt, clients_per_round
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
+from benchmark.schema import valid_keys_hint
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
 EvalEvery = int | Literal["flsim_epoch"]
@@ -186,28 +188,27 @@ class Protocol:
 
     def with_overrides(self, method: str, overrides: Mapping[str, Any]) -> Protocol:
         """A copy with ``overrides`` applied: keys are :class:`Protocol` or :class:`MethodSpec` field names
-        (the latter change ``method`` only). Unknown keys and bad values raise :class:`ConfigError` naming
-        the key; the result is validated like any protocol."""
+        (the latter change ``method`` only). An unknown key (with the closest valid one), a value of the wrong
+        type (with the field, the value and the expected type) or an invalid value raise :class:`ConfigError`;
+        the result is validated like any protocol."""
         spec = self.method(method)
+        p_hints, m_hints = typing.get_type_hints(Protocol), typing.get_type_hints(MethodSpec)
         p_fields = {f.name for f in dataclasses.fields(Protocol)} - {"name", "methods", "paper", "source"}
         m_fields = {f.name for f in dataclasses.fields(MethodSpec)}
         p_kw, m_kw = {}, {}
         for key, value in overrides.items():
             if key in m_fields:
-                m_kw[key] = value
+                now = getattr(spec, key)
+                m_kw[key] = _override_value(key, value, m_hints[key], getattr(self, key, None) if now is None else now)
             elif key in p_fields:
-                p_kw[key] = value
+                p_kw[key] = _override_value(key, value, p_hints[key], getattr(self, key))
             else:
                 raise ConfigError(
-                    f"unknown protocol override {key!r}",
-                    f"use one of: {', '.join(sorted(p_fields | m_fields))}",
+                    f"unknown protocol override {key!r}", valid_keys_hint(key, sorted(p_fields | m_fields))
                 )
-        try:
-            methods = dict(self.methods)
-            methods[method] = dataclasses.replace(spec, **m_kw)
-            out = dataclasses.replace(self, methods=methods, **p_kw)
-        except TypeError as err:  # pragma: no cover - dataclasses.replace only fails on unknown keys
-            raise ConfigError(f"bad protocol override: {err}", "check the key names") from None
+        methods = dict(self.methods)
+        methods[method] = dataclasses.replace(spec, **m_kw)
+        out = dataclasses.replace(self, methods=methods, **p_kw)
         out.validate()
         return out
 
@@ -247,6 +248,21 @@ class Protocol:
 
 
 # ------------------------------------------------------------------------------------------------ catalogue
+def _override_value(key: str, value: Any, hint: Any, example: Any) -> Any:
+    """``value`` of override ``key`` checked against the field's type (an int is a float, nothing else is
+    converted); :class:`ConfigError` naming the field, the value and the expected type otherwise."""
+    try:
+        return coerce(value, hint, Where(Path(key)))
+    except ConfigError:
+        shown = example if isinstance(example, str) else json.dumps(example, default=list)
+        fix = f"e.g. --set {key}={shown} (the protocol's value)"
+        if example is None or len(shown) > 40:
+            fix = f"give a value of type {hint_name(hint)}"
+        raise ConfigError(
+            f"protocol override {key}={value!r}: expected {hint_name(hint)}, got {type(value).__name__}", fix
+        ) from None
+
+
 #: Protocol fields the catalogue may not set: the name is the entry's key, the methods are parsed apart.
 _DERIVED = ("name", "methods")
 
@@ -290,7 +306,7 @@ def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
     methods_raw = check_mapping(data["methods"], where.at("methods"))
     if not methods_raw:
         raise where.at("methods").error("no method", "list at least one method")
-    methods = {m: _parse_method(spec, where.at(f"methods.{m}")) for m, spec in methods_raw.items()}
+    methods = {m: _parse_method(spec, where.at("methods", m)) for m, spec in methods_raw.items()}
     protocol = Protocol(name=name, methods=methods, **kw)
     try:
         protocol.validate()
@@ -301,10 +317,15 @@ def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
 
 def load_protocols(folder: Path | None = None) -> dict[str, Protocol]:
     """Every protocol of ``fl.yaml`` (in ``folder``, default: :mod:`benchmark.protocols`), validated."""
-    path, data = load_catalogue("fl", folder)
-    top = check_mapping(data, Where(path), allowed={"protocols": "mapping of name -> protocol"}, required=("protocols",))
-    entries = check_mapping(top["protocols"], Where(path, field="protocols"))
-    return {name: parse_protocol(name, raw, Where(path, name)) for name, raw in entries.items()}
+    src = load_catalogue("fl", folder)
+    top = check_mapping(
+        src.data, Where.of(src), allowed={"protocols": "mapping of name -> protocol"}, required=("protocols",)
+    )
+    entries = check_mapping(top["protocols"], Where.of(src, "protocols"))
+    return {
+        name: parse_protocol(name, raw, Where.of(src, "protocols", name, protocol=name))
+        for name, raw in entries.items()
+    }
 
 
 _PROTOCOLS: dict[str, Protocol] = load_protocols()

@@ -238,7 +238,7 @@ class TrainProtocol:
         if not self.algorithms:
             raise where.at("algorithms").error("no algorithm", "list at least one algorithm")
         for name, alg in self.algorithms.items():
-            at = where.at(f"algorithms.{name}")
+            at = where.at("algorithms", name)
             for lr, grid in (("client_lr", alg.client_lr_grid), ("server_lr", alg.server_lr_grid)):
                 if getattr(alg, lr) == GRID and grid not in self.grids:
                     raise at.at(f"{lr}_grid").error(
@@ -246,7 +246,7 @@ class TrainProtocol:
                         f"use one of: {', '.join(self.grids)}",
                     )
         for name, m in self.methods.items():
-            at = where.at(f"methods.{name}")
+            at = where.at("methods", name)
             if (m.engine == "head_ft") != (m.init is not None):
                 raise at.error(
                     "engine head_ft needs an init, and only head_ft takes one", "fix engine / init"
@@ -281,10 +281,9 @@ def parse_train_protocol(
     from benchmark.features.preprocess import PRESETS
     from benchmark.models.backbones import BACKBONES
 
-    data = check_mapping(raw, where)
-    for key in ("methods", "algorithms"):
-        if key not in data:
-            raise where.at(key).error("missing field", f"add the protocol's {key}")
+    hints = typing.get_type_hints(TrainProtocol)
+    fields = {f.name: hint_name(hints[f.name]) for f in dataclasses.fields(TrainProtocol) if f.name not in ("name", "grids")}
+    data = check_mapping(raw, where, allowed=fields, required=("methods", "algorithms"))
     rest = {k: v for k, v in data.items() if k not in ("methods", "algorithms")}
     kw = _parse(
         TrainProtocol, rest, where, ("paper", "source", "dataset", "backbone", "preprocess"),
@@ -300,15 +299,15 @@ def parse_train_protocol(
     federated = tuple(m for m, info in CLOSED_FORM.items() if info.federated)
     methods = {}
     for m, spec in check_mapping(data["methods"], where.at("methods")).items():
-        mkw = _parse(TrainMethod, spec, where.at(f"methods.{m}"), ("engine", "rounds"))
+        mkw = _parse(TrainMethod, spec, where.at("methods", m), ("engine", "rounds"))
         if mkw.get("init") is not None:
             check_name(
-                mkw["init"], where.at(f"methods.{m}.init"), lambda: federated, "federated closed-form method"
+                mkw["init"], where.at("methods", m, "init"), lambda: federated, "federated closed-form method"
             )
         methods[m] = TrainMethod(**mkw)
     algorithms = {
         a: Algorithm(
-            **_parse(Algorithm, spec, where.at(f"algorithms.{a}"), ("server_opt", "lr_source", "client_lr"))
+            **_parse(Algorithm, spec, where.at("algorithms", a), ("server_opt", "lr_source", "client_lr"))
         )
         for a, spec in check_mapping(data["algorithms"], where.at("algorithms")).items()
     }
@@ -322,17 +321,20 @@ def parse_train_protocol(
 
 def load_train_protocols(folder: Path | None = None) -> dict[str, TrainProtocol]:
     """Every protocol of ``fl_train.yaml`` (in ``folder``, default: :mod:`benchmark.protocols`), validated."""
-    path, data = load_catalogue("fl_train", folder)
+    src = load_catalogue("fl_train", folder)
     top = check_mapping(
-        data, Where(path), allowed={"protocols": "mapping of name -> protocol", "grids": "mapping of name -> list"},
+        src.data, Where.of(src), allowed={"protocols": "mapping of name -> protocol", "grids": "mapping of name -> list"},
         required=("protocols",),
     )  # fmt: skip
     grids = {
-        g: coerce(v, tuple[float, ...], Where(path, field=f"grids.{g}"))
-        for g, v in check_mapping(top.get("grids", {}), Where(path, field="grids")).items()
+        g: coerce(v, tuple[float, ...], Where.of(src, "grids", g))
+        for g, v in check_mapping(top.get("grids", {}), Where.of(src, "grids")).items()
     }
-    entries = check_mapping(top["protocols"], Where(path, field="protocols"))
-    return {name: parse_train_protocol(name, raw, grids, Where(path, name)) for name, raw in entries.items()}
+    entries = check_mapping(top["protocols"], Where.of(src, "protocols"))
+    return {
+        name: parse_train_protocol(name, raw, grids, Where.of(src, "protocols", name, protocol=name))
+        for name, raw in entries.items()
+    }
 
 
 _PROTOCOLS: dict[str, TrainProtocol] | None = None

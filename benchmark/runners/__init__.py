@@ -28,6 +28,7 @@ from benchmark.errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:
     from benchmark.expected import ReportedCell
+    from benchmark.schema import Where
     from benchmark.tables.plan import CellPlan
     from benchmark.tables.spec import RunnerRule, TableSpec
 
@@ -57,6 +58,15 @@ class Runner:
     #: Whether a cell needs a dataset, weights and the tier's permission before :meth:`plan` is called (the
     #: planner checks them and fills ``plan.dataset/model/method/weights``); False for arithmetic runners.
     needs_data: ClassVar[bool] = True
+    #: The parameters a spec's entry for this runner may give besides ``runner`` and ``when`` (name -> type,
+    #: checked when the spec is loaded: an unknown or ill-typed one is an error naming its line). By default
+    #: ``methods`` (the paper's method name -> the suite's), which the planner reads for every runner.
+    params: ClassVar[Mapping[str, Any]] = {"methods": dict[str, str]}
+
+    def check_params(self, params: Mapping[str, Any], where: Where) -> None:
+        """Check the values of a spec's parameters for this runner when the spec is loaded (their keys and
+        types are already checked against :attr:`params`); raise ``where.at(key).error(...)``. Nothing by
+        default."""
 
     def runner_protocol(
         self, spec: TableSpec, cell: ReportedCell, rule: RunnerRule, dataset: Any

@@ -43,14 +43,13 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
 
     from benchmark.errors import CorruptFileError
     from benchmark.io import RERUN
+    from benchmark.schema import check_one_per_seed
     from benchmark.tidy import read_tidy
 
     frames = [read_tidy(j.path) for j in plan.jobs]
-    found = [
-        int(((f["method"] == plan.method) & (f["metric"] == "accuracy") & (f["status"] == "ok")).sum())
-        for f in frames
-    ]
-    for job, n in zip(plan.jobs, found, strict=True):
+    found = [len(_accuracy(f, plan.method)) for f in frames]
+    for job, frame, n in zip(plan.jobs, frames, found, strict=True):
+        check_one_per_seed(_accuracy(frame, plan.method)["seed"], job.path)  # a duplicated row: one seed twice
         if n > 1 or (n == 0 and any(found)):
             raise CorruptFileError(
                 f"run file {job.path} has {n} accuracy rows of method {plan.method!r} (one expected, as in the "
@@ -58,10 +57,16 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
                 RERUN,
             )
     runs = pd.concat(frames, ignore_index=True)
-    sel = runs[(runs["method"] == plan.method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+    sel = _accuracy(runs, plan.method)
+    check_one_per_seed(sel["seed"], f"cell {plan.cell.id} (runs of method {plan.method})")
     values = [float(v) for v in sel.sort_values("seed")["value"]]
     rows: list[dict[str, Any]] = []
     for rec in runs[runs["method"] == plan.method].to_dict("records"):
         rec.update(paper=spec.paper, table=spec.table, cell=plan.cell.id)
         rows.append(rec)
     return CellResult(values, rows, reason=None if values else "the runs produced no value for this cell")
+
+
+def _accuracy(runs: Any, method: Any) -> Any:
+    """The rows of ``runs`` that are a value of the cell: ``method``'s accuracy, status ok."""
+    return runs[(runs["method"] == method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]

@@ -120,6 +120,7 @@ def pairs_from_jobs(plan: Any) -> Any:
 
 class CostRunner(Runner):
     name = "cost"
+    params: ClassVar[dict[str, Any]] = {}
     needs_data = False
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):

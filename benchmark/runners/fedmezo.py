@@ -149,6 +149,7 @@ class FedMeZORunner(Runner):
     """Routes bernier2024 Table 4.1's FedMeZO / SLoRA cells to :class:`ZOTrainJob` (module docstring)."""
 
     name = "fedmezo"
+    params: ClassVar[dict[str, Any]] = {}
     needs_data = False  # the dataset and the encoder are checked here
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):

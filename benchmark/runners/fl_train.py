@@ -264,6 +264,7 @@ def cell_estimate(
 
 class FLTrainRunner(Runner):
     name = "fl_train"
+    params: ClassVar[dict[str, Any]] = {"methods": dict[str, str], "protocols": dict[str, str]}
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))

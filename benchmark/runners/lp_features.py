@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from benchmark.jobs import FLRunJob, partition_tag
 from benchmark.runners import CellResult, Runner, register_runner
@@ -24,6 +24,7 @@ def _protocol_key(dataset: Any, image_size: Any) -> str:
 
 class LPFeaturesRunner(Runner):
     name = "lp_features"
+    params: ClassVar[dict[str, Any]] = {"methods": dict[str, str], "protocols": dict[str, str]}
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))

@@ -17,6 +17,12 @@ filter on the cell's (merged) protocol and metric, and the parameters it needs::
 
 A cell that no runner takes is ``not_run`` with the spec's ``not_run_reason`` (or a default). The table
 layout is the expected file's own row and column labels, so nothing about the layout is repeated here.
+
+The schema is strict (:func:`load_spec`, at plan time): an unknown key at the top level, in a runner entry
+(``runner``, ``when`` and the runner's own :attr:`~benchmark.runners.Runner.params`), in ``when`` (the
+cell-protocol keys of :data:`benchmark.expected.PROTOCOL_KEYS` and ``metric``, ``unit``, ``id``) or in
+``aliases`` is one error naming the file, the line and the closest valid key; seeds are distinct
+non-negative integers. A misspelled key therefore never turns every cell into a silent NOT RUN.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from benchmark.errors import ConfigError, UnknownNameError
-from benchmark.runners import runner_names
+from benchmark.errors import UnknownNameError
+from benchmark.runners import Runner, load_runners, runner_names
+from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
+from benchmark.suggest import did_you_mean
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "paper_tables"
@@ -81,47 +87,126 @@ class TableSpec:
         return next((r for r in self.runners if r.matches(cell)), None)
 
 
+#: Top-level keys of a spec (name -> what it is); the first five are required.
+SPEC_KEYS: dict[str, str] = {
+    "target": "the file name without .yaml",
+    "paper": "paper id",
+    "table": "table number as printed",
+    "expected": "expected/ file, relative to expected/",
+    "runners": "list of {runner, when, <runner params>}",
+    "seeds": "distinct non-negative integers (default [0])",
+    "not_run_reason": "reason of the cells no runner takes",
+    "aliases": "dataset / model: the paper's name -> the suite's",
+    "notes": "list of notes printed under the table",
+}
+REQUIRED = ("target", "paper", "table", "expected", "runners")
+#: Keys a ``when`` filter may test: the cell's protocol keys and its metric, unit and id.
+WHEN_EXTRA = ("metric", "unit", "id")
+#: What ``aliases`` may rename (the planner's lookups).
+ALIAS_KINDS = ("dataset", "model")
+_SCALAR = str | int | float | bool | None
+
+
 def list_specs(folder: Path = SPEC_DIR) -> list[str]:
     """Target names of all specs."""
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+def when_keys() -> frozenset[str]:
+    """The keys a ``when`` filter may test."""
+    from benchmark.expected import PROTOCOL_KEYS
+
+    return PROTOCOL_KEYS | frozenset(WHEN_EXTRA)
+
+
 def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
-    """Read and check ``paper_tables/<target>.yaml``."""
+    """Read ``paper_tables/<target>.yaml`` and check it against the strict schema (module docstring); every
+    problem is one :class:`ConfigError` naming the file, the line and the field."""
     path = folder / f"{target}.yaml"
     if not path.is_file():
         raise UnknownNameError(f"no table spec {path}", f"use one of: {', '.join(list_specs(folder))}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML ({exc})", "fix the file") from exc
-    for key in ("target", "paper", "table", "expected", "runners"):
-        if key not in raw:
-            raise ConfigError(f"{path}: missing field {key!r}", "see benchmark/tables/spec.py for the format")
+    src = read_yaml(path)
+    top = Where.of(src)
+    raw = check_mapping(src.data, top, allowed=SPEC_KEYS, required=REQUIRED)
+    for key in ("target", "paper", "expected", "not_run_reason"):
+        if key in raw:
+            _text(raw[key], top.at(key))
+    coerce(raw["table"], str | int, top.at("table"))
     if raw["target"] != target:
-        raise ConfigError(
-            f"{path}: field 'target' is {raw['target']!r}", f"it must equal the file name {target!r}"
-        )
-    rules = []
-    runners = runner_names()  # the runner plug-ins (benchmark/runners/) and the declared-only names
-    for i, r in enumerate(raw["runners"]):
-        if r.get("runner") not in runners:
-            raise ConfigError(
-                f"{path}: runners[{i}].runner is {r.get('runner')!r}", f"use one of: {', '.join(runners)}"
-            )
-        params = {k: v for k, v in r.items() if k not in ("runner", "when")}
-        rules.append(RunnerRule(r["runner"], r.get("when", {}), params))
+        raise top.at("target").error(f"is {raw['target']!r}", f"it must equal the file name {target!r}")
+    seeds = check_seeds(raw.get("seeds", [0]), top.at("seeds"))
+    rules = _rules(raw["runners"], top.at("runners"))
+    aliases = check_mapping(raw.get("aliases", {}), top.at("aliases"), allowed=ALIAS_KINDS)
+    for kind, names in aliases.items():
+        coerce(names, dict[str, str], top.at("aliases", kind))
+    notes = coerce(raw.get("notes", []), list[str], top.at("notes"))
     expected = EXPECTED_DIR / raw["expected"]
     if not expected.is_file():
-        raise ConfigError(f"{path}: expected file {expected} does not exist", "fix the 'expected' field")
+        raise top.at("expected").error(f"expected file {expected} does not exist", "fix the 'expected' field")
     return TableSpec(
         target=target,
         paper=str(raw["paper"]),
         table=str(raw["table"]),
         expected=expected,
-        seeds=tuple(int(s) for s in raw.get("seeds", [0])),
+        seeds=seeds,
         runners=tuple(rules),
-        aliases=raw.get("aliases", {}),
+        aliases=aliases,
         not_run_reason=raw.get("not_run_reason", TableSpec.not_run_reason),
-        notes=tuple(raw.get("notes", [])),
+        notes=tuple(notes),
     )
+
+
+def _text(value: Any, where: Where) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise where.error(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _rules(value: Any, where: Where) -> list[RunnerRule]:
+    """The ``runners`` list: each entry names a known runner, a ``when`` filter on known keys, and only the
+    parameters that runner declares (with their types)."""
+    if not isinstance(value, list):
+        raise where.error(f"expected a list of runner entries, got {type(value).__name__}")
+    names = runner_names()  # the runner plug-ins (benchmark/runners/) and the declared-only names
+    plugins = load_runners()
+    valid_when = when_keys()
+    rules = []
+    for i, entry in enumerate(value):
+        at = where.at(i)
+        if not isinstance(entry, dict):
+            raise at.error(f"expected a mapping with 'runner' and 'when', got {type(entry).__name__}")
+        name = entry.get("runner")
+        if not isinstance(name, str) or name not in names:
+            near = did_you_mean(str(name), names)
+            raise at.at("runner").say(
+                f"runners[{i}].runner is {name!r}", f"{near + ' ' if near else ''}use one of: {', '.join(names)}"
+            )
+        plugin = plugins.get(name)
+        declared = dict(plugin.params if plugin is not None else Runner.params)
+        check_mapping(entry, at, allowed=["runner", "when", *declared])
+        when = check_mapping(entry.get("when", {}), at.at("when"), allowed=valid_when,
+                             listing="a cell-protocol key (benchmark.expected.PROTOCOL_KEYS) or metric, unit, id")  # fmt: skip
+        for key, want in when.items():
+            coerce(want, _SCALAR | list[_SCALAR], at.at("when", key))
+        _check_metrics(when.get("metric"), at.at("when", "metric"))
+        params = {k: v for k, v in entry.items() if k not in ("runner", "when")}
+        for key, hint in declared.items():
+            if key in params:
+                coerce(params[key], hint, at.at(key))
+        if plugin is not None:  # a declared-only runner (no module yet) takes the base class's parameters
+            plugin.check_params(params, at)
+        rules.append(RunnerRule(name, when, params))
+    return rules
+
+
+def _check_metrics(value: Any, where: Where) -> None:
+    """A ``when.metric`` names metrics of :data:`benchmark.expected.METRICS` (a typo would match no cell)."""
+    from benchmark.expected import METRICS
+
+    for metric in value if isinstance(value, list) else ([] if value is None else [value]):
+        if metric not in METRICS:
+            near = did_you_mean(str(metric), METRICS)
+            raise where.error(f"unknown metric {metric!r}", f"{near + ' ' if near else ''}use one of: {', '.join(METRICS)}")
+
+
+__all__ = ["SPEC_DIR", "RunnerRule", "TableSpec", "list_specs", "load_spec", "when_keys"]
