@@ -151,9 +151,15 @@ def checkout_changes(before: dict[str, tuple[str, int, int]], after: dict[str, t
     out = []
     for path in sorted(set(before) | set(after)):
         old, new = before.get(path), after.get(path)
-        if old != new:
-            what = "added" if old is None else "removed" if new is None or new[1] < 0 else "changed"
-            out.append(f"{path}: {what}")
+        if old == new:
+            continue
+        if new is None or new[1] < 0:
+            what = "removed"
+        elif old is None and new[0] in ("??", "!!"):
+            what = "added"
+        else:  # a tracked file, clean before (so not listed) or changed further
+            what = "changed"
+        out.append(f"{path}: {what}")
     return out
 
 
