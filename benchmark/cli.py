@@ -414,6 +414,21 @@ def internal_error_line(err: BaseException) -> str:
     )
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``poll`` reports an error on it); true as well when
+    that cannot be told (stdout replaced, no ``poll``), as a closed stdout is where a BrokenPipeError of
+    ``flb`` comes from."""
+    try:
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
 def _quiet_stdout() -> None:
     """After a closed pipe: point stdout at /dev/null, so that the interpreter's last flush is silent."""
     try:
@@ -430,7 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = run(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
-    except BrokenPipeError:
+    except BrokenPipeError as err:
+        if not _stdout_gone():  # another pipe (a child process, a socket): an error like any other
+            return _fail(err, internal_error_line(err), EXIT_INTERNAL, debug)
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as err:

@@ -151,11 +151,19 @@ def test_real_data_is_rebuilt_outside_the_checkout(tmp_path, tree_guard) -> None
     guard.check()
 
 
+def _suite_conftest():
+    """tests/conftest.py as a module of its own (``import conftest`` may name tests/bench/conftest.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flb_tests_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_readme_test_command_is_green_as_written(tmp_path, monkeypatch, real_data_root, tree_guard) -> None:
     """A real-data test that needs the weights skips (never fails) when FLB_WEIGHTS_DIR is unset and there is
     no ../shared (the Table A.2 test failed), and the README's paragraph says what the fixtures do."""
-    import conftest
-
     guard = tree_guard(*CHECKOUT)
     base = {k: v for k, v in os.environ.items() if k not in ("FLB_WEIGHTS_DIR", "FLB_SHARED_DATA")}
     run = subprocess.run(
@@ -174,5 +182,5 @@ def test_readme_test_command_is_green_as_written(tmp_path, monkeypatch, real_dat
     assert "The tests write only to temporary folders: a\nrun that leaves a file in the checkout fails" in readme
     monkeypatch.delenv("FLB_TEST_DATA_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    assert conftest.real_data_cache() == Path.home() / ".cache" / "flb" / "test-data"
+    assert _suite_conftest().real_data_cache() == Path.home() / ".cache" / "flb" / "test-data"
     guard.check()
