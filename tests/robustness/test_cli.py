@@ -161,15 +161,6 @@ def test_no_traceback_unless_debug_closed_pipe(tmp_path, monkeypatch, capsys, tr
     """``flb data list | head``: the reader goes away; flb ends quietly (exit 141, as for SIGPIPE), no
     BrokenPipeError traceback and no 'Exception ignored' message at exit. A broken pipe that is not stdout
     (a child process) is an error like any other."""
-    import benchmark.cli as cli
-
-    monkeypatch.delenv("FLB_DEBUG", raising=False)
-    monkeypatch.setattr(cli, "_stdout_gone", lambda: False)
-    _collect_fault(monkeypatch, BrokenPipeError(errno.EPIPE, "Broken pipe"))
-    assert main(["collect", "in.csv", "--out", str(tmp_path / "all.csv")]) == 70
-    assert _stderr(capsys) == ("flb: error: internal error BrokenPipeError: [Errno 32] Broken pipe -- rerun with "
-                               "--debug for the traceback and report it")  # fmt: skip
-
     guard = tree_guard(tmp_path, *CHECKOUT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLB_OFFLINE": "1"}
     env.pop("FLB_DEBUG", None)
@@ -181,6 +172,15 @@ def test_no_traceback_unless_debug_closed_pipe(tmp_path, monkeypatch, capsys, tr
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+    import benchmark.cli as cli
+
+    monkeypatch.delenv("FLB_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "_stdout_gone", lambda: False)
+    _collect_fault(monkeypatch, BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    assert main(["collect", "in.csv", "--out", str(tmp_path / "all.csv")]) == 70
+    assert _stderr(capsys) == ("flb: error: internal error BrokenPipeError: [Errno 32] Broken pipe -- rerun with "
+                               "--debug for the traceback and report it")  # fmt: skip
     guard.check()
 
 
