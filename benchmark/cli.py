@@ -1,13 +1,21 @@
 """Command line of the suite (``flb`` or ``python -m benchmark.cli``); the Snakemake rules call it.
 
-Errors on bad input are printed as one line (``flb: error: ...``) with exit status 2, never a traceback.
+Every failure is one line on stderr, never a traceback (:func:`main`): an error on bad input
+(``flb: error: <what> -- <fix>``, exit 2), a failed file operation (disk full, read-only or forbidden folder,
+a file where a folder is needed or the reverse: the path and what to do, exit 2), an interruption (exit 130)
+and anything unexpected (``flb: error: internal error <Type>: <message> -- rerun with --debug ...``, exit 70).
+``--debug`` anywhere on the line, or ``FLB_DEBUG=1`` in the environment (for jobs Snakemake starts), prints
+the traceback as well. Output cut short by a closed pipe (``flb data list | head``) ends quietly (exit 141,
+as for a command killed by SIGPIPE). ``flb`` applications (:mod:`benchmark.apps`) run under the same handler.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from benchmark.errors import BenchmarkError
@@ -23,6 +31,11 @@ def _common_paths(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="flb", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, print the traceback too (anywhere on the line; or set FLB_DEBUG=1)",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("extract", help="extract (or find cached) features of one dataset split")
@@ -181,6 +194,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if (code := apps.dispatch(argv)) is not None:  # an application parses its own arguments
         return code
     args = build_parser().parse_args(argv)
+    _check_outputs(args)
     from benchmark.workflow import parse_kv
 
     if hasattr(args, "data_root"):  # a data root / weights folder named by a flag or $FLB_* must exist
@@ -355,12 +369,116 @@ def _json_arg(text: str, name: str) -> dict:
     return value
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+#: Options that name a file a subcommand writes (checked by :func:`_check_outputs` before any work).
+OUTPUT_OPTIONS = {"out": "--out", "curve": "--curve", "record": "--record", "marker": "--marker"}
+
+#: Exit status of an unexpected error (sysexits' EX_SOFTWARE), apart from 1 (a FAIL) and 2 (bad input).
+EXIT_INTERNAL = 70
+#: Exit status when stdout is a closed pipe: what a shell reports for a command killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 141
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output option (``--out``, ``--curve``, ``--record``, ``--marker``) that
+    names an existing folder or a path under a file."""
+    from benchmark.fs_errors import check_output_file
+
+    for attr, option in OUTPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if value:
+            check_output_file(value, option)
+
+
+def _outputs_named(argv: Sequence[str]) -> str | None:
+    """``"--out X"`` (and the other output options) as given on the command line, or ``None``: what an
+    error without a file name says the command was writing."""
+    named = []
+    for i, arg in enumerate(argv):
+        for option in OUTPUT_OPTIONS.values():
+            if arg == option and i + 1 < len(argv):
+                named.append(f"{option} {argv[i + 1]}")
+            elif arg.startswith(option + "="):
+                named.append(f"{option} {arg.split('=', 1)[1]}")
+    return ", ".join(named) or None
+
+
+def _debug_flag(argv: list[str]) -> tuple[list[str], bool]:
+    """``argv`` without the global ``--debug`` (anywhere before a bare ``--``), and whether debugging is on
+    (that flag, or ``FLB_DEBUG`` set to anything but empty/0/false/no)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:end]
+    rest = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    env = os.environ.get("FLB_DEBUG", "").strip().lower()
+    return rest, debug or env not in ("", "0", "false", "no")
+
+
+def _fail(err: BaseException, line: str, code: int, debug: bool) -> int:
+    """Print ``line`` (after the traceback of ``err`` when debugging) on stderr; return ``code``."""
+    if debug:
+        traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+    print(line, file=sys.stderr)
+    return code
+
+
+def internal_error_line(err: BaseException) -> str:
+    """The one line for an unexpected exception: its type and message (newlines folded, at most 300
+    characters), and what to do."""
+    msg = " ".join(str(err).split())
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    kind = type(err).__name__
+    return (
+        f"flb: error: internal error {kind}{': ' + msg if msg else ''} "
+        "-- rerun with --debug for the traceback and report it"
+    )
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``poll`` reports an error on it); true as well when
+    that cannot be told (stdout replaced, no ``poll``), as a closed stdout is where a BrokenPipeError of
+    ``flb`` comes from."""
     try:
-        return run(argv)
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null, so that the interpreter's last flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a file (tests)
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``flb`` (or an application) and turn every failure into one line (module docstring)."""
+    args, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
+    try:
+        code = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
+    except BrokenPipeError as err:
+        if not _stdout_gone():  # another pipe (a child process, a socket): an error like any other
+            return _fail(err, internal_error_line(err), EXIT_INTERNAL, debug)
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt as err:
+        return _fail(err, "flb: interrupted", 130, debug)
     except BenchmarkError as err:
-        print(f"flb: error: {err}", file=sys.stderr)
-        return 2
+        return _fail(err, f"flb: error: {err}", 2, debug)
+    except OSError as err:
+        from benchmark.fs_errors import os_error
+
+        return _fail(err, f"flb: error: {os_error(err, _outputs_named(args))}", 2, debug)
+    except Exception as err:
+        return _fail(err, internal_error_line(err), EXIT_INTERNAL, debug)
 
 
 if __name__ == "__main__":

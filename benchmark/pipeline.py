@@ -43,11 +43,20 @@ def extract_step(
     weights_dir: str | None = None,
     cache_dir: str | None = None,
 ) -> dict[str, Any]:
-    """Extract (or find in the cache) the features of one split and write a pointer JSON to ``out``."""
+    """Extract (or find in the cache) the features of one split and write a pointer JSON to ``out``.
+
+    Everything that can be checked without the data is checked before any is read: the names, the device
+    (:func:`~benchmark.features.extract.pick_device`), ``out`` (not a folder) and the cache folder (not a file).
+    """
     from benchmark.data.registry import dataset_info
+    from benchmark.features.extract import pick_device
+    from benchmark.fs_errors import check_output_file
     from benchmark.models.backbones import backbone_spec
 
     dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
+    pick_device(device)
+    check_output_file(out, "--out")
+    cache = FeatureCache(cache_dir)
     pre = get_preprocess(preprocess, flip_seed)
     data = load_dataset(dataset, split, data_root)
     kind, per_class = parse_subset(subset)
@@ -55,7 +64,6 @@ def extract_step(
         data = data.subset(
             stratified_indices(data.labels, per_class, subset_seed), f"{subset}/seed{subset_seed}"
         )
-    cache = FeatureCache(cache_dir)
     fs = extract_features(
         data,
         backbone,

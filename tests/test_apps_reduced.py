@@ -121,9 +121,10 @@ def test_compare_flags_every_kind_of_change(pinned: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_reduced_ft_and_fedncm_ft_reproduce_the_pinned_values(
-    pinned: dict, real_data_root, real_weights_dir
+    pinned: dict, real_data_root, real_weights_dir, tmp_path, monkeypatch
 ) -> None:
     """Reruns the pinned configuration on real CIFAR-10 (float64, one thread; about 40 s on one core)."""
+    monkeypatch.chdir(tmp_path)  # the runner's partition job writes results/partitions/... here
     computed = reduced.compute_all(pinned["seeds"], data_root=real_data_root, weights_dir=real_weights_dir)
     assert reduced.compare(pinned, computed) == []
     ft, ncm = computed["values"]["ft"]["0"], computed["values"]["fedncm_ft"]["0"]
@@ -150,7 +151,7 @@ class _DropFirstClient(engine.DeltaAccumulator):
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_the_guard_still_catches_real_regressions(
-    pinned: dict, real_data_root, real_weights_dir, monkeypatch
+    pinned: dict, real_data_root, real_weights_dir, monkeypatch, tmp_path
 ) -> None:
     """FT through the runner against the pinned curves' first three rounds: the unchanged engine agrees; a
     client lr 10 % off, or one client per round left out of the aggregation, is flagged far beyond tolerance.
@@ -158,6 +159,7 @@ def test_the_guard_still_catches_real_regressions(
     (BatchNorm buffers aggregated by mistake cannot be shown here: SqueezeNet 1.1 has no BatchNorm, so
     ``bn_stats`` changes nothing in this configuration -- asserted below; tests/test_fl_engine.py covers it.)
     """
+    monkeypatch.chdir(tmp_path)  # the runner's partition job writes results/partitions/... here
     rc = reduced.ReducedConfig()
     data = reduced.load_reduced_data(rc, 0, real_data_root)
     tol = pinned["tolerance"]

@@ -293,10 +293,11 @@ def test_subset_stratified0_is_rejected_naming_the_field() -> None:
     wf.validate_config({**cfg, "table_subset": "stratified10"})
 
 
-def test_unknown_snakemake_target_says_how_to_list_the_targets() -> None:
+def test_unknown_snakemake_target_says_how_to_list_the_targets(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "bogus_target", "--directory", str(ROOT)],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "bogus_target", "-s", str(ROOT / "workflow" / "Snakefile"),
+         "--directory", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0

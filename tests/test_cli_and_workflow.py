@@ -90,13 +90,12 @@ def test_partition_tag_roundtrip() -> None:
 
 
 def _dry_run(target: str, tmp_path: Path) -> str:
+    """A dry run of ``target`` in ``tmp_path`` (Snakemake's .snakemake/ and the plans go there)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", target, "--directory", str(ROOT)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", target, "-s", str(ROOT / "workflow" / "Snakefile"),
+         "--directory", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return proc.stdout + proc.stderr
 

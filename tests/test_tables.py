@@ -363,10 +363,11 @@ def test_a_runner_that_disagrees_with_the_cell_is_not_run() -> None:
     assert plan.status == "not_run" and "cannot take the cell's protocol" in plan.reason
 
 
-def test_thesis_table_a2_runs_like_legate2023_table5(real_data_root) -> None:
+def test_thesis_table_a2_runs_like_legate2023_table5(real_data_root, real_weights_dir) -> None:
     """bernier2024 Table A.2 is legate2023 Table 5 (same cells): the same runners, so the same plan (on the
-    real data: without it every cell is NOT RUN for want of data, and the plans agree vacuously)."""
-    cfg = load_config(None, {"tier": "ci", "data_root": str(real_data_root)})
+    real data and weights: without them every cell is NOT RUN for want of them, and the plans agree
+    vacuously)."""
+    cfg = load_config(None, {"tier": "ci", "data_root": str(real_data_root), "weights_dir": str(real_weights_dir)})
     a2 = {p.cell.id: (p.runner, p.status, p.reason, p.protocol) for p in plan_target("bernier2024_tableA_2", cfg)}
     t5 = {p.cell.id: (p.runner, p.status, p.reason, p.protocol) for p in plan_target("table5", cfg)}
     assert a2 == t5 and any(status == "planned" or "CI tier" in reason for _, status, reason, _ in a2.values())

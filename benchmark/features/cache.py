@@ -13,6 +13,7 @@ it is written and once each time it is read, before it is parsed. A write that f
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,21 @@ class FeatureCache:
     """A folder of ``<digest>.safetensors`` + ``<digest>.json`` entries."""
 
     def __init__(self, root: str | Path | None = None) -> None:
-        self.root = cache_dir(root) / "features"
+        """The cache under ``root`` (else ``$FLB_CACHE_DIR``, else ``results/cache``). A cache folder that is
+        a file, or lies under one, is one :class:`~benchmark.errors.ConfigError` naming it and the setting it
+        came from; nothing is created here."""
+        from benchmark.fs_errors import check_folder
+
+        base = cache_dir(root)
+        if root not in (None, ""):
+            setting, point = "set by --cache-dir", "pass a folder to --cache-dir"
+        elif os.environ.get("FLB_CACHE_DIR"):
+            setting, point = "set by FLB_CACHE_DIR", "point FLB_CACHE_DIR at a folder"
+        else:
+            setting, point = "the default", "set FLB_CACHE_DIR (or --cache-dir) to a folder"
+        what, fix = f"the feature cache folder ({setting})", f"move or delete that file, or {point}"
+        check_folder(base, what, fix)
+        self.root = check_folder(base / "features", what, fix)
 
     def paths(self, key: FeatureKey) -> tuple[Path, Path]:
         return self.paths_from_digest(key.digest())

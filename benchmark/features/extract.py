@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, TextIO
 
 import numpy as np
 import torch
 from torch import nn
 
 from benchmark.data.registry import DatasetSplit
+from benchmark.devices import check_device
 from benchmark.errors import ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureKey, FeatureSet
 from benchmark.features.preprocess import Preprocess
+from benchmark.fl.progress import CountProgress
 from benchmark.models.backbones import create_backbone
 from benchmark.provenance import cpu_description, peak_rss_mb
 
@@ -28,11 +30,42 @@ Precision = Literal["fp32", "bf16"]
 PRECISIONS = ("fp32", "bf16")
 
 
-def pick_device(device: str | None = None) -> torch.device:
-    """``device`` if given, else CUDA when available, else CPU."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+#: Where an extraction device is set, as its errors name it.
+DEVICE_SETTING = "--device, or --config device=... in the workflow"
+
+
+def pick_device(device: str | None = None, where: str = DEVICE_SETTING) -> torch.device:
+    """The device to run on: ``device`` when given (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else (``None``,
+    empty or ``auto``) CUDA when available, else CPU.
+
+    A name that is not a device, or a GPU that this machine's torch does not see, is one
+    :class:`~benchmark.errors.ConfigError` naming ``where`` it was set; nothing falls back to the CPU silently.
+    """
+    name = check_device(device, where)
+    if name in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise ConfigError(
+                f"device {name!r} ({where}) names a CUDA GPU, but torch sees none here "
+                f"(torch {torch.__version__}, {build})",
+                "run on a machine with an NVIDIA GPU and a CUDA build of torch, or leave the device unset "
+                "(or set cpu) to run on the CPU",
+            )
+        count = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(
+                f"device {name!r} ({where}): torch sees {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}",
+                "name one of those (check CUDA_VISIBLE_DEVICES), or use cuda for the first",
+            )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(
+            f"device 'mps' ({where}) names an Apple GPU, but torch sees none here (torch {torch.__version__})",
+            "leave the device unset to use CUDA when available, else the CPU",
+        )
+    return dev
 
 
 def _decode(path: object) -> torch.Tensor:
@@ -101,42 +134,49 @@ def extract_features(
     device: str | None = None,
     cache: FeatureCache | None = None,
     progress: bool = True,
+    progress_stream: TextIO | None = None,
+    progress_every_s: float = 30.0,
     weights_dir: str | None = None,
     seed: int = 0,
 ) -> FeatureSet:
     """Features of ``data`` through ``backbone``'s body, from the cache when present.
 
     ``seed`` only matters for ``weights="random"`` (the init stream). A cache hit performs no forward pass.
+    With ``progress``, images done / total, img/s and the time left go to ``progress_stream`` (default
+    stderr): a bar on a terminal, else a line every ``progress_every_s`` seconds
+    (:class:`benchmark.fl.progress.CountProgress`). The device is checked (:func:`pick_device`) before the
+    backbone or the cache is touched.
     """
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}", f"use one of: {', '.join(PRECISIONS)}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}", "set a positive batch size")
+    dev = pick_device(device)
     model, ident = create_backbone(backbone, weights, seed=seed, weights_dir=weights_dir)
     key = FeatureKey(data.name, data.split, data.checksum, backbone, ident, preprocess.key(), precision)
     cache = cache or FeatureCache()
     hit = cache.get(key)
     if hit is not None:
         return hit
-    dev = pick_device(device)
     body = prepare_body(model.body, dev)
     out: np.ndarray | None = None
     t0 = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(data), desc=f"{data.name}/{data.split} {backbone}", unit="img", leave=False)
+    bar = CountProgress(
+        f"extract {data.name}/{data.split} {backbone}",
+        len(data),
+        unit="img",
+        enabled=progress,
+        stream=progress_stream,
+        every_s=progress_every_s,
+    )
     with torch.inference_mode():
         for sl, x in preprocessed_batches(data, preprocess, batch_size, dev):
             f = forward_features(body, x, dev, precision)
             if out is None:
                 out = np.empty((len(data), f.shape[1]), dtype=np.float32)
             out[sl] = f.numpy()
-            if bar is not None:
-                bar.update(sl.stop - sl.start)
-    if bar is not None:
-        bar.close()
+            bar.update(sl.stop - sl.start)
+    bar.close()
     if out is None:
         raise ConfigError(f"dataset {data.name}/{data.split} is empty", "check the data root")
     bad = ~np.isfinite(out)

@@ -1,4 +1,7 @@
-"""Progress of the round loop: a tqdm bar on a terminal, plain lines in logs, nothing when switched off.
+"""Progress of long loops: a tqdm bar on a terminal, plain lines in logs, nothing when switched off.
+
+:class:`RoundProgress` counts the rounds of a training stage, :class:`CountProgress` the items (images) of a
+feature extraction.
 
 On a terminal (stderr is a TTY) the bar counts rounds (unit ``round``) and shows rounds/s and the ETA
 (tqdm's own) plus the last test accuracy. Elsewhere (Snakemake logs, CI) a bar would be a stream of carriage
@@ -31,6 +34,77 @@ def progress_line(label: str, done: int, rounds: int, rate: float, acc: float) -
     """One plain progress line (module docstring)."""
     eta = (rounds - done) / rate if rate > 0 else float("inf")
     return f"[{label}] round {done}/{rounds}  {rate:.2f} rounds/s  ETA {format_eta(eta)}  acc {acc:.4f}"
+
+
+def count_line(label: str, done: int, total: int, rate: float, unit: str, elapsed: float | None = None) -> str:
+    """One plain line of :class:`CountProgress`: items done / total, items per second and the time left, or
+    (``elapsed`` given, at the end) the time taken::
+
+        [extract cifar10/train squeezenet1_1] 12800/50000 img (26%)  45.1 img/s  ETA 00:13:45
+    """
+    pct = f" ({100 * done // total}%)" if total > 0 else ""
+    speed = f"{rate:.1f} {unit}/s" if rate > 0 else f"- {unit}/s"
+    if elapsed is not None:
+        when = f"done in {format_eta(elapsed)}"
+    else:
+        when = f"ETA {format_eta((total - done) / rate if rate > 0 else float('inf'))}"
+    return f"[{label}] {done}/{total} {unit}{pct}  {speed}  {when}"
+
+
+class CountProgress:
+    """Progress of ``total`` items (e.g. the images of an extraction).
+
+    On a terminal (``stream`` is a TTY) a tqdm bar, which shows the rate and the time left itself. Elsewhere
+    (Snakemake logs, a pipe, CI) one :func:`count_line` when started, then one every ``every_s`` seconds, and
+    a last one with the time taken from :meth:`close`. Nothing at all when ``enabled`` is false.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        *,
+        unit: str = "img",
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        every_s: float = 30.0,
+    ) -> None:
+        self.label, self.total, self.unit, self.every_s = label, int(total), unit, float(every_s)
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.t0 = self.last = time.perf_counter()
+        isatty = getattr(self.stream, "isatty", None)
+        self.mode = "off" if not enabled else ("bar" if callable(isatty) and isatty() else "lines")
+        self.bar = (
+            tqdm(total=self.total, desc=label, unit=unit, file=self.stream, leave=False)
+            if self.mode == "bar"
+            else None
+        )
+        if self.mode == "lines":
+            self._line()
+
+    def _line(self, elapsed: float | None = None) -> None:
+        spent = time.perf_counter() - self.t0
+        rate = self.done / spent if spent > 0 and self.done else 0.0
+        print(count_line(self.label, self.done, self.total, rate, self.unit, elapsed), file=self.stream, flush=True)
+
+    def update(self, n: int) -> None:
+        """``n`` more items are done."""
+        self.done += int(n)
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.mode == "lines":
+            now = time.perf_counter()
+            if now - self.last >= self.every_s and self.done < self.total:
+                self.last = now
+                self._line()
+
+    def close(self) -> None:
+        """Finish: close the bar, or print the last line (with the time taken)."""
+        if self.bar is not None:
+            self.bar.close()
+        elif self.mode == "lines":
+            self._line(elapsed=time.perf_counter() - self.t0)
 
 
 class RoundProgress:
