@@ -454,13 +454,12 @@ def run_rounds(
 
 # ------------------------------------------------------------------------------------------------ model path
 def resolve_device(cfg: FLConfig) -> torch.device:
-    """``cfg.device``, with ``auto`` = CUDA when available, else CPU."""
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(cfg.device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {cfg.device!r} requested but CUDA is not available", "use device='auto'")
-    return dev
+    """``cfg.device``, with ``auto`` = CUDA when available, else CPU; a name that is no device (``gpu``) or a GPU
+    torch does not see is one :class:`ConfigError` (:func:`benchmark.features.extract.pick_device`, the one
+    place that knows device names)."""
+    from benchmark.features.extract import pick_device
+
+    return pick_device(cfg.device, "device")
 
 
 @torch.no_grad()

@@ -1,4 +1,6 @@
 # Features (pointer JSONs into the content-addressed cache) and partitions: typed jobs of benchmark/jobs.py.
+# Extraction's progress lines (images done / total, img/s, time left: benchmark.fl.progress.CountProgress) go to
+# its log and, through tee, to the terminal (Snakemake runs rules under bash).
 rule extract:
     input: lambda w: wf.fetch_inputs(config, w.dataset, w.backbone, w.weights)  # planned downloads first
     output: ExtractJob.PATTERN
@@ -12,7 +14,7 @@ rule extract:
         "{PY} extract --dataset {wildcards.dataset} --split {wildcards.split} --backbone {wildcards.backbone}"
         " --weights {wildcards.weights} --preprocess {wildcards.preprocess} --precision {wildcards.precision}"
         " --subset {wildcards.subset} --batch-size {config[batch_size]} {params.device} {PATHS}"
-        " --out {output} 2> {log}"
+        " --out {output} 2> >(tee {log} >&2)"
 
 
 rule partition:
