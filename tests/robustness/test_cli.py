@@ -115,7 +115,7 @@ def test_no_traceback_unless_debug(fault, tmp_path, monkeypatch, capsys, tree_gu
 
 def test_no_traceback_unless_debug_disk_full_while_writing(tmp_path, monkeypatch, capsys, tree_guard) -> None:
     """Disk full half-way through a real write (``flb collect`` -> the tidy CSV; the OS names no file): one
-    line naming what the command writes, and nothing half-written left behind."""
+    line naming the file being written, and nothing half-written left behind."""
     from benchmark.tidy import make_row, write_tidy
 
     monkeypatch.delenv("FLB_DEBUG", raising=False)
@@ -130,10 +130,9 @@ def test_no_traceback_unless_debug_disk_full_while_writing(tmp_path, monkeypatch
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
     guard = tree_guard(tmp_path, *CHECKOUT)
     assert main(["collect", str(tmp_path / "in.csv"), "--out", str(out)]) == 2
-    assert _stderr(capsys) == (
-        f"flb: error: disk full: no space left on the device to write --out {out} -- free space on that disk "
-        "(`df -h` shows it) or point the output elsewhere, then rerun the same command; outputs are written "
-        "under a temporary name and renamed only when complete, so no half-written one was kept"
+    assert _stderr(capsys) == (  # the atomic writer names the file (benchmark.io.disk_full_error)
+        f"flb: error: no space left on the device while writing {out} -- free space on the disk that holds "
+        f"{out.parent}, then rerun the same command (nothing half-written was kept)"
     )
     guard.check()  # no all.csv, no temporary file beside it
 
@@ -164,8 +163,9 @@ def test_no_traceback_unless_debug_closed_pipe(tmp_path, monkeypatch, capsys, tr
     guard = tree_guard(tmp_path, *CHECKOUT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FLB_OFFLINE": "1"}
     env.pop("FLB_DEBUG", None)
+    (tmp_path / "data").mkdir()  # an existing (empty) data root: a named one that does not exist is an error
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmark.cli", "data", "list", "--data-root", str(tmp_path / "none")],
+        [sys.executable, "-m", "benchmark.cli", "data", "list", "--data-root", str(tmp_path / "data")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
     )  # fmt: skip
     proc.stdout.close()  # head has read its lines and exited before flb writes
