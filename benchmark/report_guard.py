@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import BenchmarkError
+from benchmark.errors import BenchmarkError, DiskFullError, NotWritableError
 from benchmark.io import atomic_path
 
 #: The comment every generated page and the README section end with (format: :meth:`Built.mark`).
@@ -257,6 +257,17 @@ def refuse_conflicts(problems: Sequence[str], old: Committed, *, force: bool) ->
     )
 
 
+#: What a failed write raises: the OS error, or the atomic writer's own error for ENOSPC / EROFS / EACCES
+#: (:func:`benchmark.io.write_errors`, raised from the OS error).
+WRITE_FAILURES = (OSError, DiskFullError, NotWritableError)
+
+
+def write_failure_reason(exc: BaseException) -> str:
+    """The OS's words for a failed write (``No space left on device``), from the error or its cause."""
+    cause = exc if isinstance(exc, OSError) else exc.__cause__
+    return (cause.strerror if isinstance(cause, OSError) else None) or str(exc)
+
+
 def write_together(files: Mapping[Path, str]) -> None:
     """Write every file of ``files`` or none: each goes to a temporary file beside it, and all are renamed
     into place only once every one is complete; on any failure the temporary files are removed, the
@@ -268,10 +279,12 @@ def write_together(files: Mapping[Path, str]) -> None:
                 current = path
                 stack.enter_context(atomic_path(path)).write_text(text, encoding="utf-8")
             current = None  # the renames, on leaving the stack
-    except OSError as exc:
-        where = current or Path(exc.filename or next(iter(files), Path("x")))
+    except WRITE_FAILURES as exc:
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        filename = cause.filename if isinstance(cause, OSError) else None
+        where = current or Path(filename or next(iter(files), Path("x")))
         state = "nothing was changed" if current is not None else "some files may already be replaced"
         raise ReportWriteError(
-            f"cannot write the report into {where.parent}: {exc.strerror or exc} ({state})",
+            f"cannot write the report into {where.parent}: {write_failure_reason(exc)} ({state})",
             "free space on that disk (or make it writable) and run the command again",
         ) from exc

@@ -27,7 +27,7 @@ from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.expected import PAPERS
 from benchmark.portable import portable
 from benchmark.report import Stamp, stamp_now
-from benchmark.report_guard import ReportWriteError
+from benchmark.report_guard import WRITE_FAILURES, ReportWriteError, write_failure_reason
 from benchmark.site import render
 from benchmark.site.inputs import Inputs, load_config_or_none, load_inputs
 from benchmark.site.sources import Source, collect_sources
@@ -109,9 +109,9 @@ def build_site(
         write_site(tmp, inputs, sources, stamp)
         tmp.chmod(0o755)
         replace_dir(tmp, out)
-    except OSError as exc:
+    except WRITE_FAILURES as exc:
         raise ReportWriteError(
-            f"cannot write the report into {out}: {exc.strerror or exc} (nothing was changed: "
+            f"cannot write the report into {out}: {write_failure_reason(exc)} (nothing was changed: "
             + ("the previous report is intact)" if (out / MARKER).is_file() else "no report was there)"),
             "free space on that disk (or make it writable) and run the command again",
         ) from exc
