@@ -35,7 +35,7 @@ _CELL_FILTER = re.compile(r"not selected by cell_filter=(?P<q>['\"])(?P<v>.*?)(?
 _LEGACY_PAGE_TIER = re.compile(r"\(tier `([^`]*)`\)")
 _LEGACY_STAMP = re.compile(r"Produced [^`]* by `([^`]*)`")
 _INDEX_LINK = re.compile(r"\[([\w.-]+)\]\(\./\1\.md\)")
-_COMMAND_KEYS = re.compile(r"\b(tier|table_subset|cell_filter)=(\"[^\"]*\"|'[^']*'|\S+)")
+_COMMAND_KEYS = re.compile(r"\b(tier|table_subset|cell_filter|device|cpu_training)=(\"[^\"]*\"|'[^']*'|\S+)")
 
 
 class ReportConflictError(BenchmarkError):
@@ -53,16 +53,29 @@ class BuildConfig:
     tier: str = "full"
     table_subset: str = "all"
     cell_filter: str | None = None
+    training: str | None = None  # ``device=cuda`` / ``cpu_training=true``: training cells were planned
 
     @property
     def label(self) -> str:
-        """``tier=ci``, ``tier=full table_subset=stratified100``: as ``--config`` would be given."""
+        """``tier=ci``, ``tier=full table_subset=stratified100``, ``tier=full device=cuda``: as ``--config``
+        would be given."""
         parts = [f"tier={self.tier}"]
         if self.table_subset != "all":
             parts.append(f"table_subset={self.table_subset}")
         if self.cell_filter:
             parts.append(f"cell_filter={self.cell_filter}")
+        if self.training:
+            parts.append(self.training)
         return " ".join(parts)
+
+
+def training_setting(settings: Mapping[str, Any]) -> str | None:
+    """The setting that planned full-model training in a build (``--config device=cuda[:N]`` or
+    ``cpu_training=true``), or ``None``: without one, every training cell is NOT RUN, so the totals differ."""
+    if str(settings.get("cpu_training")).lower() == "true":  # a boolean, or the text of a --config
+        return "cpu_training=true"
+    device = str(settings.get("device") or "")
+    return f"device={device}" if device.startswith("cuda") else None
 
 
 def tier_config(tier_text: str) -> BuildConfig:
@@ -85,7 +98,7 @@ def build_config(report: Mapping[str, Any]) -> BuildConfig:
             if m:
                 cell_filter = m.group("v")
                 break
-    return BuildConfig(base.tier, subset, str(cell_filter) if cell_filter else None)
+    return BuildConfig(base.tier, subset, str(cell_filter) if cell_filter else None, training_setting(settings))
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,11 @@ def check_command(command: str | None, new: Built, checks: str | Path) -> None:
         return
     for label, targets in new.by_label.items():
         have = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", label))
-        for key, value in named.items():
+        said = {k: v for k, v in named.items() if k in ("tier", "table_subset", "cell_filter")}
+        if {"device", "cpu_training"} & named.keys():  # compared as what they plan: training or not
+            said["training"] = training_setting(named) or "none"
+            have["training"] = next((f"{k}={have[k]}" for k in ("cpu_training", "device") if k in have), "none")
+        for key, value in said.items():
             if have.get(key, {"table_subset": "all"}.get(key)) != value:
                 raise ReportConflictError(
                     f"--command says {key}={value}, but the check reports in {checks} were built with "
@@ -189,7 +206,7 @@ def _section_label(text: str) -> tuple[str | None, int | None]:
     if m := _LEGACY_STAMP.search(text):  # "Produced ... by `snakemake ... --config tier=ci`"
         named = command_config(m.group(1))
         return BuildConfig(named.get("tier", "full"), named.get("table_subset", "all"),
-                           named.get("cell_filter")).label, None  # fmt: skip
+                           named.get("cell_filter"), training_setting(named)).label, None  # fmt: skip
     return None, None
 
 

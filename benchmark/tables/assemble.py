@@ -127,8 +127,19 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
     tier = str(plan.settings.get("tier") or "full")
     if (plan.settings.get("table_subset") or "all") != "all":
         tier += f" ({plan.settings['table_subset']} subset: not comparable with the paper)"
-    _write_outputs(spec, report, results, tier=tier)
+    _write_outputs(spec, report, results, tier=tier, settings=comparable_settings(plan.settings))
     return report
+
+
+#: Plan settings that name this machine's folders, not how the verdicts were computed.
+_LOCAL_SETTINGS = ("data_root", "weights_dir")
+
+
+def comparable_settings(settings: Any) -> dict[str, Any]:
+    """The plan settings a checks JSON records (``settings``): what decides which cells ran and how (tier,
+    subset, cell filter, device / cpu_training, precisions, ...), without this machine's folders; read by
+    :mod:`benchmark.report_guard` to label totals with the configuration that produced them."""
+    return {k: v for k, v in sorted(dict(settings).items()) if k not in _LOCAL_SETTINGS}
 
 
 def rebuild_fix(target: str) -> str:
@@ -190,7 +201,9 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
     }
 
 
-def _write_outputs(spec: Any, report: TableReport, results: Path, tier: str = "full") -> None:
+def _write_outputs(
+    spec: Any, report: TableReport, results: Path, tier: str = "full", settings: Any = None
+) -> None:
     from tabulate import tabulate
 
     records = []
@@ -244,6 +257,7 @@ def _write_outputs(spec: Any, report: TableReport, results: Path, tier: str = "f
     ]
     atomic_write_json(
         results / "checks" / f"{spec.target}.json",
-        {"target": spec.target, "tier": tier, "counts": report.counts(), "cells": checks},
+        {"target": spec.target, "tier": tier, "settings": dict(settings or {}), "counts": report.counts(),
+         "cells": checks},
         checksum=True,
     )

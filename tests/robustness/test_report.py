@@ -233,3 +233,39 @@ def test_disk_full_while_writing_the_report_leaves_nothing_half_written(tmp_path
         "free space on that disk (or make it writable) and run the command again"
     )
     guard.check()  # nothing changed, nothing added (no .tmp file, no half site), nothing removed
+
+
+def test_report_after_a_training_build_is_labelled_with_its_training_setting(tmp_path, tree_guard, one_line_error):
+    """A build with `--config device=cuda` (or `cpu_training=true`) fills training cells that a plain build
+    leaves NOT RUN: its totals are another configuration's, even at the same tier. The checks JSON records the
+    plan's settings (`flb table`), the label names the setting, and the committed tier=ci totals are kept."""
+    from benchmark.report_guard import build_config
+
+    readme = _checkout_copy(tmp_path)
+    pages = tmp_path / "docs" / "results"
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    for name, settings in (("table1", {"tier": "ci", "device": "cuda", "cpu_training": False}),
+                           ("table2", {"tier": "ci", "device": None, "cpu_training": True})):  # fmt: skip
+        (checks / f"{name}.json").write_text(json.dumps({"target": name, "tier": "ci", "settings": settings,
+                                                         "cells": [_cell(f"legate2023/{name}#x", "PASS")]}))  # fmt: skip
+    assert build_config(json.loads((checks / "table1.json").read_text())).label == "tier=ci device=cuda"
+    assert build_config(json.loads((checks / "table2.json").read_text())).label == "tier=ci cpu_training=true"
+    assert build_config({"tier": "ci", "settings": {"device": "cpu", "cpu_training": False}}).label == "tier=ci"
+    (checks / "table2.json").unlink()
+    guard = tree_guard(pages, readme)
+    assert main(["report", "--readme", str(readme), "--checks", str(checks)]) == 2
+    err = one_line_error()
+    assert "the committed totals were built with `--config tier=ci`, the check reports with " \
+           "`--config tier=ci device=cuda`" in err  # fmt: skip
+    assert main(["report", "--checks", str(checks), "--command", "snakemake table1 --config tier=ci device=cpu"]) == 2
+    assert "--command says training=none" in one_line_error()
+    assert main(["report", "--checks", str(checks), "--command", "snakemake table1 --config tier=ci device=cuda"]) == 0
+    guard.check()
+
+
+def test_checks_json_records_the_plans_settings_without_local_folders() -> None:
+    from benchmark.tables.assemble import comparable_settings
+
+    got = comparable_settings({"data_root": "/x", "weights_dir": "/w", "tier": "ci", "device": "cuda"})
+    assert got == {"device": "cuda", "tier": "ci"}
