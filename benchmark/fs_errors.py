@@ -6,7 +6,8 @@
   under one.
 * :func:`os_error` turns an :class:`OSError` that reached the command line (disk full, permission denied, a
   read-only file system, a file where a folder is needed or the reverse, a missing file) into a
-  :class:`FileSystemError` whose message names the path and the fix.
+  :class:`FileSystemError` whose message names the path and the fix (a full disk or a read-only folder with
+  the words of :mod:`benchmark.io`'s atomic writer, which reports the same faults while writing).
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def os_error(err: OSError, writing: str | None = None) -> FileSystemError:
     target = str(path) if path is not None else (writing or "an output")
     folder = str(Path(path).parent) if path is not None else "its folder"
     code = err.errno
+    if path is not None and code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EROFS):
+        from benchmark.io import disk_full_error, not_writable_error  # the atomic writer's own words
+
+        failed = disk_full_error(Path(path)) if code != errno.EROFS else not_writable_error(Path(path), err)
+        return FileSystemError(failed.what, failed.fix)
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         kind = "disk full" if code == errno.ENOSPC else "disk quota exceeded"
         return FileSystemError(
@@ -75,7 +81,7 @@ def os_error(err: OSError, writing: str | None = None) -> FileSystemError:
             "command; outputs are written under a temporary name and renamed only when complete, so no "
             "half-written one was kept",
         )
-    if code == errno.EROFS:
+    if code == errno.EROFS:  # and the OS named no file
         return FileSystemError(
             f"cannot write {target}: {folder} is on a read-only file system",
             "run from a writable checkout or results folder, or point the output (--out, FLB_CACHE_DIR) at a "

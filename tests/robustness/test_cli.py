@@ -68,14 +68,17 @@ def _faults(tmp: Path) -> list[tuple[str, BaseException, int, str]]:
             "outputs are written under a temporary name and renamed only when complete, so no half-written one was kept"  # fmt: skip
     return [
         ("enospc", OSError(errno.ENOSPC, "No space left on device", str(out)), 2,
-         f"flb: error: disk full: no space left on the device to write {out} -- {again}"),
+         f"flb: error: no space left on the device while writing {out} -- free space on the disk that holds "
+         f"{tmp}, then rerun the same command (nothing half-written was kept)"),
+        ("enospc-unnamed", OSError(errno.ENOSPC, "No space left on device"), 2,
+         f"flb: error: disk full: no space left on the device to write --out {out} -- {again}"),
         ("eacces", PermissionError(errno.EACCES, "Permission denied", str(results / "tidy")), 2,
          f"flb: error: cannot access {results / 'tidy'}: permission denied -- make {results} readable and "
          "writable for this user, or point the output (--out, FLB_CACHE_DIR) at a folder that is"),
         ("erofs", OSError(errno.EROFS, "Read-only file system", str(results / "tidy" / "x.csv")), 2,
-         f"flb: error: cannot write {results / 'tidy' / 'x.csv'}: {results / 'tidy'} is on a read-only file "
-         "system -- run from a writable checkout or results folder, or point the output (--out, FLB_CACHE_DIR) "
-         "at a writable folder"),
+         f"flb: error: cannot write {results / 'tidy' / 'x.csv'}: the folder {tmp} is on a read-only file "
+         f"system -- make {tmp} writable (or run from a copy of the project you can write to), then rerun the "
+         "same command"),
         ("enotdir", NotADirectoryError(errno.ENOTDIR, "Not a directory", str(tmp / "afile" / "x.csv")), 2,
          f"flb: error: {tmp / 'afile'} is a file where a folder is needed (for {tmp / 'afile' / 'x.csv'}) -- "
          f"move or delete the file {tmp / 'afile'}, or pass another path"),
@@ -88,7 +91,7 @@ def _faults(tmp: Path) -> list[tuple[str, BaseException, int, str]]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("fault", ["enospc", "eacces", "erofs", "enotdir", "eisdir", "internal"])
+@pytest.mark.parametrize("fault", ["enospc", "enospc-unnamed", "eacces", "erofs", "enotdir", "eisdir", "internal"])
 def test_no_traceback_unless_debug(fault, tmp_path, monkeypatch, capsys, tree_guard) -> None:
     """Any failure inside a subcommand is one line (the path and what to do), exit != 0; ``--debug`` anywhere
     on the line, or FLB_DEBUG=1, adds the traceback above that same line."""
