@@ -411,11 +411,7 @@ def fetch_weights(
         raise ChecksumError(f"torchvision file name {path.name} carries no sha256 prefix", "cannot verify it")
     downloaded = False
     if not path.is_file():
-        mirror = mirror_base(mirror)
-        log(f"{model}: downloading {mirrored(spec.torchvision_url, mirror)}")
-        tmp = path.parent / f".{path.name}.part"
-        _download_prefix(spec.torchvision_url, tmp, prefix, log=log, mirror=mirror)
-        os.replace(tmp, path)
+        download_checkpoint(spec.torchvision_url, path, prefix, log=log, mirror=mirror, label=model)
         downloaded = True
     digest = sha256_file(path)
     if not digest.startswith(prefix):
@@ -429,6 +425,22 @@ def fetch_weights(
     if marker:
         atomic_write_json(marker, record)
     return record
+
+
+def download_checkpoint(
+    url: str, path: Path, prefix: str, *, log: Callable[[str], None] = print, mirror: str | None = None,
+    label: str | None = None,
+) -> None:  # fmt: skip
+    """Download a torchvision checkpoint ``url`` to ``path`` (the torch hub cache) with this module's timeouts,
+    retries and resume: into ``.<name>.part`` beside it (kept for the next run after a failed transfer), renamed
+    into place only when its sha256 starts with ``prefix``. ``flb data fetch --weights`` and a backbone that
+    finds its checkpoint missing both come here (never ``torch.hub``'s download, which has no timeout)."""
+    mirror = mirror_base(mirror)
+    log(f"{label or path.name}: downloading {mirrored(url, mirror)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.part"
+    _download_prefix(url, tmp, prefix, log=log, mirror=mirror)
+    os.replace(tmp, path)
 
 
 def _download_prefix(

@@ -77,8 +77,9 @@ def load_torchvision_checkpoint(
                 f"run `flb data fetch --weights MODEL` (it downloads {url} to that path; or set TORCH_HOME), or "
                 "use weights: substitute (its file in FLB_WEIGHTS_DIR / config 'weights_dir') or random",
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.hub.download_url_to_file(url, str(path), hash_prefix=prefix, progress=True)
+        from benchmark.data.download import download_checkpoint  # timeouts, retries, resume (not torch.hub's)
+
+        download_checkpoint(url, path, prefix)
     digest = sha256_file(path)
     if prefix and not digest.startswith(prefix):
         raise ChecksumError(

@@ -464,3 +464,37 @@ def test_data_list_with_a_missing_or_file_data_root_is_one_line(tmp_path, monkey
     lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()}
     assert "downloadable" in lines["cifar10"] and "no_download" in lines["stanford_cars"]
     guard.check()
+
+
+def test_a_missing_torchvision_checkpoint_downloads_with_timeouts_not_forever(
+    tmp_path, monkeypatch, serve, fast_fetch, tree_guard
+):
+    """A backbone whose torchvision checkpoint is missing downloads it through the same timeouts and retries
+    as `flb data fetch` (it used torch.hub's download, which has none): a stalled server is one error naming
+    the URL within seconds, and nothing is left in the torch hub cache."""
+    from benchmark.errors import BenchmarkError
+    from benchmark.models import weights
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    srv = serve(lambda s, req, conn: s.stop.wait())
+    url = srv.url("resnet18-f37072fd.pth")
+    guard = tree_guard(*CHECKOUT)
+    result: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            weights.load_torchvision_checkpoint(url, download=True)
+        except BaseException as err:  # the test asserts on it below
+            result.append(err)
+
+    start = time.monotonic()
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(60)
+    assert result, "the checkpoint download still hangs after 60 s"
+    assert time.monotonic() - start < 20
+    err = result[0]
+    assert isinstance(err, BenchmarkError) and url in str(err) and "timed out" in str(err), repr(err)
+    assert len(srv.requests) == 2  # FLB_FETCH_ATTEMPTS
+    assert not (tmp_path / "torch" / "hub" / "checkpoints" / "resnet18-f37072fd.pth").exists()
+    guard.check()
