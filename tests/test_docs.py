@@ -49,3 +49,23 @@ def test_relative_links_resolve(page: str) -> None:
         if "://" not in target and not (path.parent / target).exists()
     ]
     assert not missing, f"{page} links to files that do not exist: {missing}"
+
+
+def test_every_test_docs_guarantees_names_exists() -> None:
+    """docs/guarantees.md holds each promise to a named test: every name it gives (``file.py::test_x``, or a
+    ``test_x`` / ``test_x_*`` prefix) must be a test function of that file (or of tests/robustness/), so the page
+    cannot cite a test that was renamed or never written."""
+    text = (ROOT / "docs" / "guarantees.md").read_text()
+    names = re.findall(r"`(?:(?P<file>[\w/]+\.py)::)?(?P<name>test_\w+?)(?P<star>_?\*)?`", text)
+    assert len(names) >= 25, names
+    defined: dict[str, set[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        defined[path.name] = set(re.findall(r"^def (test_\w+)", path.read_text(), re.M))
+    robust = set().union(*(v for k, v in defined.items() if (ROOT / "tests" / "robustness" / k).is_file()))
+    missing = []
+    for file, name, star in names:
+        pool = defined.get(Path(file).name, set()) if file else robust | set().union(*defined.values())
+        ok = any(t.startswith(name) for t in pool) if star else name in pool
+        if not ok:
+            missing.append(f"{file}::{name}{star}" if file else name + star)
+    assert not missing, f"docs/guarantees.md names tests that do not exist: {missing}"
