@@ -30,6 +30,19 @@ SHARED_DATA = Path(os.environ.get("FLB_SHARED_DATA", ROOT.parent / "shared" / "d
 # Tests never reach for the network: the download path is exercised with monkeypatching only.
 os.environ.setdefault("FLB_OFFLINE", "1")
 
+# Property-based tests keep no example database, and hypothesis' own caches (unicode data, constants) go to
+# the temporary folder: it would otherwise write .hypothesis/ into the checkout (tests write only to temporary
+# folders; the session guard below checks it).
+try:
+    from hypothesis import settings as _hypothesis_settings
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "flb-test-hypothesis")
+    _hypothesis_settings.register_profile("flb", database=None)
+    _hypothesis_settings.load_profile("flb")
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+
 
 # ------------------------------------------------------------------------------------------------ real data
 def _has_cifar(root: Path) -> bool:
@@ -110,8 +123,9 @@ def one_torch_thread():
 
 
 # ------------------------------------------------------------------------------------------------ checkout guard
-#: Path parts the guard ignores: caches of Python, pytest, hypothesis, ruff and pytest-benchmark.
-GUARD_IGNORED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".benchmarks"})
+#: Path parts the guard ignores: caches of Python, pytest, ruff and pytest-benchmark (hypothesis keeps none:
+#: its profile above has no database).
+GUARD_IGNORED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".benchmarks"})
 
 
 def checkout_files(root: Path) -> dict[str, tuple[str, int, int]] | None:
