@@ -277,15 +277,6 @@ def unrefreshed_pages(pages_dir: str | Path, written: Sequence[Path]) -> list[Pa
     ]  # fmt: skip
 
 
-def write_pages(reports: Sequence[Mapping[str, Any]], pages_dir: str | Path, stamp: Stamp) -> list[Path]:
-    """Write ``<pages_dir>/<target>.md`` for every report and the index, all or nothing
-    (:func:`benchmark.report_guard.write_together`). No page is deleted: pages of targets without a report
-    are left as they are (:func:`unrefreshed_pages`). Returns the pages written."""
-    files = page_texts(reports, pages_dir, stamp)
-    write_together(files)
-    return list(files)
-
-
 def replace_section(text: str, section: str) -> str:
     """``text`` with the part between the markers replaced by ``section`` (markers appended if absent)."""
     block = f"{START}\n{section}{END}"

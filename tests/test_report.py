@@ -14,11 +14,11 @@ from benchmark.report import (
     START,
     Stamp,
     load_checks,
+    page_texts,
     replace_section,
     results_section,
     target_page,
     update_readme,
-    write_pages,
 )
 
 
@@ -78,15 +78,21 @@ def test_page_lists_cells_that_ran_and_groups_the_others_by_reason() -> None:
     assert "NOT RUN 3." in page
 
 
-def test_write_pages_never_deletes_a_page_and_lists_the_unrefreshed_ones(tmp_path) -> None:
+def test_pages_never_delete_a_page_and_list_the_unrefreshed_ones(tmp_path) -> None:
     """issue 23: a page it did not regenerate is kept (a build of one target must not delete the others)."""
     from benchmark.report import unrefreshed_pages
+    from benchmark.report_guard import write_together
+
+    def write_pages(reports):  # what `flb report --readme` writes beside the README (update_readme)
+        files = page_texts(reports, folder, stamp)
+        write_together(files)
+        return list(files)
 
     stamp = Stamp("now", "m", "abc", "x")
     folder = tmp_path / "pages"
-    write_pages([{"target": "old", "cells": []}], folder, stamp)
+    write_pages([{"target": "old", "cells": []}])
     (folder / "hand.md").write_text("# written by hand\n")
-    written = write_pages([{"target": "table2", "cells": [_cell("FAIL")]}], folder, stamp)
+    written = write_pages([{"target": "table2", "cells": [_cell("FAIL")]}])
     assert written == [folder / "README.md", folder / "table2.md"]
     assert sorted(p.name for p in folder.glob("*.md")) == ["README.md", "hand.md", "old.md", "table2.md"]
     assert unrefreshed_pages(folder, written) == [folder / "old.md"]  # generated, not refreshed; hand.md is not ours

@@ -64,7 +64,8 @@ def test_results_pages_and_site_write_machine_folders_as_symbols(tmp_path, monke
     """The writers of committed text: a NOT RUN reason quoting the data root and the torch hub cache is written
     as ``$FLB_DATA_ROOT/...`` and ``$TORCH_HOME/...`` on the results page and in the HTML report; nothing
     else in the inputs changes."""
-    from benchmark.report import Stamp, write_pages
+    from benchmark.report import Stamp, page_texts
+    from benchmark.report_guard import write_together
     from benchmark.site.build import build_site
 
     data_root, torch_home = tmp_path / "machine" / "data", tmp_path / "machine" / "torch"
@@ -81,7 +82,7 @@ def test_results_pages_and_site_write_machine_folders_as_symbols(tmp_path, monke
     guard = tree_guard(results)
 
     pages = tmp_path / "pages"
-    write_pages([report], pages, Stamp("now", "m", "abc", "x"))
+    write_together(page_texts([report], pages, Stamp("now", "m", "abc", "x")))  # as `flb report --readme`
     page = (pages / "fedcof_table3.md").read_text()
     assert "under $FLB_DATA_ROOT/CUB_200_2011;" in page and "($TORCH_HOME/hub/checkpoints)" in page
     site = build_site(results, tmp_path / "site", stamp=Stamp("now", "m", "abc", "flb site"))
