@@ -337,3 +337,29 @@ def test_local_only_trains_each_client_alone_from_the_same_initial_model(data):
     two = train_local_only(_trainer(data, _cfg(algorithm="local_only", rounds=2, clients=2), _split(2)))
     assert _equal(two.selected_personal[1], res.selected_personal[1])
     assert res.client_accuracy[:2].tolist() == two.client_accuracy.tolist()
+
+
+@pytest.mark.slow
+def test_one_training_writes_both_selections_as_their_own_jobs_would(real_data_root, tmp_path, monkeypatch):
+    """``train_step(..., sibling_out=...)`` trains once and writes the ``last`` job's outputs beside the ``best``
+    job's: the same per-client accuracies, selected round, history and model file as the ``last`` job run on
+    its own (wall times and the note naming the sibling aside)."""
+    from dataclasses import replace
+
+    from benchmark.pfl import run
+
+    monkeypatch.setattr(run, "make_partitioner",
+                        lambda *, num_clients, beta, **_: DirichletPartitioner(num_clients, beta, 100, 50))  # fmt: skip
+    cfg = _cfg(algorithm="fedbabu", clients=2, rounds=3)
+    part = {"kind": "dirichlet", "beta": 0.5}
+    both = run.train_step(cfg, part, tmp_path / "best" / "seed0.json", data_root=str(real_data_root),
+                          device="cpu", progress=False, sibling_out=tmp_path / "sib" / "seed0.json")  # fmt: skip
+    alone = run.train_step(replace(cfg, selection="last"), part, tmp_path / "last" / "seed0.json",
+                           data_root=str(real_data_root), device="cpu", progress=False)  # fmt: skip
+    sib = json.loads((tmp_path / "sib" / "seed0.json").read_text())
+    assert sib["selection"] == "last" and both["selection"] == "best"
+    drop = {"wall_s", "sibling_of", "history", "git_commit"}
+    assert {k: v for k, v in sib.items() if k not in drop} == {k: v for k, v in alone.items() if k not in drop}
+    strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]
+    assert strip(sib["history"]) == strip(alone["history"])
+    assert sib["other_selection_accuracy"] == both["best_accuracy"]

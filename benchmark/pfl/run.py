@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,12 @@ def _provenance() -> dict[str, Any]:
 
 def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, device: str | None = None,
                data_root: str | None = None, checkpoint: Path | None = None, checkpoint_every: int = 5,
-               progress: bool = True) -> dict[str, Any]:  # fmt: skip
-    """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs."""
+               progress: bool = True, sibling_out: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs.
+
+    ``sibling_out``: also write the outputs of the job that differs only by its model selection (``best`` /
+    ``last``) to that record path. Training does not depend on the selection (it only decides which of the two
+    kept states is written), so those files are the ones that job would write, its wall time aside."""
     prov = _provenance()  # the code that runs: taken before training (a long run may outlive a commit)
     dev = resolve_device(device)
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
@@ -83,29 +87,53 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
         res = train_local_only(trainer)
     else:
         res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-    out = Path(out)
+    common = {"partition": partition, "meta": meta, "device": str(dev), "extra": res.extra, "history": res.history,
+              "wall_s": res.wall_s, "prov": prov}  # fmt: skip
+    record = _write_outputs(trainer, Path(out), cfg, res.selected_round, res.selected_state, res.selected_personal,
+                            res.client_accuracy, res.other_selection_accuracy, common)  # fmt: skip
+    if sibling_out is not None:
+        if res.other_state is None or res.other_client_accuracy is None:
+            raise ConfigError(f"{cfg.algorithm} keeps one model only", "run the other selection's job on its own")
+        other_cfg = replace(cfg, selection="last" if cfg.selection == "best" else "best")
+        _write_outputs(trainer, Path(sibling_out), other_cfg, int(res.other_round or cfg.rounds), res.other_state,
+                       res.other_personal or {}, res.other_client_accuracy,
+                       _weighted(trainer, res.client_accuracy),
+                       {**common, "extra": {**res.extra, "sibling_of": str(out)}})  # fmt: skip
+    if checkpoint is not None and Path(checkpoint).is_file():
+        Path(checkpoint).unlink()
+    return record
+
+
+def _weighted(trainer: PFLTrainer, acc: np.ndarray) -> float:
+    from benchmark.pfl.trainer import weighted_mean
+
+    return float(weighted_mean(acc, trainer.eval_split()))
+
+
+def _write_outputs(trainer: PFLTrainer, out: Path, cfg: PFLConfig, selected_round: int, state: dict[str, Any],
+                   personal: dict[int, Any], client_accuracy: np.ndarray, other_accuracy: float,
+                   common: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The record, the selected model and the curve of one training job (module docstring)."""
     base = str(out).removesuffix(".json")
     model_path = Path(base + ".model.pt")
     buffer = io.BytesIO()  # a file object: the archive's records do not depend on the file name
-    torch.save({"broadcast": {k: v.cpu() for k, v in res.selected_state.items()},
-                "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in res.selected_personal.items()},
+    torch.save({"broadcast": {k: v.cpu() for k, v in state.items()},
+                "personal": {str(i): {k: v.cpu() for k, v in s.items()} for i, s in personal.items()},
                 "init_personal": {k: v.cpu() for k, v in trainer.init_personal.items()}}, buffer)  # fmt: skip
     atomic_write_bytes(model_path, buffer.getbuffer())
     if cfg.algorithm != "local_only":  # local-only has no rounds: no curve
         with atomic_path(base + ".curve.csv", checksum=True) as tmp:
-            curve_frame(trainer, res.history).to_csv(tmp, index=False)
-    mean, std = summary(res.client_accuracy)
+            curve_frame(trainer, common["history"]).to_csv(tmp, index=False)
+    mean, std = summary(client_accuracy)
     record = {
-        "kind": "pfl_train", "config": cfg.to_dict(), "partition": partition, **meta,
-        "device": str(dev), "selected_round": res.selected_round, "selection": cfg.selection, **res.extra,
-        "initial": {"per_client": [float(a) for a in res.client_accuracy], "mean": mean, "std_ddof0": std},
-        "other_selection_accuracy": res.other_selection_accuracy, "history": res.history,
-        "model_file": model_path.name, "model_sha256": sha256_bytes(buffer.getbuffer()), "wall_s": res.wall_s,
-        **prov,
+        "kind": "pfl_train", "config": cfg.to_dict(), "partition": common["partition"], **common["meta"],
+        "device": common["device"], "selected_round": selected_round, "selection": cfg.selection, **common["extra"],
+        "initial": {"per_client": [float(a) for a in client_accuracy], "mean": mean, "std_ddof0": std},
+        "other_selection_accuracy": other_accuracy, "history": common["history"],
+        "model_file": model_path.name, "model_sha256": sha256_bytes(buffer.getbuffer()), "wall_s": common["wall_s"],
+        **common["prov"],
     }  # fmt: skip
     atomic_write_json(out, record, checksum=True)
-    if checkpoint is not None and Path(checkpoint).is_file():
-        Path(checkpoint).unlink()
     return record
 
 

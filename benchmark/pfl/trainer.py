@@ -127,6 +127,12 @@ class PFLResult:
     other_selection_accuracy: float
     wall_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the other selection's model (``best`` when ``last`` was asked for, and the reverse): training does not
+    #: depend on the selection, so one run can write the outputs of both jobs (:func:`benchmark.pfl.run.train_step`)
+    other_round: int | None = None
+    other_state: State | None = None
+    other_personal: dict[int, State] | None = None
+    other_client_accuracy: np.ndarray | None = None
 
 
 def client_accuracies(model: torch.nn.Module, data: DeviceImages, test: tuple[np.ndarray, ...],
@@ -326,11 +332,15 @@ class PFLTrainer:
                 "clients": last_acc}  # fmt: skip
         chosen, other = (best, last) if cfg.selection == "best" else (last, best)
         state, personal = chosen["state"]
+        other_state, other_personal = other["state"] if other["state"] is not None else ({}, None)
         return PFLResult(
             cfg, np.asarray(chosen["clients"]), int(chosen["round"]), self.history,
             {**state}, personal, float(other["acc"]), time.perf_counter() - t0,
             extra={"best_round": int(best["round"]), "best_accuracy": float(best["acc"]),
                    "last_accuracy": float(last["acc"])},
+            other_round=int(other["round"]), other_state={**other_state} if other_personal is not None else None,
+            other_personal=other_personal,
+            other_client_accuracy=None if other["clients"] is None else np.asarray(other["clients"]),
         )  # fmt: skip
 
     # ----------------------------------------------------------------------------------- checkpoints

@@ -95,9 +95,15 @@ class PFLTrainJob(_PFLFields):
         from benchmark.pfl.run import train_step
 
         ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
+        sibling = None
+        if config.get("pfl_both_selections") and self.algorithm not in ("local_only", "centralized_full",
+                                                                         "centralized_body"):  # fmt: skip
+            other = "last" if self.selection == "best" else "best"
+            sibling = PFLTrainJob(**{**self.train_fields(), "selection": other}).path
         train_step(
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
+            checkpoint_every=int(config.get("checkpoint_every") or 5), sibling_out=sibling,
         )  # fmt: skip
 
 
