@@ -201,7 +201,7 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
             ufile = work / f"unit{idx:03d}.json"
             ufile.write_text(json.dumps(unit.to_dict()))
             logf = work / f"unit{idx:03d}.jsonl"
-            out = open(work / f"unit{idx:03d}.log", "w")  # noqa: SIM115 (closed with the process)
+            out = open(work / f"unit{idx:03d}.log", "w")
             proc = subprocess.Popen([sys.executable, "-m", "benchmark.harvest", str(ufile), str(work / "config.json"),
                                      str(logf)], stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
             running.append(Running(unit, proc, now, logf))

@@ -46,6 +46,9 @@ class Job:
 
     KIND: ClassVar[str] = ""
     PATTERN: ClassVar[str] = ""
+    #: Numerics version of this job kind: bump it when a change alters the numbers the job produces; recorded
+    #: runs (:mod:`benchmark.ledger`) made with another version are stale.
+    NUMERICS: ClassVar[int] = 1
 
     @property
     def path(self) -> str:
