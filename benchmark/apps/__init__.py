@@ -32,6 +32,11 @@ APPS: dict[str, tuple[str, str]] = {
         "load the report in headless Chromium: pages, tables, images, links; screenshot",
     ),
     "claims": ("benchmark.claims.cli", "evaluate the claims/ catalogue on the check reports and figure data"),
+    "runs": ("benchmark.ledger_cli", "the ledger of recorded runs (runs/): import, list, verify, show"),
+    "harvest": (
+        "benchmark.harvest_cli",
+        "run unrun planned training jobs by cells per estimated minute within a time budget; record them",
+    ),
 }
 
 
