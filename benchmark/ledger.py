@@ -46,6 +46,10 @@ WEIGHT_SUFFIXES = (".pt", ".pth", ".safetensors", ".ckpt", ".bin", ".npz")
 MARKER_SUFFIX = ".recorded"
 
 
+class RecordExistsError(ConfigError):
+    """Another run of the same job is already recorded (``--replace`` records this one instead)."""
+
+
 def numerics_version(kind: str) -> int:
     """The numerics version of job kind ``kind`` in this code (``Job.NUMERICS``; bump it when a change alters
     the numbers the job produces: records made before are then stale)."""
@@ -182,7 +186,7 @@ def write_record(job: Job, provenance: Provenance, *, root: Path = Path("."), le
         if dict(old.files) == sums and old.numerics == numerics_version(job.KIND):
             return old
         if not replace:
-            raise ConfigError(
+            raise RecordExistsError(
                 f"{folder} already records {job.path} ({old.label()}) with other files",
                 "keep it, or pass --replace to record this run instead",
             )

@@ -1,0 +1,130 @@
+"""``flb runs``: the ledger of recorded runs (:mod:`benchmark.ledger`).
+
+    flb runs import PATH [--targets T ...] [--manifest M] [--commit SHA] [--note TEXT] [--source TEXT]
+                         [--config key=value ...] [--replace]
+    flb runs list [--stale]
+    flb runs verify
+    flb runs show CELL|OUTPUT-PATH|RECORD-ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmark.errors import ConfigError
+from benchmark.ledger import LEDGER_DIR, RunRecord, read_record, record_folders, short_machine, verify_all
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="flb runs", description="the ledger of recorded runs (runs/)")
+    ap.add_argument("--ledger", default=str(LEDGER_DIR), help="the ledger folder (default: runs/)")
+    sub = ap.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("import", help="record the finished jobs found in a results tree")
+    p.add_argument("path", help="a folder holding results/ (this checkout, a GPU's output, a cluster's)")
+    p.add_argument("--targets", nargs="*", default=None, help="targets whose planned jobs to look for (default: all)")
+    p.add_argument("--manifest", default=None, help="a harvest manifest (start/end times, commands, machine)")
+    p.add_argument("--commit", default=None, help="the commit whose code ran, when the files name another")
+    p.add_argument("--note", action="append", default=[], help="a note kept with every record (repeatable)")
+    p.add_argument("--source", default="", help="where the files come from (kept with the records)")
+    p.add_argument("--config", action="append", default=[], help="config override key=value (repeatable)")
+    p.add_argument("--replace", action="store_true", help="replace a record of the same job made by another run")
+    p = sub.add_parser("list", help="one line per record")
+    p.add_argument("--stale", action="store_true", help="only the stale records")
+    sub.add_parser("verify", help="check every record's files against their checksums")
+    p = sub.add_parser("show", help="the record(s) of a cell id, an output path or a record id")
+    p.add_argument("what")
+    return ap
+
+
+def _line(r: RunRecord) -> str:
+    state = "STALE" if r.stale else "ok"
+    return (f"{r.job.KIND:<18} {r.id}  {state:<5} {r.provenance.date}  {short_machine(r.provenance.machine)[:28]:<28} "
+            f"{r.provenance.code_commit[:8]}  {r.job.path}")  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    ledger = Path(args.ledger)
+    if args.action == "import":
+        return _import(args, ledger)
+    if args.action == "list":
+        records = [read_record(f, verify=False) for f in record_folders(ledger)]
+        for r in records:
+            if r.stale or not args.stale:
+                print(_line(r))
+        stale = sum(r.stale for r in records)
+        print(f"{len(records)} records ({stale} stale) in {ledger}/")
+        return 0
+    if args.action == "verify":
+        good, bad = verify_all(ledger)
+        for line in bad:
+            print(f"DAMAGED {line}")
+        print(f"{len(good)} records verified, {len(bad)} damaged, {sum(r.stale for r in good)} stale")
+        return 1 if bad else 0
+    return _show(args.what, ledger)
+
+
+def _import(args: argparse.Namespace, ledger: Path) -> int:
+    from benchmark.ledger_import import ImportOptions, import_results, planned_jobs
+    from benchmark.tables.spec import SPEC_DIR
+    from benchmark.workflow import load_config, parse_kv
+
+    cfg = load_config(None, parse_kv(args.config))
+    cfg.setdefault("pfl_both_selections", True)
+    if not cfg.get("device") and not cfg.get("cpu_training"):
+        cfg["cpu_training"] = True  # plan every training job, whatever this machine is
+    targets = args.targets or sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+    manifest = json.loads(Path(args.manifest).read_text()) if args.manifest else None
+    options = ImportOptions(args.commit, tuple(args.note), args.source or str(args.path), manifest, args.replace)
+    kept: list[str] = []
+    records = import_results(Path(args.path), planned_jobs(targets, cfg), options, ledger, kept)
+    for r in records:
+        print(f"recorded {_line(r)}")
+    for line in kept:
+        print(f"kept     {line} (pass --replace to record this run instead)")
+    print(f"{len(records)} runs recorded in {ledger}/, {len(kept)} already recorded from another run kept")
+    if not records and not kept:
+        raise ConfigError(f"no output of a planned job of {', '.join(targets)} under {args.path}",
+                          "name the folder holding results/ and the targets those runs belong to")  # fmt: skip
+    return 0
+
+
+def _show(what: str, ledger: Path) -> int:
+    matches = []
+    for folder in record_folders(ledger):
+        r = read_record(folder, verify=False)
+        if what in (r.id, r.job.path) or what in r.job.path or _fills(folder, what):
+            matches.append(read_record(folder))
+    if not matches:
+        raise ConfigError(f"no record matches {what!r} in {ledger}/", "see `flb runs list`")
+    for r in matches:
+        p = r.provenance
+        print(f"{r.folder}\n  job: {json.dumps(r.job.__dict__ | {'kind': r.job.KIND}, sort_keys=True)}")
+        print(f"  numerics: v{r.numerics} (code: v{r.current_numerics}){'  STALE' if r.stale else ''}")
+        for key in ("code_commit", "reported_commit", "machine", "versions", "device", "threads", "precision",
+                    "start", "end", "wall_s", "command", "source"):  # fmt: skip
+            value = getattr(p, key)
+            if value not in ("", None):
+                print(f"  {key}: {value}")
+        for note in p.notes:
+            print(f"  note: {note}")
+        for rel, meta in sorted(r.files.items()):
+            print(f"  file: {rel} ({meta['bytes']} B, sha256 {meta['sha256'][:12]})")
+    return 0
+
+
+def _fills(folder: Path, cell: str) -> bool:
+    """Whether the record's own output names ``cell`` (a cell id of a built table's checks): looked up in the
+    checks JSON files under results/checks/ that cite the record."""
+    for checks in Path("results/checks").glob("*.json"):
+        try:
+            data = json.loads(checks.read_text())
+        except (OSError, ValueError):
+            continue
+        for c in data.get("cells", []) if isinstance(data, dict) else []:
+            rec = c.get("recorded") or {}
+            if c.get("id") == cell and str(folder) in json.dumps(rec):
+                return True
+    return False
