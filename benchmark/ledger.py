@@ -306,3 +306,65 @@ def verify_all(ledger: Path = LEDGER_DIR) -> tuple[list[RunRecord], list[str]]:
 
 def records_for(jobs: Iterable[Job], ledger: Mapping[str, RunRecord]) -> list[RunRecord]:
     return [ledger[j.path] for j in jobs if j.path in ledger]
+
+
+# ------------------------------------------------------------------------------------------- use in a plan
+_CACHE: dict[tuple[str, tuple[str, ...]], dict[str, RunRecord]] = {}
+
+
+def usable_records(config: Mapping[str, Any], ledger: Path = LEDGER_DIR) -> dict[str, RunRecord]:
+    """The verified, non-stale records by output path, or ``{}`` with ``use_records: false``. Read once per
+    process and ledger content (a damaged record is an error: it is never skipped silently)."""
+    if config.get("use_records") is False:
+        return {}
+    key = (str(Path(ledger).resolve()), tuple(str(f) for f in record_folders(ledger)))
+    if key not in _CACHE:
+        _CACHE[key] = load_ledger(ledger)
+    return {p: r for p, r in _CACHE[key].items() if not r.stale}
+
+
+def closure(jobs: Iterable[Job]) -> list[Job]:
+    """``jobs`` and every job they read, inputs first, each once."""
+    seen: dict[str, Job] = {}
+
+    def visit(job: Job) -> None:
+        if job.path in seen:
+            return
+        for dep in job.inputs():
+            visit(dep)
+        seen[job.path] = job
+
+    for job in jobs:
+        visit(job)
+    return list(seen.values())
+
+
+def all_recorded(jobs: Iterable[Job], config: Mapping[str, Any], ledger: Path = LEDGER_DIR) -> bool:
+    """Whether every job of ``jobs`` and of their inputs has a usable record: then the cells they fill need
+    no training on this machine (a runner plans them even where training is not allowed)."""
+    jobs = list(jobs)
+    records = usable_records(config, ledger)
+    return bool(jobs) and all(j.path in records for j in closure(jobs))
+
+
+def materialise_jobs(jobs: Iterable[Job], config: Mapping[str, Any], root: Path = Path("."),
+                     ledger: Path = LEDGER_DIR) -> list[RunRecord]:  # fmt: skip
+    """Before a build: every job of ``jobs`` (and their inputs) with a usable record and no output computed here
+    gets the record's files (inputs first, so no output is older than what it read); with ``use_records:
+    false`` the outputs records put there are removed, so the jobs run. Returns the records used."""
+    used = []
+    records = usable_records(config, ledger)
+    for job in closure(jobs):
+        if config.get("use_records") is False:
+            unmaterialise(job, root)
+            continue
+        rec = records.get(job.path)
+        if rec is None:
+            continue
+        came_from = materialised_from(job.path, root)
+        if (root / job.path).exists() and came_from is None:
+            continue  # computed here: a build never overwrites its own results
+        if came_from != str(rec.folder) or not (root / job.path).exists():
+            materialise(rec, root)
+        used.append(rec)
+    return used

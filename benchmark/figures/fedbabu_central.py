@@ -78,10 +78,11 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 def unavailable(name: str):
     def why(config: Mapping[str, Any]) -> str | None:
+        from benchmark.ledger import all_recorded
         from benchmark.runners.fl_train import training_allowed
 
-        if training_allowed(config):
-            return None
+        if training_allowed(config) or all_recorded(figure_jobs(config, name).values(), config):
+            return None  # trained here, or every run recorded (runs/, docs/ledger.md)
         fig = CENTRAL_FIGURES[name]
         hours = _CPU_HOURS_PER_RUN.get(fig.model)
         cost = (

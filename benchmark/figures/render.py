@@ -27,6 +27,19 @@ MANIFEST_KEYS = ("name", "paper", "label", "line", "title", "copies", "status", 
                  "readings", "notes", "inputs", "provenance")  # fmt: skip
 
 
+def _input(path: str) -> dict[str, Any]:
+    """One input of a figure: its path and sha256, and the recorded run it came from (``runs/``), if any."""
+    from benchmark.ledger import materialised_from, read_record
+
+    out: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path)}
+    folder = materialised_from(path)
+    if folder is not None:
+        rec = read_record(Path(folder))
+        out["recorded"] = {"record": folder, "label": rec.label(), "date": rec.provenance.date,
+                           "machine": rec.provenance.machine, "commit": rec.provenance.code_commit}  # fmt: skip
+    return out
+
+
 def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: str) -> dict[str, Any]:
     """The JSON manifest of a drawn figure (keys :data:`MANIFEST_KEYS`)."""
     from benchmark import provenance
@@ -45,7 +58,7 @@ def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: 
         "data": f"{stem}.csv",
         "readings": [asdict(r) for r in drawn.readings],
         "notes": list(drawn.notes),
-        "inputs": [{"path": str(p), "sha256": sha256_file(p)} for p in inputs if Path(p).is_file()],
+        "inputs": [_input(p) for p in inputs if Path(p).is_file()],
         "provenance": {
             "git_commit": commit.removesuffix("+dirty"),
             "dirty": commit.endswith("+dirty"),

@@ -15,7 +15,17 @@ def _figure_inputs(name):
     reason = spec.why_not(config)
     if reason is not None:
         raise ValueError(f"figure {name} does not run under this config: {reason}")
-    return spec.inputs(config)
+    paths = spec.inputs(config)
+    _materialise_recorded(paths)
+    return paths
+
+
+def _materialise_recorded(paths):
+    """Recorded runs (runs/) of the figure's training jobs are put in place before the DAG is built."""
+    from benchmark.ledger import materialise_jobs, usable_records
+
+    records = usable_records({})  # by path; materialise_jobs honours use_records (false: takes them away)
+    materialise_jobs([records[p].job for p in paths if p in records], config)
 
 
 for _f in FIGURE_NAMES:
