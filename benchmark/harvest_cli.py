@@ -281,24 +281,34 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
 
 
 class _Bar:
-    """The progress display: elapsed vs budget, units done, cells filled (tqdm)."""
+    """The progress display: elapsed vs budget, units done, cells filled (tqdm). Redrawn every second on a
+    terminal, every minute into a file (a background harvest's log stays short)."""
 
     def __init__(self, budget_s: float) -> None:
+        import time
+
         from tqdm import tqdm
 
+        self.every = 1.0 if sys.stderr.isatty() else 60.0
+        self.last = time.monotonic() - self.every
         self.bar = tqdm(total=round(budget_s), unit="s", desc="harvest", dynamic_ncols=True, file=sys.stderr,
-                        bar_format="{desc}: {bar} {n_fmt}/{total_fmt} s {postfix}")  # fmt: skip
+                        mininterval=self.every, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
 
     def tick(self, p: Progress) -> None:
+        import time
+
         self.bar.n = round(p.elapsed_s)
         self.bar.set_postfix_str(f"units {p.units_done}/{p.units_total} (running {p.running}), "
                                  f"cells {p.cells_filled}", refresh=False)  # fmt: skip
-        self.bar.refresh()
+        if time.monotonic() - self.last >= self.every:
+            self.last = time.monotonic()
+            self.bar.refresh()
 
     def write(self, line: str) -> None:
         self.bar.write(line, file=sys.stdout)
 
     def close(self) -> None:
+        self.bar.refresh()
         self.bar.close()
 
 

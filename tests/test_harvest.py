@@ -16,6 +16,7 @@ import pytest
 from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
 from benchmark.harvest import Progress, Unit, group_units, harvest, manifest
+from benchmark.harvest_estimate import Estimate, job_estimate
 from benchmark.jobs import Job
 from benchmark.ledger import read_record
 from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
@@ -86,6 +87,29 @@ def test_the_plan_says_what_fits_in_the_budget():
     text = "\n".join(harvest_cli.describe_plan(plan, "cpu", 1500.0, 1))
     assert "3 training unit(s)" in text and "35.0 min in all" in text and "2 job(s) with no measured rate" in text
     assert "fits in the budget: 2 unit(s), 2 cell(s)" in text and "1 more start and are stopped" in text
+
+
+def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, monkeypatch):
+    """A unit whose jobs are all on disk or recorded is skipped; a unit's estimate counts its jobs not done."""
+    planned = [("T:a", _Eval("a", 0, "e")), ("T:b", _Eval("b", 0, "e")), ("T:c", _Eval("c", 0, "e"))]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    on_disk = [_Part("a"), _Train("a", 0), _Eval("a", 0, "e"), _Part("c")]
+    for job in on_disk:
+        (tmp_path / job.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.path).write_text("{}")
+    recorded = {_Part("b").path, _Train("b", 0).path, _Eval("b", 0, "e").path}
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, recorded, root=tmp_path)
+    assert [u.root.name for u in plan.units] == ["c"] and plan.skipped == 2
+    assert plan.units[0].est_s == 120.0  # c's training and evaluation; its partition is on disk
+
+
+def test_estimates_come_from_the_measured_rates_else_a_stated_default():
+    job = _pfl(rounds=32, participation="0.1", local_epochs=10)
+    est = job_estimate(job, "cpu")
+    rate = 860.0  # throughput.yaml: native cpu 4convnet
+    assert est.measured and est.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 32 * 100 * 100 / (3 * rate))
+    assert job_estimate(job, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
 
 
 # --------------------------------------------------------------------------- the parent's bookkeeping
