@@ -126,7 +126,12 @@ class _FakeProc:
         return self.returncode
 
     def wait(self, timeout=None):
+        import subprocess
+
+        end = time.time() + (timeout if timeout is not None else 30.0)
         while self.poll() is None:
+            if time.time() > end:
+                raise subprocess.TimeoutExpired("worker", timeout)
             time.sleep(0.01)
         return self.returncode
 
