@@ -1,16 +1,19 @@
 """Harvest scarce compute: run a target's unrun planned training jobs, most cells per estimated minute first,
 in a pool of worker processes, until a time budget is spent.
 
-A **unit** is one training job and the jobs that read it (its evaluations), run in that order in one worker
-process: the unit fills the cells of every job in it. Units are ordered by cells filled per estimated second
-(jobs that fill many cells and short jobs first; for equal value the lowest seed first). A worker that is still
-running when the budget ends is stopped; its checkpoint (every ``checkpoint_every`` rounds) stays under
-``results/checkpoints/`` and the next harvest resumes the job from it, to the same numbers as an uninterrupted
-run (each runner's resumption guarantee).
+A **unit** is one training job, the jobs it reads that are not done yet (partitions, a learning-rate grid) and
+the jobs that read it (its evaluations), run in that order in one worker process: the unit fills the cells of
+every job in it. Units are ordered by cells filled per estimated minute (jobs that fill many cells and short
+jobs first; for equal value the lowest seed first). A worker that is still running when the budget ends is
+stopped (SIGTERM: the job unwinds, its atomic writes leave no partial file); its checkpoint (every
+``checkpoint_every`` rounds, sealed and renamed into place) stays under ``results/checkpoints/`` and the next
+harvest resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption
+guarantee; ``tests/test_harvest.py``).
 
-Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (``--out``,
-``harvest-<stamp>.json``) lists every job with its start and end time, wall time, exit status, the command a
-user would type to run it alone, and the machine; ``flb runs import`` turns the outputs into recorded runs.
+Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (:func:`manifest`;
+``flb harvest`` writes it to ``results/harvest/harvest-<stamp>.json``) lists every job with its start and end
+time, wall time, exit status, the command a user would type to run it alone, the machine and the numerics the
+workers were given; ``flb harvest`` (:mod:`benchmark.harvest_cli`) then records every finished job in the ledger.
 """
 
 from __future__ import annotations
