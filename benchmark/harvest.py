@@ -282,6 +282,12 @@ def _worker_env(config: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
+def _open_paths(unit: Unit) -> set[str]:
+    """Output paths of the unit's jobs not done yet (two workers never run the same job: a learning-rate grid
+    or a partition that two seeds' units share runs in one of them)."""
+    return {j.path for j in unit.jobs if not Path(j.path).exists()}
+
+
 def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
             print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
             on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
@@ -289,7 +295,8 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
     started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
     budget is stopped (SIGTERM, then SIGKILL after 20 s): its last checkpoint stays and the next harvest resumes
-    it. Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
+    it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
+    starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
     harvest at a chosen moment with it). Returns the per-job log entries of this harvest (``work`` must be this
     harvest's own folder)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -298,7 +305,7 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
     deadline = t0 + budget_s
     queue = list(units)
     running: list[Running] = []
-    done = cells = 0
+    done = cells = started = 0
     env = _worker_env(config)
     total = len(queue)
 
@@ -308,8 +315,14 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
 
     while queue or running:
         while queue and len(running) < workers and deadline - clock() > min_left_s:
-            unit = queue.pop(0)
-            idx = total - len(queue)
+            busy = {path for r in running for path in _open_paths(r.unit)}
+            free = next((u for u in queue if busy.isdisjoint(_open_paths(u))), None)
+            if free is None:
+                break  # every waiting unit shares an unfinished job with a running one: wait for it
+            queue.remove(free)
+            unit = free
+            started += 1
+            idx = started
             ufile = work / f"unit{idx:03d}.json"
             ufile.write_text(json.dumps(unit.to_dict()))
             logf = work / f"unit{idx:03d}.jsonl"

@@ -172,6 +172,24 @@ def test_the_parent_closes_every_worker_log_and_stops_workers_at_the_budget(tmp_
     assert ticks[-1].units_done == 1 and ticks[-1].cells_filled == 2 and ticks[-1].units_total == 3
 
 
+def test_two_workers_never_run_the_same_job(tmp_path, monkeypatch):
+    """Units sharing an unfinished job (two seeds' learning-rate grid) do not run at the same time: the next unit
+    that shares none starts instead."""
+    started: list[str] = []
+
+    def popen(args, **k):
+        started.append(json.loads(Path(args[3]).read_text())["jobs"][-1]["name"])
+        return _FakeProc(0, None)  # runs until the budget
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    shared, other = _Part("grid"), _Part("own")
+    units = [Unit((shared, _Train("a", 0)), ("T:a",), 60.0, 0, 1), Unit((shared, _Train("b", 0)), ("T:b",), 60.0, 0, 1),
+             Unit((other, _Train("c", 0)), ("T:c",), 60.0, 0, 1)]  # fmt: skip
+    harvest(units, {}, budget_s=0.3, workers=2, work=tmp_path / "w", print_fn=lambda s: None, poll_s=0.01)
+    assert started == ["a", "c"]
+
+
 # ---------------------------------------------------------------------- (c) records of finished jobs
 def _pfl(**kw) -> PFLTrainJob:
     base = dict(dataset="cifar10", model="4convnet", bn="batch", scheme="shards", scheme_param="2", clients=100,
