@@ -1,16 +1,19 @@
 """Harvest scarce compute: run a target's unrun planned training jobs, most cells per estimated minute first,
 in a pool of worker processes, until a time budget is spent.
 
-A **unit** is one training job and the jobs that read it (its evaluations), run in that order in one worker
-process: the unit fills the cells of every job in it. Units are ordered by cells filled per estimated second
-(jobs that fill many cells and short jobs first; for equal value the lowest seed first). A worker that is still
-running when the budget ends is stopped; its checkpoint (every ``checkpoint_every`` rounds) stays under
-``results/checkpoints/`` and the next harvest resumes the job from it, to the same numbers as an uninterrupted
-run (each runner's resumption guarantee).
+A **unit** is one training job, the jobs it reads that are not done yet (partitions, a learning-rate grid) and
+the jobs that read it (its evaluations), run in that order in one worker process: the unit fills the cells of
+every job in it. Units are ordered by cells filled per estimated minute (jobs that fill many cells and short
+jobs first; for equal value the lowest seed first). A worker that is still running when the budget ends is
+stopped (SIGTERM: the job unwinds, its atomic writes leave no partial file); its checkpoint (every
+``checkpoint_every`` rounds, sealed and renamed into place) stays under ``results/checkpoints/`` and the next
+harvest resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption
+guarantee; ``tests/test_harvest.py``).
 
-Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (``--out``,
-``harvest-<stamp>.json``) lists every job with its start and end time, wall time, exit status, the command a
-user would type to run it alone, and the machine; ``flb runs import`` turns the outputs into recorded runs.
+Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (:func:`manifest`;
+``flb harvest`` writes it to ``results/harvest/harvest-<stamp>.json``) lists every job with its start and end
+time, wall time, exit status, the command a user would type to run it alone, the machine and the numerics the
+workers were given; ``flb harvest`` (:mod:`benchmark.harvest_cli`) then records every finished job in the ledger.
 """
 
 from __future__ import annotations
@@ -18,32 +21,37 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from benchmark.jobs import Job, job_from_dict, job_to_dict
 
 #: Job kinds that are training (the heavy root of a unit); everything else runs inside the unit that needs it.
-TRAINING_KINDS = ("pfl_train", "pfl_central", "fl_train", "zo_train")
+TRAINING_KINDS = ("pfl_train", "pfl_central_curve", "fl_train", "zo_train")
 
 
 @dataclass(frozen=True)
 class Unit:
-    """One training job and its dependants, with the cells they fill and the estimated seconds."""
+    """One training job and its dependants, with the cells they fill and the estimated seconds. ``jobs`` are in
+    the order they run: the training job's own inputs (``prereq`` of them: partitions, a learning-rate grid),
+    the training job, then the jobs that read it."""
 
     jobs: tuple[Job, ...]
     cells: tuple[str, ...]
     est_s: float
     seed: int = 0
+    prereq: int = 0
 
     @property
     def root(self) -> Job:
-        return self.jobs[0]
+        """The training job."""
+        return self.jobs[self.prereq]
 
     @property
     def value(self) -> float:
@@ -52,7 +60,7 @@ class Unit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": [job_to_dict(j) for j in self.jobs], "cells": list(self.cells), "est_s": self.est_s,
-                "seed": self.seed}  # fmt: skip
+                "seed": self.seed, "prereq": self.prereq}  # fmt: skip
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Unit:
@@ -60,7 +68,7 @@ class Unit:
 
         load_runners()  # registers the plug-in job kinds
         return cls(tuple(job_from_dict(j) for j in raw["jobs"]), tuple(raw["cells"]), float(raw["est_s"]),
-                   int(raw.get("seed", 0)))  # fmt: skip
+                   int(raw.get("seed", 0)), int(raw.get("prereq", 0)))  # fmt: skip
 
 
 def _training_root(job: Job) -> Job | None:
@@ -90,9 +98,31 @@ def training_identity(job: Job) -> Job:
     return job
 
 
+def _upstream(job: Job) -> list[Job]:
+    """Every job ``job`` reads, directly or not, inputs before the jobs that read them (each once)."""
+    out: dict[str, Job] = {}
+
+    def visit(j: Job) -> None:
+        for dep in j.inputs():
+            if dep.path not in out:
+                visit(dep)
+                out[dep.path] = dep
+
+    visit(job)
+    return list(out.values())
+
+
+def written_by(job: Job, root: Job) -> bool:
+    """Whether running ``root`` writes ``job``'s outputs (the other model selection of a pfl training)."""
+    return job.path != root.path and training_identity(job).path == root.path
+
+
 def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], float]) -> list[Unit]:
-    """Units from ``(cell, job)`` pairs of a plan: jobs grouped by the training they read (the training job
-    first, then the other jobs by path), ordered by :attr:`Unit.value` (ties: lower seed first, then path)."""
+    """Units from ``(cell, job)`` pairs of a plan: jobs grouped by the training they read (the training job's
+    own inputs first, then the training job, then the other jobs by path), ordered by :attr:`Unit.value`: cells
+    per estimated minute, highest first (ties: lower seed first, then path). A unit's estimate is the sum of
+    ``seconds`` over its jobs but those its training writes itself (:func:`written_by`); issue 24: "jobs that fill
+    many cells and short jobs first; cheapest seed first"."""
     roots: dict[str, tuple[Job, dict[str, Job], set[str]]] = {}
     for cell, job in planned:
         train = _training_root(job)
@@ -106,8 +136,11 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         cells.add(cell)
     units = []
     for root, deps, cells in roots.values():
+        before = [j for j in _upstream(root) if j.path not in deps]
         ordered = sorted(deps.values(), key=lambda j: (j.KIND not in TRAINING_KINDS, j.path))
-        units.append(Unit((root, *ordered), tuple(sorted(cells)), seconds(root), int(getattr(root, "seed", 0))))
+        jobs = (*before, root, *ordered)
+        est = sum(seconds(j) for j in jobs if not written_by(j, root))
+        units.append(Unit(jobs, tuple(sorted(cells)), est, int(getattr(root, "seed", 0)), len(before)))
     return sorted(units, key=lambda u: (-u.value, u.seed, u.root.path))
 
 
@@ -136,15 +169,37 @@ def pending(units: Iterable[Unit], root: Path = Path(".")) -> list[Unit]:
 
 
 # ------------------------------------------------------------------------------------------------- running
-def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any]], None]) -> None:
-    """Run the unit's jobs in this process, skipping those whose output exists; ``log`` gets one entry per job."""
-    try:  # fp32 means fp32: no TF32 convolutions or matmuls unless the config asks for them
-        import torch
+#: Exit status of a worker stopped by SIGTERM (the budget): 128 + 15, as a shell reports it.
+STOPPED = 143
 
-        torch.backends.cudnn.allow_tf32 = bool(config.get("tf32", False))
-        torch.backends.cuda.matmul.allow_tf32 = bool(config.get("tf32", False))
+
+class _Stopped(BaseException):
+    """Raised in a worker by SIGTERM: unwinds the job (its atomic writes remove their temporary files) and ends
+    the worker with :data:`STOPPED`."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Stopped
+
+
+def worker_numerics(config: Mapping[str, Any]) -> None:
+    """Set this process's torch numerics from ``config``: fp32 means fp32 (no TF32 convolutions or matmuls
+    unless ``tf32`` is true) and ``threads_per_worker`` intra-op threads. The manifest records the same
+    values from the same config (:func:`manifest`)."""
+    try:
+        import torch
     except ImportError:  # pragma: no cover
-        pass
+        return
+    torch.backends.cudnn.allow_tf32 = bool(config.get("tf32", False))
+    torch.backends.cuda.matmul.allow_tf32 = bool(config.get("tf32", False))
+    if config.get("threads_per_worker"):
+        torch.set_num_threads(int(config["threads_per_worker"]))
+
+
+def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any]], None]) -> None:
+    """Run the unit's jobs in this process, skipping those whose output exists; ``log`` gets one entry per job
+    (``status``: ``done``, ``stopped`` (SIGTERM: the budget) or ``error: ...``)."""
+    worker_numerics(config)
     for job in unit.jobs:
         if Path(job.path).exists():
             continue
@@ -153,14 +208,24 @@ def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any
                  "command": "flb job " + json.dumps(job_to_dict(job), sort_keys=True)}  # fmt: skip
         try:
             job.execute(config)
+        except _Stopped:
+            log({**entry, "end": time.time(), "wall_s": time.time() - start, "status": "stopped"})
+            raise
         except BaseException as exc:  # recorded, then re-raised: the parent sees the exit status
-            log({**entry, "end": time.time(), "status": f"error: {type(exc).__name__}: {exc}"})
+            log({**entry, "end": time.time(), "wall_s": time.time() - start,
+                 "status": f"error: {type(exc).__name__}: {exc}"})  # fmt: skip
             raise
         log({**entry, "end": time.time(), "wall_s": time.time() - start, "status": "done"})
 
 
 def worker_main(argv: list[str]) -> int:
-    """``python -m benchmark.harvest UNIT.json CONFIG.json LOG.jsonl``: run one unit (a harvest worker)."""
+    """``python -m benchmark.harvest UNIT.json CONFIG.json LOG.jsonl``: run one unit (a harvest worker).
+
+    SIGTERM (the parent's budget) ends the job by an exception, so every write in progress is abandoned the
+    way :func:`benchmark.io.atomic_path` guarantees (no partial file, the previous checkpoint intact: pfl, fl and
+    zo checkpoints are sealed and renamed into place, :mod:`benchmark.fl.checkpoint`); exit status
+    :data:`STOPPED`."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     unit = Unit.from_dict(json.loads(Path(argv[0]).read_text()))
     config = json.loads(Path(argv[1]).read_text())
     log_path = Path(argv[2])
@@ -169,7 +234,10 @@ def worker_main(argv: list[str]) -> int:
         with log_path.open("a") as fh:
             fh.write(json.dumps(entry) + "\n")
 
-    run_unit(unit, config, log)
+    try:
+        run_unit(unit, config, log)
+    except _Stopped:
+        return STOPPED
     return 0
 
 
@@ -179,41 +247,107 @@ class Running:
     proc: subprocess.Popen
     started: float
     log: Path
+    out: IO[str]  # the worker's stdout and stderr: closed when the worker ends
+
+    def finish(self) -> int:
+        """Wait for the worker, close its output file; its exit status."""
+        try:
+            rc = self.proc.wait()
+        finally:
+            self.out.close()
+        return rc
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a harvest stands (what :func:`harvest` passes to ``on_tick``)."""
+
+    units_done: int
+    units_total: int
+    cells_filled: int
+    running: int
+    elapsed_s: float
+    budget_s: float
+
+
+def _worker_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """The workers' environment: this package first on ``PYTHONPATH`` (a worker runs the code of the harvest
+    that started it), ``threads_per_worker`` OpenMP threads, unbuffered output."""
+    here = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH", "")
+    pythonpath = os.pathsep.join([here, *([path] if path else [])])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
+    if config.get("threads_per_worker"):
+        env["OMP_NUM_THREADS"] = str(config["threads_per_worker"])
+    return env
+
+
+def _open_paths(unit: Unit) -> set[str]:
+    """Output paths of the unit's jobs not done yet (two workers never run the same job: a learning-rate grid
+    or a partition that two seeds' units share runs in one of them)."""
+    return {j.path for j in unit.jobs if not Path(j.path).exists()}
 
 
 def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
-            print_fn: Callable[[str], None] = print, min_left_s: float = 0.0) -> list[dict[str, Any]]:  # fmt: skip
+            print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
+            on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
+            poll_s: float = 1.0) -> list[dict[str, Any]]:  # fmt: skip
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
-    started only while more than ``min_left_s`` of the budget is left. Returns the per-job log entries."""
+    started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
+    budget is stopped (SIGTERM, then SIGKILL after 20 s): its last checkpoint stays and the next harvest resumes
+    it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
+    starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
+    harvest at a chosen moment with it). Returns the per-job log entries of this harvest (``work`` must be this
+    harvest's own folder)."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").write_text(json.dumps(dict(config)))
-    deadline = time.time() + budget_s
+    t0 = clock()
+    deadline = t0 + budget_s
     queue = list(units)
     running: list[Running] = []
-    finished: list[tuple[Unit, int]] = []
-    env = {**os.environ, "OMP_NUM_THREADS": str(config.get("threads_per_worker", 1)), "PYTHONUNBUFFERED": "1"}
+    done = cells = started = 0
+    env = _worker_env(config)
     total = len(queue)
+
+    def tick() -> None:
+        if on_tick is not None:
+            on_tick(Progress(done, total, cells, len(running), min(clock() - t0, budget_s), budget_s))
+
     while queue or running:
-        now = time.time()
-        while queue and len(running) < workers and deadline - now > min_left_s:
-            unit = queue.pop(0)
-            idx = total - len(queue)
+        while queue and len(running) < workers and deadline - clock() > min_left_s:
+            busy = {path for r in running for path in _open_paths(r.unit)}
+            free = next((u for u in queue if busy.isdisjoint(_open_paths(u))), None)
+            if free is None:
+                break  # every waiting unit shares an unfinished job with a running one: wait for it
+            queue.remove(free)
+            unit = free
+            started += 1
+            idx = started
             ufile = work / f"unit{idx:03d}.json"
             ufile.write_text(json.dumps(unit.to_dict()))
             logf = work / f"unit{idx:03d}.jsonl"
-            out = open(work / f"unit{idx:03d}.log", "w")
-            proc = subprocess.Popen([sys.executable, "-m", "benchmark.harvest", str(ufile), str(work / "config.json"),
-                                     str(logf)], stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
-            running.append(Running(unit, proc, now, logf))
-            print_fn(f"[harvest] start {idx}/{total} {unit.root.path} ({len(unit.cells)} cells, est {unit.est_s:.0f} s)")
+            out = open(work / f"unit{idx:03d}.log", "w")  # closed by Running.finish
+            try:
+                proc = subprocess.Popen([sys.executable, "-m", "benchmark.harvest", str(ufile),
+                                         str(work / "config.json"), str(logf)],
+                                        stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
+            except BaseException:
+                out.close()
+                raise
+            running.append(Running(unit, proc, clock(), logf, out))
+            print_fn(f"[harvest] start {idx}/{total} {unit.root.path} ({len(unit.cells)} cells, "
+                     f"est {unit.est_s / 60:.1f} min)")  # fmt: skip
         for r in list(running):
-            rc = r.proc.poll()
-            if rc is not None:
+            if r.proc.poll() is not None:
                 running.remove(r)
-                finished.append((r.unit, rc))
-                print_fn(f"[harvest] {'done' if rc == 0 else f'FAILED rc={rc}'} {r.unit.root.path} "
-                         f"in {time.time() - r.started:.0f} s")  # fmt: skip
-        if time.time() >= deadline:
+                rc = r.finish()
+                if rc == 0:
+                    done += 1
+                    cells += len(r.unit.cells)
+                what = "done" if rc == 0 else f"FAILED rc={rc} (see {r.log.with_suffix('.log')})"
+                print_fn(f"[harvest] {what} {r.unit.root.path} in {(clock() - r.started) / 60:.1f} min")
+        tick()
+        if clock() >= deadline:
             for r in running:
                 r.proc.terminate()
             for r in running:
@@ -221,34 +355,46 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
                     r.proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     r.proc.kill()
-                print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (resumes from its checkpoint)")
+                r.finish()
+                print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
+                         "its last checkpoint)")  # fmt: skip
+            running.clear()
+            if queue:
+                print_fn(f"[harvest] budget spent: {len(queue)} unit(s) not started")
             break
-        if not queue and not running:
+        if not running and (not queue or deadline - clock() <= min_left_s):
             break
-        if not queue and deadline - time.time() <= min_left_s and not running:
-            break
-        time.sleep(1.0)
+        time.sleep(poll_s)
+    tick()
     entries = []
     for f in sorted(work.glob("unit*.jsonl")):
         entries += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
     return entries
 
 
+def precision_of(config: Mapping[str, Any]) -> str:
+    """The arithmetic the workers ran with, from the config they were given (never from this process's torch
+    flags): ``fp32; tf32 off`` unless ``train_precision`` or ``tf32`` say otherwise."""
+    return f"{config.get('train_precision', 'fp32')}; tf32 {'on' if config.get('tf32', False) else 'off'}"
+
+
 def manifest(entries: list[dict[str, Any]], config: Mapping[str, Any], budget_s: float) -> dict[str, Any]:
-    """What a harvest ran, where and how (``flb runs import`` reads it)."""
+    """What a harvest ran, where and how: the jobs' log entries, the machine, the device, the threads per worker
+    and the precision the workers were given (:func:`worker_numerics`, from ``config``)."""
     from benchmark.provenance import git_commit, machine, package_versions
 
     try:
         import torch
 
-        cuda = {"torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-                "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-                "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32)} if torch.cuda.is_available() else {}  # fmt: skip
-        threads = torch.get_num_threads()
+        cuda = {"torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()} \
+            if torch.cuda.is_available() else {}  # fmt: skip
     except ImportError:  # pragma: no cover
-        cuda, threads = {}, None
+        cuda = {}
+    tf32 = bool(config.get("tf32", False))
     return {"kind": "harvest", "machine": machine(), "versions": package_versions(), "git_commit": git_commit(),
-            "cuda": cuda, "threads_per_worker": config.get("threads_per_worker", threads), "budget_s": budget_s,
+            "device": config.get("device"), "cuda": {**cuda, "cudnn_allow_tf32": tf32, "matmul_allow_tf32": tf32},
+            "threads_per_worker": config.get("threads_per_worker"), "precision": precision_of(config),
+            "budget_s": budget_s,
             "config": {k: v for k, v in config.items() if k not in ("data_root", "weights_dir", "cache_dir")},
             "jobs": entries}  # fmt: skip
 

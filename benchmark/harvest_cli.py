@@ -1,0 +1,365 @@
+"""``flb harvest``: spend a window of scarce compute (a lent GPU for minutes, a CPU in the background) on the
+planned training jobs that fill the most cells per estimated minute, and bring every finished job back as a
+recorded run (issue 24).
+
+    flb harvest --device cuda|cpu --budget 25m [--targets T ...] [--out DIR] [--workers N]
+                [--config key=value ...] [--dry-run] [--nice]
+
+1. The config is ``config/config.yaml`` overlaid by ``--config`` and validated as ``flb run`` does
+   (:func:`benchmark.workflow.load_config`), with the device set so that training jobs are planned (``cpu``
+   also sets ``cpu_training``). Two keys belong to the harvester only and are taken out before validation:
+   ``tf32`` (default false: fp32 means fp32) and ``threads_per_worker``.
+2. The targets (default: every paper table) are planned; the training units (:mod:`benchmark.harvest`: a
+   training job, its inputs and the jobs that read it) whose jobs are all done (output in ``results/`` or
+   recorded in the ledger ``--out`` / ``runs/``) are skipped; the rest are ordered by cells per estimated
+   minute (:func:`benchmark.harvest.group_units`; estimates :mod:`benchmark.harvest_estimate`).
+3. The plan is printed before anything runs: units, cells, estimated minutes, and what fits in the budget.
+   ``--dry-run`` stops there.
+4. The units run in ``--workers`` processes with a progress bar (units done, cells filled, elapsed vs budget).
+   A unit still running when the budget ends is stopped; its checkpoint stays and the next harvest resumes it.
+5. Every job that finished is written as a record (:func:`benchmark.ledger.write_record`) into ``--out``
+   (default ``runs/``), with its provenance; the harvest's manifest goes to
+   ``results/harvest/harvest-<UTC stamp>.json`` beside its work folder.
+
+``--nice``: the harvester and its workers run at the lowest priority (``os.nice(19)``) with one torch thread
+per worker on a CPU, so a harvest can run in the background beside other work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.harvest import Progress, Unit, harvest, manifest, plan_units, precision_of, written_by
+from benchmark.harvest_estimate import DEFAULT_JOB_S, job_estimate
+from benchmark.io import atomic_write_json
+from benchmark.jobs import Job
+from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
+
+#: Config keys of the harvester only (not in the workflow's schema): name -> type.
+HARVEST_KEYS: dict[str, type] = {"tf32": bool, "threads_per_worker": int}
+#: Where a harvest keeps its work folders and manifests.
+HARVEST_DIR = Path("results/harvest")
+_BUDGET = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h)")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+#: Keys of a job's own output JSON that name the inputs it read.
+INPUT_KEYS = ("data_checksum", "partition_hash", "weights_sha256", "encoder_sha256", "dataset_sha256")
+
+
+def parse_budget(text: str) -> float:
+    """Seconds of a budget written ``90s``, ``25m`` or ``2h`` (a positive number and a unit); anything else is
+    one :class:`ConfigError`."""
+    m = _BUDGET.fullmatch(str(text).strip().lower())
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else 0.0
+    if seconds <= 0:
+        raise ConfigError(f"--budget {text!r} is not a time budget", "write a positive number and s, m or h: 90s, 25m, 2h")
+    return seconds
+
+
+def harvest_config(device: str, overrides: Mapping[str, Any], *, workers: int = 1, nice: bool = False,
+                   base: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The validated config a harvest plans and runs with: ``overrides`` (``--config``) over the default config,
+    the device set so training jobs are planned, ``progress`` off (workers write to log files), and the
+    harvester's own keys (:data:`HARVEST_KEYS`) checked apart: ``tf32`` false unless asked,
+    ``threads_per_worker`` 1 with ``nice`` on a CPU, else the CPUs shared among the workers."""
+    from benchmark.workflow import load_config
+
+    own = {k: overrides[k] for k in HARVEST_KEYS if k in overrides}
+    for key, value in own.items():
+        kind = HARVEST_KEYS[key]
+        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+            raise ConfigError(f"config field {key!r}: {value!r} is not a {kind.__name__}",
+                              f"e.g. --config {key}={'false' if kind is bool else 1}")  # fmt: skip
+    rest = {k: v for k, v in overrides.items() if k not in HARVEST_KEYS}
+    forced = {"device": device, **({"cpu_training": True} if device == "cpu" else {})}
+    cfg = load_config(None, {**rest, **forced}, base=base)
+    threads = 1 if nice and device == "cpu" else max(1, (os.cpu_count() or 1) // max(workers, 1))
+    return {**cfg, "progress": False, "tf32": bool(own.get("tf32", False)),
+            "threads_per_worker": int(own.get("threads_per_worker", threads))}  # fmt: skip
+
+
+def recorded_paths(ledgers: Sequence[Path]) -> set[str]:
+    """Output paths of the jobs the ledgers record and the code can use (not stale); a damaged record counts as
+    not recorded (``flb runs verify`` names it)."""
+    out: set[str] = set()
+    for ledger in ledgers:
+        for folder in record_folders(ledger):
+            try:
+                rec = read_record(folder, verify=False)
+            except BenchmarkError:
+                continue
+            if not rec.stale:
+                out.add(rec.job.path)
+    return out
+
+
+@dataclass(frozen=True)
+class HarvestPlan:
+    """The units to run (best first), the units skipped as done, and how many jobs have no measured rate."""
+
+    units: tuple[Unit, ...]
+    skipped: int
+    unmeasured: int
+
+    @property
+    def cells(self) -> int:
+        return sum(len(u.cells) for u in self.units)
+
+    @property
+    def est_s(self) -> float:
+        return sum(u.est_s for u in self.units)
+
+
+def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
+                 root: Path = Path(".")) -> HarvestPlan:  # fmt: skip
+    """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
+    ``recorded``), ordered by cells per estimated minute; a unit's estimate counts only its jobs not done."""
+    unmeasured: set[str] = set()
+
+    def done(job: Job) -> bool:
+        return (root / job.path).exists() or job.path in recorded
+
+    def seconds(job: Job) -> float:
+        if done(job):
+            return 0.0
+        est = job_estimate(job, str(config.get("device") or "cpu"), config)
+        if not est.measured:
+            unmeasured.add(job.path)
+        return est.seconds
+
+    units = plan_units(targets, config, seconds)
+    todo = tuple(u for u in units if not all(done(j) for j in u.jobs))
+    return HarvestPlan(todo, len(units) - len(todo), len(unmeasured))
+
+
+def schedule(units: Sequence[Unit], budget_s: float, workers: int) -> tuple[list[Unit], list[Unit]]:
+    """Which units finish within the budget and which start but are stopped by it (to resume next time),
+    running in order on ``workers`` lanes by their estimates."""
+    lanes = [0.0] * max(workers, 1)
+    fit, cut = [], []
+    for u in units:
+        i = min(range(len(lanes)), key=lanes.__getitem__)
+        if lanes[i] >= budget_s:
+            break
+        (fit if lanes[i] + u.est_s <= budget_s else cut).append(u)
+        lanes[i] += u.est_s
+    return fit, cut
+
+
+def describe_plan(plan: HarvestPlan, device: str, budget_s: float, workers: int, show: int = 12) -> list[str]:
+    """The lines printed before a harvest starts (module docstring, step 3)."""
+    jobs = sum(len(u.jobs) for u in plan.units)
+    lines = [f"flb harvest: device {device}, budget {budget_s / 60:.1f} min, {workers} worker(s)",
+             f"to run: {len(plan.units)} training unit(s), {jobs} job(s), {plan.cells} cell(s); estimated "
+             f"{plan.est_s / 60:,.1f} min in all"]  # fmt: skip
+    if plan.unmeasured:
+        lines.append(f"  ({plan.unmeasured} job(s) with no measured rate on {device}: {DEFAULT_JOB_S / 60:.0f} min "
+                     "each assumed)")  # fmt: skip
+    if plan.skipped:
+        lines.append(f"skipped: {plan.skipped} unit(s) already done (outputs in results/ or recorded)")
+    fit, cut = schedule(plan.units, budget_s, workers)
+    lines.append(f"fits in the budget: {len(fit)} unit(s), {sum(len(u.cells) for u in fit)} cell(s), estimated "
+                 f"{sum(u.est_s for u in fit) / 60:.1f} min" + (f"; {len(cut)} more start and are stopped at the "
+                 "budget (their checkpoints resume next time)" if cut else ""))  # fmt: skip
+    for i, u in enumerate(plan.units[:show], 1):
+        mark = "fits" if u in fit else "cut" if u in cut else "later"
+        lines.append(f"  {i:3d}. {len(u.cells):3d} cells  est {u.est_s / 60:8.1f} min  [{mark}]  {u.root.path}")
+    if len(plan.units) > show:
+        lines.append(f"  ... and {len(plan.units) - show} more")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------- records
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+def _own_output(job: Job, root: Path) -> dict[str, Any]:
+    """The job's own output JSON (the record of a training run), where it has one; ``{}`` otherwise."""
+    for rel in (job.path, getattr(job, "record_path", None)):
+        if rel and str(rel).endswith(".json") and (root / rel).is_file():
+            try:
+                raw = json.loads((root / rel).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(raw, dict):
+                return raw
+    return {}
+
+
+def provenance_for(job: Job, entry: Mapping[str, Any], config: Mapping[str, Any], run: Mapping[str, Any],
+                   source: str, root: Path = Path("."), notes: tuple[str, ...] = ()) -> Provenance:  # fmt: skip
+    """A record's provenance: times, wall and command from the harvest's log ``entry``; commit, machine and
+    versions from the job's own output where it states them (else the harvest ``run``'s manifest); device,
+    threads and precision from the config the worker ran with."""
+    own = _own_output(job, root)
+    return Provenance(
+        code_commit=str(own.get("git_commit") or run.get("git_commit") or "unknown"),
+        machine=str(own.get("machine") or run.get("machine") or ""),
+        versions=str(own.get("versions") or run.get("versions") or ""),
+        device=str(own.get("device") or config.get("device") or ""),
+        threads=config.get("threads_per_worker"), precision=precision_of(config),
+        start=_iso(float(entry["start"])), end=_iso(float(entry["end"])),
+        wall_s=round(float(entry.get("wall_s", float(entry["end"]) - float(entry["start"]))), 3),
+        command=str(entry.get("command", "")), source=source, notes=notes,
+    )  # fmt: skip
+
+
+def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]], missing_before: set[str],
+                    config: Mapping[str, Any], run: Mapping[str, Any], out: Path, source: str,
+                    root: Path = Path("."), print_fn: Callable[[str], None] = print) -> list[RunRecord]:  # fmt: skip
+    """Write a record into ledger ``out`` for every job that finished in this harvest: each ``done`` log entry,
+    and the outputs a training wrote for its sibling job (:func:`benchmark.harvest.written_by`), with the
+    training's times. A job the ledger already records with other files keeps its record (one line says so)."""
+    from benchmark.runners import load_runners
+
+    load_runners()
+    done = {e["path"]: e for e in entries if e.get("status") == "done"}
+    todo: list[tuple[Job, Mapping[str, Any], tuple[str, ...]]] = []
+    for unit in units:
+        for job in unit.jobs:
+            if job.path in done:
+                todo.append((job, done[job.path], ()))
+            elif (written_by(job, unit.root) and unit.root.path in done and job.path in missing_before
+                  and (root / job.path).is_file()):  # fmt: skip
+                note = f"written by the training of {unit.root.path} (one training, both model selections)"
+                todo.append((job, done[unit.root.path], (note,)))
+    seen: set[str] = set()
+    records = []
+    for job, entry, notes in todo:
+        if job.path in seen:
+            continue
+        seen.add(job.path)
+        own = _own_output(job, root)
+        try:
+            rec = write_record(job, provenance_for(job, entry, config, run, source, root, notes), root=root,
+                               ledger=out, inputs={k: own[k] for k in INPUT_KEYS if k in own})  # fmt: skip
+        except BenchmarkError as err:
+            print_fn(f"[harvest] not recorded: {job.path}: {err}")
+            continue
+        records.append(rec)
+    return records
+
+
+# ------------------------------------------------------------------------------------------------ running
+@dataclass(frozen=True)
+class HarvestOutcome:
+    entries: list[dict[str, Any]]
+    records: list[RunRecord]
+    manifest_path: Path
+
+
+def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: float, *, workers: int = 1,
+                out: Path = LEDGER_DIR, root: Path = Path("."), stamp: str | None = None,
+                print_fn: Callable[[str], None] = print, on_tick: Callable[[Progress], None] | None = None,
+                clock: Callable[[], float] | None = None) -> HarvestOutcome:  # fmt: skip
+    """Run ``units`` for ``budget_s`` (:func:`benchmark.harvest.harvest`, work folder
+    ``results/harvest/<stamp>/``), write the manifest beside it and a record into ``out`` for every finished
+    job (:func:`record_finished`). The jobs write under the current directory (``root``: ``.``)."""
+    import time
+
+    stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    work = root / HARVEST_DIR / stamp
+    missing_before = {j.path for u in units for j in u.jobs if not (root / j.path).exists()}
+    entries = harvest(list(units), config, budget_s, workers, work, print_fn=print_fn, on_tick=on_tick,
+                      clock=clock or time.time)  # fmt: skip
+    run = manifest(entries, config, budget_s)
+    manifest_path = root / HARVEST_DIR / f"harvest-{stamp}.json"
+    atomic_write_json(manifest_path, run)
+    records = record_finished(units, entries, missing_before, config, run, out,
+                              f"flb harvest ({manifest_path})", root, print_fn)  # fmt: skip
+    return HarvestOutcome(entries, records, manifest_path)
+
+
+class _Bar:
+    """The progress display: elapsed vs budget, units done, cells filled (tqdm). Redrawn every second on a
+    terminal, every minute into a file (a background harvest's log stays short)."""
+
+    def __init__(self, budget_s: float) -> None:
+        import time
+
+        from tqdm import tqdm
+
+        self.every = 1.0 if sys.stderr.isatty() else 60.0
+        self.last = time.monotonic() - self.every
+        self.bar = tqdm(total=round(budget_s), unit="s", desc="harvest", dynamic_ncols=True, file=sys.stderr,
+                        mininterval=self.every, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
+
+    def tick(self, p: Progress) -> None:
+        import time
+
+        self.bar.n = round(p.elapsed_s)
+        self.bar.set_postfix_str(f"units {p.units_done}/{p.units_total} (running {p.running}), "
+                                 f"cells {p.cells_filled}", refresh=False)  # fmt: skip
+        if time.monotonic() - self.last >= self.every:
+            self.last = time.monotonic()
+            self.bar.refresh()
+
+    def write(self, line: str) -> None:
+        self.bar.write(line, file=sys.stdout)
+
+    def close(self) -> None:
+        self.bar.refresh()
+        self.bar.close()
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="flb harvest", description=__doc__.splitlines()[0])
+    ap.add_argument("--device", required=True, choices=["cuda", "cpu"], help="where the training jobs run")
+    ap.add_argument("--budget", required=True, help="wall-clock budget: 90s, 25m, 2h")
+    ap.add_argument("--targets", nargs="+", default=None, help="paper-table targets (default: every table)")
+    ap.add_argument("--out", type=Path, default=LEDGER_DIR, help="ledger folder for the records (default runs/)")
+    ap.add_argument("--workers", type=int, default=1, help="units run at the same time (default 1)")
+    ap.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                    help="config overrides, as snakemake --config (plus tf32=, threads_per_worker=)")  # fmt: skip
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and the estimate; run nothing")
+    ap.add_argument("--nice", action="store_true", help="lowest priority, one torch thread per worker on a CPU")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``flb harvest`` (module docstring). Exit 0 when every unit it ran finished or was stopped by the budget,
+    1 when one failed; bad input is one :class:`BenchmarkError` (one line)."""
+    from benchmark.tables.spec import list_specs, load_spec
+    from benchmark.workflow import parse_kv
+
+    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    budget_s = parse_budget(args.budget)
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers} is not a number of worker processes", "use 1 or more")
+    targets = args.targets or list_specs()
+    for t in targets:
+        load_spec(t)  # an unknown target is one error naming the targets, before anything is planned
+    if args.nice:
+        os.nice(19)  # the workers inherit it
+    config = harvest_config(args.device, parse_kv(args.config), workers=args.workers, nice=args.nice)
+    ledgers = [args.out] + ([LEDGER_DIR] if args.out.resolve() != LEDGER_DIR.resolve() else [])
+    print(f"flb harvest: planning {len(targets)} target(s) on {args.device} ...", flush=True)
+    plan = plan_harvest(targets, config, recorded_paths(ledgers))
+    for line in describe_plan(plan, args.device, budget_s, args.workers):
+        print(line)
+    if args.dry_run or not plan.units:
+        print("dry run: nothing was run" if args.dry_run else "nothing to run")
+        return 0
+    sys.stdout.flush()
+    bar = _Bar(budget_s)
+    try:
+        outcome = run_harvest(plan.units, config, budget_s, workers=args.workers, out=args.out,
+                              print_fn=bar.write, on_tick=bar.tick)  # fmt: skip
+    finally:
+        bar.close()
+    statuses = [e.get("status", "") for e in outcome.entries]
+    failed = [s for s in statuses if s.startswith("error")]
+    print(f"flb harvest: {statuses.count('done')} job(s) finished, {statuses.count('stopped')} stopped by the "
+          f"budget (resumed next time), {len(failed)} failed; {len(outcome.records)} record(s) in {args.out}; "
+          f"manifest {outcome.manifest_path}")  # fmt: skip
+    return 1 if failed else 0

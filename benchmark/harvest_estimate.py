@@ -1,0 +1,134 @@
+"""How long one planned job takes on a device: the harvester's estimate (issue 24: "picks unrun planned jobs
+by cells filled per estimated minute").
+
+Every number comes from the suite's measured throughputs (:mod:`benchmark.fl.estimate`,
+``benchmark/fl/throughput.yaml``) or the cost constants its runners already state (the FedMeZO runner's CPU
+rates); a job kind, or a device, with no measured rate gets :data:`DEFAULT_JOB_S` and is counted as such, so
+the harvester can say how much of its estimate is a guess. Jobs that only read files (partitions, learning-rate
+choices, evaluations without training) cost :data:`LIGHT_JOB_S`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from benchmark.jobs import Job
+
+#: Seconds assumed for a job whose kind has no measured rate on the device (stated in the harvest plan).
+DEFAULT_JOB_S = 600.0
+#: Seconds of a job that trains nothing (a partition, a learning-rate choice, an initial evaluation).
+LIGHT_JOB_S = 5.0
+#: Training images per client of the pfl runner (fedbabu: 500 train / 100 test per client on CIFAR).
+PFL_TRAIN_PER_CLIENT = 500
+PFL_TEST_PER_CLIENT = 100
+#: Forward-only images per training image's cost (one forward vs forward + backward + step: 1F vs 3F).
+FORWARD_SPEEDUP = 3.0
+#: Kinds that train nothing (:data:`LIGHT_JOB_S`).
+LIGHT_KINDS = frozenset({"partition", "fl_lr_choice"})
+
+
+def machine_key(device: str) -> str:
+    """The throughput table's machine for a device: ``cuda[:N]`` -> ``h100`` (the GPU it was measured on), else
+    ``cpu``."""
+    return "h100" if str(device).startswith("cuda") else "cpu"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Estimated seconds of one job; ``measured``: from a measured rate (else :data:`DEFAULT_JOB_S`)."""
+
+    seconds: float
+    measured: bool
+
+
+def _pfl_train(job: Any, machine: str) -> float | None:
+    from benchmark.fl.estimate import native_rate
+
+    rate = native_rate(machine, job.model)
+    if rate is None:
+        return None
+    m = max(int(float(job.participation) * job.clients), 1)
+    train = job.rounds * m * job.local_epochs * PFL_TRAIN_PER_CLIENT
+    evals = job.rounds * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated every round
+    return train / rate + evals / (rate * FORWARD_SPEEDUP)
+
+
+def _pfl_eval(job: Any, machine: str) -> float | None:
+    from benchmark.fl.estimate import native_rate
+
+    rate = native_rate(machine, job.model)
+    if rate is None:
+        return None
+    evals = job.clients * (PFL_TEST_PER_CLIENT + PFL_TRAIN_PER_CLIENT) / (rate * FORWARD_SPEEDUP)
+    if job.evaluation != "personalised":
+        return evals
+    return evals + job.clients * job.ft_epochs * PFL_TRAIN_PER_CLIENT / rate
+
+
+def _central(job: Any, machine: str) -> float | None:
+    from benchmark.fl.estimate import native_rate
+
+    rate = native_rate(machine, job.model)
+    if rate is None:
+        return None
+    images = 50_000 if job.train_images in ("all", "None") else int(job.train_images)
+    return job.epochs * images / rate + job.epochs * 10_000 / (rate * FORWARD_SPEEDUP)
+
+
+def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
+    from benchmark.fl.estimate import REFERENCE_SIZE, run_cost
+    from benchmark.fl.train_protocols import get_train_protocol
+    from benchmark.runners.fl_train import _split_size
+
+    proto = get_train_protocol(job.protocol)
+    n_train = _split_size(job.dataset, "train", job.subset, data_root)
+    n_test = _split_size(job.dataset, "test", job.subset, data_root)
+    if n_train is None or n_test is None:
+        return None
+    rounds = proto.real_rounds(job.method) + proto.method(job.method).lp_stage_rounds
+    cost = run_cost(proto.images_per_round(n_train), rounds, proto.eval_interval(), n_test)
+    if job.KIND == "fl_tune":
+        cost = cost * (1 - proto.val_fraction)
+    return cost.seconds(machine, proto.backbone, REFERENCE_SIZE)
+
+
+def _zo_train(job: Any, machine: str, data_root: str | None) -> float | None:
+    from benchmark.runners import fedmezo
+
+    if machine != "cpu" or job.method == "slora":  # measured on this suite's CPU only; SLoRA backpropagates
+        return None
+    if job.k_shot == "16":
+        return job.rounds * fedmezo.CPU_ROUND_S_KSHOT16
+    examples = fedmezo._train_examples(job.dataset, job.k_shot, {"data_root": data_root})
+    passes = 2 * job.num_z * job.rounds * max(job.local_steps, 1)
+    return passes * examples / fedmezo.CPU_FORWARD_EXAMPLES_PER_S
+
+
+def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None) -> Estimate:
+    """Estimated seconds of ``job`` on ``device`` (``cpu`` / ``cuda``): from the measured throughput of its kind
+    on that machine, else :data:`DEFAULT_JOB_S` with ``measured=False``. Never raises for a job it cannot
+    estimate (a missing dataset, an unknown protocol): that is the default too."""
+    from benchmark.errors import BenchmarkError
+
+    machine = machine_key(device)
+    data_root = (config or {}).get("data_root")
+    if job.KIND in LIGHT_KINDS:
+        return Estimate(LIGHT_JOB_S, True)
+    try:
+        if job.KIND == "pfl_train":
+            s = _pfl_train(job, machine)
+        elif job.KIND == "pfl_eval":
+            s = _pfl_eval(job, machine)
+        elif job.KIND == "pfl_central_curve":
+            s = _central(job, machine)
+        elif job.KIND in ("fl_train", "fl_tune"):
+            s = _fl_train(job, machine, data_root)
+        elif job.KIND == "zo_train":
+            s = _zo_train(job, machine, data_root)
+        else:
+            s = None
+    except (BenchmarkError, AttributeError, KeyError, ValueError, TypeError):
+        s = None
+    return Estimate(float(s), True) if s is not None else Estimate(DEFAULT_JOB_S, False)

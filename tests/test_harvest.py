@@ -1,0 +1,360 @@
+"""The harvester (issue 24): units ordered by cells per estimated minute (cheapest seed first), workers stopped at
+the budget and resumed by the next harvest to the numbers of an uninterrupted run, records for the jobs that
+finished, ``--dry-run``, and a bad ``--budget`` as one error line."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from benchmark import harvest as harvest_mod
+from benchmark import harvest_cli
+from benchmark.harvest import Progress, Unit, group_units, harvest, manifest
+from benchmark.harvest_estimate import Estimate, job_estimate
+from benchmark.jobs import Job
+from benchmark.ledger import read_record
+from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
+
+
+# ------------------------------------------------------------------------------- (a) ordering, pure
+@dataclass(frozen=True)
+class _Part(Job):
+    KIND: ClassVar[str] = "partition"
+    PATTERN: ClassVar[str] = "results/p/{name}.json"
+    name: str
+
+
+@dataclass(frozen=True)
+class _Train(Job):
+    KIND: ClassVar[str] = "pfl_train"
+    PATTERN: ClassVar[str] = "results/t/{name}/seed{seed}.json"
+    name: str
+    seed: int
+
+    def inputs(self) -> tuple[Job, ...]:
+        return (_Part(self.name),)
+
+
+@dataclass(frozen=True)
+class _Eval(Job):
+    KIND: ClassVar[str] = "pfl_eval"
+    PATTERN: ClassVar[str] = "results/t/{name}/seed{seed}/{what}.json"
+    name: str
+    seed: int
+    what: str
+
+    def inputs(self) -> tuple[Job, ...]:
+        return (_Train(self.name, self.seed),)
+
+
+def test_units_go_by_cells_per_estimated_minute_then_the_cheapest_seed():
+    """Many cells and short jobs first; between seeds of the same cells, the cheaper (then the lower) seed
+    first; a unit runs its training's inputs, the training, then the jobs that read it."""
+    minutes = {"wide": 10, "short": 1, "tie": 5, "cheap": 3}
+    seeds_cost = {("cheap", 0): 4, ("cheap", 1): 3}  # seed 1 of "cheap" is the cheaper one
+
+    def seconds(job: Job) -> float:
+        if isinstance(job, _Train):
+            return 60.0 * seeds_cost.get((job.name, job.seed), minutes[job.name])
+        return 0.0
+
+    planned = [(f"T:wide{i}", _Eval("wide", 0, f"e{i}")) for i in range(4)]  # 4 cells / 10 min = 0.4
+    planned += [("T:short", _Train("short", 0))]  # 1 cell / 1 min = 1.0
+    planned += [(f"T:tie{s}", _Eval("tie", s, "e")) for s in (1, 0)]  # 1 cell / 5 min each: seed 0 first
+    planned += [(f"T:cheap{s}", _Eval("cheap", s, "e")) for s in (0, 1)]  # 1/4 vs 1/3: seed 1 first
+    units = group_units(planned, seconds)
+    order = [(u.root.name, u.root.seed) for u in units]
+    assert order == [("short", 0), ("wide", 0), ("cheap", 1), ("cheap", 0), ("tie", 0), ("tie", 1)]
+    assert [round(u.value, 3) for u in units] == [1.0, 0.4, 0.333, 0.25, 0.2, 0.2]
+    wide = units[1]
+    assert [j.KIND for j in wide.jobs] == ["partition", "pfl_train"] + ["pfl_eval"] * 4
+    assert wide.prereq == 1 and wide.root == _Train("wide", 0) and len(wide.cells) == 4
+
+
+def test_the_plan_says_what_fits_in_the_budget():
+    units = [Unit((_Train(n, 0),), (f"T:{n}",), est) for n, est in (("a", 600.0), ("b", 600.0), ("c", 900.0))]
+    fit, cut = harvest_cli.schedule(units, 1500.0, workers=1)
+    assert fit == units[:2] and cut == units[2:]  # c starts at 20 min and is stopped at 25
+    fit2, cut2 = harvest_cli.schedule(units, 1500.0, workers=2)
+    assert fit2 == units and cut2 == []
+    plan = harvest_cli.HarvestPlan(tuple(units), skipped=1, unmeasured=2)
+    text = "\n".join(harvest_cli.describe_plan(plan, "cpu", 1500.0, 1))
+    assert "3 training unit(s)" in text and "35.0 min in all" in text and "2 job(s) with no measured rate" in text
+    assert "fits in the budget: 2 unit(s), 2 cell(s)" in text and "1 more start and are stopped" in text
+
+
+def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, monkeypatch):
+    """A unit whose jobs are all on disk or recorded is skipped; a unit's estimate counts its jobs not done."""
+    planned = [("T:a", _Eval("a", 0, "e")), ("T:b", _Eval("b", 0, "e")), ("T:c", _Eval("c", 0, "e"))]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    on_disk = [_Part("a"), _Train("a", 0), _Eval("a", 0, "e"), _Part("c")]
+    for job in on_disk:
+        (tmp_path / job.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.path).write_text("{}")
+    recorded = {_Part("b").path, _Train("b", 0).path, _Eval("b", 0, "e").path}
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, recorded, root=tmp_path)
+    assert [u.root.name for u in plan.units] == ["c"] and plan.skipped == 2
+    assert plan.units[0].est_s == 120.0  # c's training and evaluation; its partition is on disk
+
+
+def test_estimates_come_from_the_measured_rates_else_a_stated_default():
+    job = _pfl(rounds=32, participation="0.1", local_epochs=10)
+    est = job_estimate(job, "cpu")
+    rate = 860.0  # throughput.yaml: native cpu 4convnet
+    assert est.measured and est.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 32 * 100 * 100 / (3 * rate))
+    assert job_estimate(job, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
+
+
+# --------------------------------------------------------------------------- the parent's bookkeeping
+class _FakeProc:
+    """A worker that ends with ``rc`` after ``runs_s`` (never, if None), or when terminated."""
+
+    def __init__(self, rc: int, runs_s: float | None) -> None:
+        self.rc, self.until, self.returncode = rc, None if runs_s is None else time.time() + runs_s, None
+        self.terminated = False
+
+    def poll(self):
+        if self.returncode is None and self.until is not None and time.time() >= self.until:
+            self.returncode = self.rc
+        return self.returncode
+
+    def wait(self, timeout=None):
+        import subprocess
+
+        end = time.time() + (timeout if timeout is not None else 30.0)
+        while self.poll() is None:
+            if time.time() > end:
+                raise subprocess.TimeoutExpired("worker", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def terminate(self):
+        self.terminated, self.returncode = True, -15
+
+    def kill(self):
+        self.returncode = -9
+
+
+def test_the_parent_closes_every_worker_log_and_stops_workers_at_the_budget(tmp_path, monkeypatch):
+    """Each worker's output file is closed when the worker ends (done, failed, or stopped at the budget), and
+    the progress counts the units done and the cells they filled."""
+    opened: list[io.TextIOWrapper] = []
+    real_open = open
+
+    def tracking_open(*a, **k):
+        fh = real_open(*a, **k)
+        opened.append(fh)
+        return fh
+
+    procs = iter([_FakeProc(0, 0.0), _FakeProc(1, 0.0), _FakeProc(0, None)])
+    made: list[_FakeProc] = []
+
+    def popen(*a, **k):
+        made.append(next(procs))
+        return made[-1]
+
+    monkeypatch.setattr(harvest_mod, "open", tracking_open, raising=False)
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    units = [Unit((_Train(n, 0),), tuple(f"T:{n}{i}" for i in range(k)), 60.0) for n, k in (("a", 2), ("b", 1),
+                                                                                          ("c", 5))]  # fmt: skip
+    ticks: list[Progress] = []
+    harvest(units, {}, budget_s=0.5, workers=1, work=tmp_path / "w", print_fn=lambda s: None,
+            on_tick=ticks.append, poll_s=0.01)  # fmt: skip
+    assert len(opened) == 3 and all(fh.closed for fh in opened)
+    assert made[2].terminated and not made[0].terminated  # the third ran past the budget
+    assert ticks[-1].units_done == 1 and ticks[-1].cells_filled == 2 and ticks[-1].units_total == 3
+
+
+def test_two_workers_never_run_the_same_job(tmp_path, monkeypatch):
+    """Units sharing an unfinished job (two seeds' learning-rate grid) do not run at the same time: the next unit
+    that shares none starts instead."""
+    started: list[str] = []
+
+    def popen(args, **k):
+        started.append(json.loads(Path(args[3]).read_text())["jobs"][-1]["name"])
+        return _FakeProc(0, None)  # runs until the budget
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    shared, other = _Part("grid"), _Part("own")
+    units = [Unit((shared, _Train("a", 0)), ("T:a",), 60.0, 0, 1), Unit((shared, _Train("b", 0)), ("T:b",), 60.0, 0, 1),
+             Unit((other, _Train("c", 0)), ("T:c",), 60.0, 0, 1)]  # fmt: skip
+    harvest(units, {}, budget_s=0.3, workers=2, work=tmp_path / "w", print_fn=lambda s: None, poll_s=0.01)
+    assert started == ["a", "c"]
+
+
+# ---------------------------------------------------------------------- (c) records of finished jobs
+def _pfl(**kw) -> PFLTrainJob:
+    base = dict(dataset="cifar10", model="4convnet", bn="batch", scheme="shards", scheme_param="2", clients=100,
+                server_fraction="0", algorithm="fedbabu", participation="0.02", local_epochs=1, rounds=3,
+                momentum="0.9", head_lr="1", head_init="default", prox_mu="default", selection="best", seed=0)  # fmt: skip
+    return PFLTrainJob(**{**base, **kw})
+
+
+def _fake_outputs(root: Path, job: PFLTrainJob) -> None:
+    out = root / job.path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"initial": {"per_client": [50.0]}, "git_commit": "abc123", "machine": "the GPU box",
+                               "versions": "torch=9", "device": "cuda:0", "partition_hash": "ph"}))  # fmt: skip
+    out.with_name("seed0.curve.csv").write_text("round,acc\n1,50\n")
+    out.with_name("seed0.model.pt").write_bytes(b"weights")  # never recorded
+
+
+def test_finished_jobs_are_recorded_and_read_back(tmp_path):
+    """A record per finished job (and for the other model selection its training wrote), with the times and
+    command of the log, commit / machine / versions from the job's own output, and the precision and threads
+    of the worker's config, never of this process's torch flags; each reads back through ``read_record``."""
+    import torch
+
+    best, last = _pfl(), _pfl(selection="last")
+    ev = PFLEvalJob(**best.train_fields(), evaluation="initial", ft_part="full", ft_epochs=1, ft_lr="0.001",
+                    ft_momentum="0.9")  # fmt: skip
+    unit = group_units([("T:a", ev), ("T:b", PFLEvalJob(**{**ev.train_fields(), "selection": "last"},
+                        evaluation="initial", ft_part="full", ft_epochs=1, ft_lr="0.001", ft_momentum="0.9"))],
+                       lambda j: 60.0)[0]  # fmt: skip
+    assert unit.root == best and last in unit.jobs
+    assert Unit.from_dict(json.loads(json.dumps(unit.to_dict()))) == unit  # what a worker reads
+    for job in (best, last):
+        _fake_outputs(tmp_path, job)
+    entries = [{"job": {}, "path": best.path, "start": 1_700_000_000.0, "end": 1_700_000_100.0, "wall_s": 100.0,
+                "command": "flb job {...}", "status": "done"},
+               {"job": {}, "path": ev.path, "start": 1_700_000_100.0, "end": 1_700_000_101.0, "status": "stopped"}]  # fmt: skip
+    config = {"device": "cuda", "threads_per_worker": 4, "train_precision": "fp32", "tf32": False}
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # this process's flags must not leak into the records
+    try:
+        run = manifest(entries, config, 600.0)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    assert run["precision"] == "fp32; tf32 off" and run["cuda"]["matmul_allow_tf32"] is False
+    recs = harvest_cli.record_finished([unit], entries, {best.path, last.path, ev.path}, config, run,
+                                       tmp_path / "ledger", "test", tmp_path, print_fn=lambda s: None)  # fmt: skip
+    assert sorted(r.job.path for r in recs) == sorted([best.path, last.path])  # not the stopped evaluation
+    for rec in recs:
+        back = read_record(rec.folder)
+        assert back.job == rec.job and back.provenance == rec.provenance and back.inputs == {"partition_hash": "ph"}
+        p = back.provenance
+        assert (p.code_commit, p.machine, p.versions, p.device) == ("abc123", "the GPU box", "torch=9", "cuda:0")
+        assert (p.threads, p.precision, p.wall_s, p.command) == (4, "fp32; tf32 off", 100.0, "flb job {...}")
+        assert p.start == "2023-11-14T22:13:20+00:00" and p.end == "2023-11-14T22:15:00+00:00"
+        assert not any(f.endswith(".pt") for f in back.files)
+    sibling = next(r for r in recs if r.job == last)
+    assert sibling.provenance.notes and best.path in sibling.provenance.notes[0]
+
+
+# ------------------------------------------------------------------------------- (d), (e) the command
+def test_dry_run_prints_the_plan_and_runs_nothing(real_data_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+    monkeypatch.setattr(harvest_cli, "run_harvest", lambda *a, **k: pytest.fail("a dry run ran the harvest"))
+    code = harvest_cli.main(["--device", "cpu", "--budget", "2h", "--targets", "fedbabu_table12", "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0 and "dry run: nothing was run" in out
+    assert "training unit(s)" in out and "fits in the budget:" in out and "[fits]" in out
+    assert "results/runs/pfl/cifar10/" in out
+    assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("budget", ["25x", "", "m", "0m", "-5m", "25", "1h30m"])
+def test_a_bad_budget_is_one_error_line(budget, capsys):
+    from benchmark.cli import main
+
+    code = main(["harvest", "--device", "cpu", f"--budget={budget}", "--dry-run"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("flb: error: --budget") and "90s, 25m, 2h" in err
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90.0), ("25m", 1500.0), ("2h", 7200.0), ("1.5h", 5400.0)])
+def test_budgets_parse(text, seconds):
+    assert harvest_cli.parse_budget(text) == seconds
+
+
+def test_harvest_keys_are_checked_apart_from_the_schema(monkeypatch):
+    cfg = harvest_cli.harvest_config("cpu", {"tf32": True, "checkpoint_every": 2}, workers=1, nice=True)
+    assert cfg["tf32"] is True and cfg["threads_per_worker"] == 1 and cfg["cpu_training"] is True
+    assert cfg["checkpoint_every"] == 2 and cfg["device"] == "cpu"
+    from benchmark.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tf32"):
+        harvest_cli.harvest_config("cpu", {"tf32": "yes"})
+
+
+# ------------------------------------------------------- (b) stopped at the budget, resumed to the same numbers
+def _tensors(tree, prefix=""):
+    """(name, tensor) of a nested dict of tensors. The model files are compared by their tensors: their bytes
+    differ after a resume only by pickle's memo of the key strings (a resumed state's keys are other str
+    objects), not by any number."""
+    for k, v in tree.items():
+        yield from _tensors(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + str(k), v)]
+
+
+def _checkpoint(job: PFLTrainJob) -> Path:
+    return Path("results/checkpoints/" + job.path.removeprefix("results/").removesuffix(".json") + ".pt")
+
+
+def _run(units, config, budget_s: float, clock=None):
+    return harvest_cli.run_harvest(units, config, budget_s, out=Path("runs"), stamp=f"s{time.time_ns()}",
+                                   print_fn=lambda s: None, clock=clock)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrupted_run(
+    real_data_root, tmp_path, monkeypatch
+):
+    """A real pfl training (CIFAR-10, 4convNet, 3 rounds, checkpoint every round) harvested three times: a 1 s
+    budget stops the worker before anything is written; a budget that ends once the first checkpoint is on disk
+    stops it after round 1 or 2 (no output, no record, the checkpoint kept); the next harvest resumes from that
+    checkpoint (its rows, wall times included, are the first rows of the final history) and ends with the same
+    per-client accuracies, selected round, history (wall times aside) and model as one uninterrupted harvest."""
+    import torch
+
+    from benchmark.io import read_sealed
+
+    job = _pfl()
+    units = group_units([("T:cell", job)], lambda j: 10.0)
+    config = {"device": "cpu", "data_root": str(real_data_root), "checkpoint_every": 1, "progress": False,
+              "pfl_eval_clients": 10, "threads_per_worker": 1, "pfl_both_selections": False, "tf32": False}  # fmt: skip
+
+    (tmp_path / "whole").mkdir()
+    monkeypatch.chdir(tmp_path / "whole")
+    whole = _run(units, config, 600.0)
+    assert [e["status"] for e in whole.entries] == ["done"] and len(whole.records) == 1
+    want = json.loads((read_record(whole.records[0].folder).folder / "files" / job.path).read_text())
+
+    (tmp_path / "cut").mkdir()
+    monkeypatch.chdir(tmp_path / "cut")
+    t0 = time.time()
+    first = _run(units, config, 1.0)
+    assert time.time() - t0 < 30 and first.records == [] and not Path(job.path).exists()
+
+    ckpt = _checkpoint(job)
+    stop_at_checkpoint = lambda: time.time() + (1e6 if ckpt.exists() else 0.0)
+    second = _run(units, config, 600.0, clock=stop_at_checkpoint)
+    assert [e["status"] for e in second.entries] == ["stopped"] and second.records == []
+    assert not Path(job.path).exists() and ckpt.is_file() and not Path("runs").exists()
+    state = torch.load(io.BytesIO(read_sealed(ckpt)), weights_only=True)
+    assert 1 <= state["round"] <= 2
+
+    third = _run(units, config, 600.0)
+    assert [e["status"] for e in third.entries] == ["done"] and not ckpt.exists()
+    rec = read_record(third.records[0].folder)
+    got = json.loads((rec.folder / "files" / job.path).read_text())
+    assert got["history"][: state["round"]] == state["history"]  # resumed, not restarted
+    strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]
+    assert strip(got["history"]) == strip(want["history"]) and len(got["history"]) == 3
+    assert got["initial"] == want["initial"] and got["selected_round"] == want["selected_round"]
+    models = [torch.load(Path(d) / job.path.replace(".json", ".model.pt"), weights_only=True)
+              for d in (tmp_path / "whole", tmp_path / "cut")]  # fmt: skip
+    flat = lambda m: {f"{k}/{n}": t for k, part in m.items() for n, t in _tensors(part)}
+    a, b = flat(models[0]), flat(models[1])
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same weights, bit for bit
+    assert rec.provenance.precision == "fp32; tf32 off" and rec.provenance.threads == 1
+    assert rec.provenance.device == "cpu" and rec.provenance.command.startswith("flb job ")
