@@ -37,6 +37,7 @@ from typing import Any
 from benchmark.io import sha256_file
 from benchmark.jobs import Job
 from benchmark.ledger import (
+    LEDGER_DIR,
     RunRecord,
     materialise,
     materialised_from,
@@ -72,7 +73,7 @@ class RecordedJob:
     @classmethod
     def of(cls, record: RunRecord) -> RecordedJob:
         p = record.provenance
-        return cls(record.job.path, str(record.folder), p.date, short_machine(p.machine), p.code_commit, p.notes)
+        return cls(record.job.path, ledger_name(record), p.date, short_machine(p.machine), p.code_commit, p.notes)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,12 @@ class StaleRecord:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> StaleRecord:
         return cls(**raw)
+
+
+def ledger_name(record: RunRecord) -> str:
+    """The record's folder as the checkout names it (``runs/<kind>/<id>``), wherever the ledger is: plans, tables
+    and checks never hold a machine's absolute folders."""
+    return str(LEDGER_DIR / record.job.KIND / record.id)
 
 
 def job_closure(jobs: Iterable[Job]) -> list[Job]:
@@ -196,7 +203,7 @@ def _annotate(cell: Any, chosen: Mapping[str, RunRecord], led: _Ledger) -> Any:
     """``cell`` with its recorded jobs and the stale records matching its jobs."""
     recorded = tuple(RecordedJob.of(chosen[j.path]) for j in cell.jobs if j.path in chosen)
     stale = tuple(
-        StaleRecord(j.path, str(r.folder), r.label())
+        StaleRecord(j.path, ledger_name(r), r.label())
         for j in cell.jobs
         if (r := led.record(j)) is not None and r.stale
     )
@@ -225,8 +232,8 @@ def _adopt_recorded(cell: Any, plan: Any, config: Mapping[str, Any], led: _Ledge
         return dataclasses.replace(
             cell,
             reason=f"{cell.reason}; the ledger's record is stale, not used: "
-            + "; ".join(f"{r.folder} ({r.label()})" for r in stale),
-            stale=tuple(StaleRecord(r.job.path, str(r.folder), r.label()) for r in stale),
+            + "; ".join(f"{ledger_name(r)} ({r.label()})" for r in stale),
+            stale=tuple(StaleRecord(r.job.path, ledger_name(r), r.label()) for r in stale),
         )
     if all(r is not None and led.usable(j) is not None for j, r in zip(trained.jobs, records, strict=True)):
         return trained
