@@ -50,6 +50,25 @@ class ToyJob(Job):
                              seed=self.seed, weights="n/a")], self.path)
 
 
+@register_job
+@dataclass(frozen=True)
+class ToyEvalJob(Job):
+    """Reads its training run's weights (which no record keeps)."""
+    KIND: ClassVar[str] = "toy_ledger_eval"
+    PATTERN: ClassVar[str] = "results/runs/toy_ledger/{method}/seed{seed}/eval.csv"
+    method: str
+    seed: int
+
+    def inputs(self):
+        return (ToyJob(self.method, self.seed),)
+
+    def execute(self, config):
+        with open("executed.log", "a") as log:
+            log.write(self.path + "\\n")
+        write_tidy([make_row(method=self.method, metric="accuracy", value=50.0 + self.seed, unit="percent",
+                             seed=self.seed, weights="n/a")], self.path)
+
+
 class ToyRunner(Runner):
     name = "toy_ledger"
     needs_data = False
@@ -290,3 +309,40 @@ def test_snakemake_rules_drop_the_inputs_of_a_recorded_output(tmp_path, monkeypa
     ran: list[str] = []
     run_jobs([job, cf], {}, run=lambda j: ran.append(j.path))
     assert ran == []
+
+
+def test_a_record_whose_dependants_must_run_is_not_used(tmp_path, recorded, toy, monkeypatch):
+    """The training run is recorded, its evaluation is not: the evaluation reads the training's weights, which the
+    ledger does not keep, so the training is not filled from its record (both run); once the evaluation is
+    recorded too, both come from the ledger and nothing runs."""
+    import dataclasses
+
+    from benchmark.jobs import run_jobs
+    from benchmark.tables.plan import make_plan
+    from benchmark.tables.records import apply_ledger
+
+    ev = toy.ToyEvalJob("toy_ncm", 0)
+    work = tmp_path / "dep"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    cfg = {**load_config(), "cpu_training": True}
+
+    def plan():
+        p = make_plan("toy_ledger", cfg, tmp_path / "specs")
+        cells = tuple(dataclasses.replace(c, jobs=(ev,)) if c.cell.id == CELL else c for c in p.cells)
+        return apply_ledger(dataclasses.replace(p, cells=cells), cfg, recorded)
+
+    p = plan()
+    assert not Path(OUTPUTS[0]).exists() and next(c for c in p.cells if c.cell.id == CELL).recorded == ()
+    run_jobs(p.jobs, cfg)
+    assert executed(work) == [OUTPUTS[0], ev.path]
+    write_record(ev, PROVENANCE, root=work, ledger=recorded)
+    work = tmp_path / "dep2"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    p = plan()
+    assert [r.job for r in next(c for c in p.cells if c.cell.id == CELL).recorded] == [ev.path]
+    assert Path(OUTPUTS[0]).is_file() and Path(ev.path).is_file()  # both materialised, the training first
+    assert Path(OUTPUTS[0]).stat().st_mtime_ns <= Path(ev.path).stat().st_mtime_ns
+    run_jobs(p.jobs, cfg)
+    assert executed(work) == []
