@@ -185,7 +185,12 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
             unmaterialise(job, root)
         return plan
     led = _Ledger(Path(ledger), Path(root))
-    cells = [_adopt_recorded(c, plan, config, led) for c in plan.cells]
+    cells = list(plan.cells)
+    if any(Path(ledger).glob("*/*/record.json")):  # no record: no cell to re-plan (the DAG is built as fast)
+        from benchmark.tables.spec import load_spec
+
+        spec = load_spec(plan.target, plan.spec_folder)
+        cells = [_adopt_recorded(c, spec, config, led) for c in cells]
     jobs = job_closure(j for c in cells for j in c.jobs)
     chosen = led.choose(jobs)
     for job in jobs:  # inputs first: a dependant's files are never older than its inputs'
@@ -211,16 +216,14 @@ def _annotate(cell: Any, chosen: Mapping[str, RunRecord], led: _Ledger) -> Any:
     return cell
 
 
-def _adopt_recorded(cell: Any, plan: Any, config: Mapping[str, Any], led: _Ledger) -> Any:
+def _adopt_recorded(cell: Any, spec: Any, config: Mapping[str, Any], led: _Ledger) -> Any:
     """``cell``, or, when it is NOT RUN only because this machine does not train, its plan with training
     allowed if records fill all of its jobs; a stale record among them is named in the NOT RUN reason."""
     from benchmark.runners.fl_train import training_allowed
     from benchmark.tables.plan import plan_cell
-    from benchmark.tables.spec import load_spec
 
     if cell.status != "not_run" or training_allowed(config) or cell.runner is None:
         return cell
-    spec = load_spec(plan.target, plan.spec_folder)
     trained = plan_cell(spec, cell.cell, {**config, "cpu_training": True})
     if trained.status != "planned" or not trained.jobs:
         return cell
@@ -238,3 +241,4 @@ def _adopt_recorded(cell: Any, plan: Any, config: Mapping[str, Any], led: _Ledge
     if all(r is not None and led.usable(j) is not None for j, r in zip(trained.jobs, records, strict=True)):
         return trained
     return cell
+
