@@ -346,3 +346,26 @@ def test_a_record_whose_dependants_must_run_is_not_used(tmp_path, recorded, toy,
     assert Path(OUTPUTS[0]).stat().st_mtime_ns <= Path(ev.path).stat().st_mtime_ns
     run_jobs(p.jobs, cfg)
     assert executed(work) == []
+
+
+def test_a_record_under_a_dependant_computed_here_is_dated_before_it(tmp_path, recorded, toy, monkeypatch):
+    """The evaluation was computed here and its training run's output is gone: the training comes from its record,
+    dated before the evaluation (Snakemake does not run the evaluation again), and nothing runs."""
+    import dataclasses
+    import os
+
+    from benchmark.jobs import run_jobs
+    from benchmark.tables.plan import make_plan
+    from benchmark.tables.records import apply_ledger
+
+    ev = toy.ToyEvalJob("toy_ncm", 0)
+    monkeypatch.chdir(tmp_path / "ran")
+    cfg = {**load_config(), "cpu_training": True}
+    run_jobs([ev], cfg)  # the training exists there: only the evaluation runs
+    Path(OUTPUTS[0]).unlink()
+    os.utime(ev.path, (1e9, 1e9))
+    p = make_plan("toy_ledger", cfg, tmp_path / "specs")
+    p = apply_ledger(dataclasses.replace(p, cells=tuple(
+        dataclasses.replace(c, jobs=(ev,)) if c.cell.id == CELL else c for c in p.cells)), cfg, recorded)
+    assert Path(OUTPUTS[0]).is_file() and Path(OUTPUTS[0]).stat().st_mtime < Path(ev.path).stat().st_mtime
+    assert next(c for c in p.cells if c.cell.id == CELL).recorded == ()  # the cell's own job is computed here

@@ -11,7 +11,8 @@ DAG (or before ``flb run`` runs the jobs) and, with ``use_records`` (the default
   record that matches a planned job is one :class:`~benchmark.errors.CorruptFileError` naming the file, never
   skipped. An output computed here (no ``.recorded`` marker) is kept and the record is not used;
 * a record of a job that other planned jobs read (a training run whose evaluations read its weights, which the
-  ledger never keeps) is used only when every one of those dependants is filled from a record too;
+  ledger never keeps) is used only when every one of those dependants is filled from a record too or already
+  computed here (the record's files are then dated before that output, so that it is not run again);
 * a cell not run only because this machine does not train (``cpu_training: false`` and no CUDA device) is
   planned when records fill every one of its jobs: its verdict then needs no training on any machine;
 * an output materialised from a record that is no longer usable (removed, or stale) is removed, so its job runs
@@ -158,9 +159,14 @@ class _Ledger:
             return None  # computed here: kept
         return rec
 
-    def choose(self, jobs: list[Job]) -> dict[str, RunRecord]:
-        """The records used for ``jobs`` (a closure, inputs first): a job with planned dependants only when
-        every dependant is filled too (they may read files a record does not keep, such as weights)."""
+    def computed(self, path: str) -> bool:
+        """An output present here and not from a record."""
+        return (self.root / path).is_file() and materialised_from(path, self.root) is None
+
+    def choose(self, jobs: list[Job]) -> tuple[dict[str, RunRecord], dict[str, list[str]]]:
+        """The records used for ``jobs`` (a closure, inputs first), and the planned dependants of every job: a
+        job with planned dependants is filled only when each dependant is filled too or already computed here
+        (a dependant that runs may read files a record does not keep, such as a training run's weights)."""
         dependants: dict[str, list[str]] = {}
         for j in jobs:
             for dep in j.inputs():
@@ -168,9 +174,9 @@ class _Ledger:
         chosen: dict[str, RunRecord] = {}
         for j in reversed(jobs):  # dependants before their inputs
             rec = self.usable(j)
-            if rec is not None and all(d in chosen for d in dependants.get(j.path, [])):
+            if rec is not None and all(d in chosen or self.computed(d) for d in dependants.get(j.path, [])):
                 chosen[j.path] = rec
-        return chosen
+        return chosen, dependants
 
 
 def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path = Path(".")) -> Any:
@@ -192,16 +198,29 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
         spec = load_spec(plan.target, plan.spec_folder)
         cells = [_adopt_recorded(c, spec, config, led) for c in cells]
     jobs = job_closure(j for c in cells for j in c.jobs)
-    chosen = led.choose(jobs)
+    chosen, dependants = led.choose(jobs)
     for job in jobs:  # inputs first: a dependant's files are never older than its inputs'
         rec = chosen.get(job.path)
         if rec is not None:
             if not _in_place(rec, led.root):
-                materialise(rec, led.root)
+                computed = [led.root / d for d in dependants.get(job.path, []) if led.computed(d)]
+                _older_than(materialise(rec, led.root), computed)
         elif materialised_from(job.path, led.root) is not None:
             unmaterialise(job, led.root)  # its record is gone, stale, or cannot be used: the job runs
     out = [_annotate(c, chosen, led) for c in cells]
     return TargetPlan(plan.target, plan.settings, tuple(out), plan.spec_folder)
+
+
+def _older_than(files: list[Path], outputs: list[Path]) -> None:
+    """Date ``files`` (just materialised) one second before the oldest of ``outputs`` (dependants computed here
+    from an earlier copy of them), so that Snakemake does not run those dependants again for a newer input."""
+    if not outputs:
+        return
+    import os
+
+    stamp = min(o.stat().st_mtime for o in outputs) - 1.0
+    for f in files:
+        os.utime(f, (stamp, stamp))
 
 
 def _annotate(cell: Any, chosen: Mapping[str, RunRecord], led: _Ledger) -> Any:
