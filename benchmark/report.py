@@ -90,6 +90,30 @@ def _count(cells: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
+def is_recorded(c: Mapping[str, Any]) -> bool:
+    """A checks-JSON cell whose verdict rests on recorded runs of the ledger (``provenance: recorded``, issue 24)."""
+    return c.get("provenance") == "recorded" and c.get("verdict") != "NOT RUN"
+
+
+def _count_texts(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """:func:`_count` as text, the recorded cells counted apart: ``{"PASS": "12 (3 recorded)", ...}``."""
+    rec = _count([c for c in cells if is_recorded(c)])
+    return {k: f"{v} ({rec[k]} recorded)" if rec.get(k) else str(v) for k, v in _count(cells).items()}
+
+
+def shown_verdict(c: Mapping[str, Any]) -> str:
+    """The verdict of a checks-JSON cell as pages show it (``PASS (recorded)``: :func:`benchmark.verdict.shown_status`)."""
+    from benchmark.verdict import shown_status
+
+    return shown_status(str(c["verdict"]), is_recorded(c))
+
+
+def _note(c: Mapping[str, Any]) -> str:
+    """The note of a cell, after the label of its records when it is a recorded one."""
+    label = (c.get("recorded") or {}).get("label", "") if is_recorded(c) else ""
+    return "; ".join(x for x in (label, c.get("note") or "") if x)
+
+
 def _ours(c: Mapping[str, Any]) -> str:
     mean, std = c.get("ours_mean"), c.get("ours_std")
     if mean is None:
@@ -130,7 +154,9 @@ _READING = (
 
 
 def _totals(cells: Sequence[Mapping[str, Any]]) -> str:
-    return "Totals: " + ", ".join(f"{k} {v}" for k, v in _count(cells).items()) + "."
+    """``Totals: PASS 12 (3 recorded), ...``: cells filled from recorded runs counted apart from those computed in
+    the build."""
+    return "Totals: " + ", ".join(f"{k} {v}" for k, v in _count_texts(cells).items()) + "."
 
 
 def target_counts_table(reports: Sequence[Mapping[str, Any]], pages: str | None = None) -> str:
@@ -138,7 +164,7 @@ def target_counts_table(reports: Sequence[Mapping[str, Any]], pages: str | None 
     from tabulate import tabulate
 
     rows = [
-        [f"[{r['target']}]({pages}/{r['target']}.md)" if pages else r["target"], *_count(r["cells"]).values()]
+        [f"[{r['target']}]({pages}/{r['target']}.md)" if pages else r["target"], *_count_texts(r["cells"]).values()]
         for r in reports
     ]
     return tabulate(rows, headers=["target", *VERDICTS], tablefmt="github")
@@ -231,7 +257,7 @@ def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
     if ran:
         body = [
             [_label(c["row"]), _label(c["column"]), _ours(c), c.get("printed", ""),
-             "" if c.get("delta") is None else f"{c['delta']:+.4g}", c["verdict"], portable(c.get("note") or "")]
+             "" if c.get("delta") is None else f"{c['delta']:+.4g}", shown_verdict(c), portable(_note(c))]
             for c in ran
         ]  # fmt: skip
         lines += ["## Cells that ran", ""]

@@ -47,6 +47,7 @@ __all__ = [
     "judge",
     "ours_stats",
     "round_like_printed",
+    "shown_status",
 ]
 
 #: Minimum accuracy tolerance in points, with the paper's own weights.
@@ -246,6 +247,14 @@ def judge(
         tolerance=tol,
         reason=_departure_reason(departures) if status in DEPARTURE_PASSES else None,
     )
+
+
+def shown_status(status: str, recorded: bool) -> str:
+    """A verdict as tables, pages and the report show it: ``PASS (recorded)``, ``FAIL (recorded)``,
+    ``PASS* (recorded)``... for a cell whose runs were filled from the ledger of recorded runs (issue 24), the
+    plain status otherwise (and always for NOT RUN). The checks JSON keeps the plain status in ``verdict``
+    (with ``provenance: recorded``), so that the gates and claims read it unchanged."""
+    return f"{status} (recorded)" if recorded and status != Status.NOT_RUN else status
 
 
 def _status(ok: bool, substitute: bool, departures: Sequence[str] = ()) -> Status:

@@ -302,7 +302,12 @@ def closed_form_path(
 
 def run_inputs(job: ClosedFormJob | FLRunJob) -> dict[str, str]:
     """The named inputs of a run on cached features (``train``, ``test``, ``partition``: the Snakefile's
-    ``closed_form`` and ``fl_run`` rules)."""
+    ``closed_form`` and ``fl_run`` rules); none for a run filled from the ledger of recorded runs
+    (:func:`benchmark.tables.records.recorded_output`), which Snakemake then neither runs nor feeds."""
+    from benchmark.tables.records import recorded_output
+
+    if recorded_output(job):
+        return {}
     return {"train": job.features("train").path, "test": job.features("test").path,
             "partition": job.partition().path}  # fmt: skip
 
@@ -400,8 +405,15 @@ def plugin_job_types() -> dict[str, Any]:
 
 
 def plugin_job_inputs(cls: Any) -> Any:
-    """The input function of a plug-in job's rule: the outputs of the jobs it reads."""
-    return lambda wildcards: [j.path for j in cls.from_wildcards(wildcards).inputs()]
+    """The input function of a plug-in job's rule: the outputs of the jobs it reads (none for a job filled from
+    the ledger of recorded runs: :func:`benchmark.tables.records.recorded_output`)."""
+    from benchmark.tables.records import recorded_output
+
+    def inputs(wildcards: Any) -> list[str]:
+        job = cls.from_wildcards(wildcards)
+        return [] if recorded_output(job) else [j.path for j in job.inputs()]
+
+    return inputs
 
 
 def plugin_job_arg(cls: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 from benchmark.errors import ConfigError
 from benchmark.expected import PAPERS
 from benchmark.figures.registry import natural_key
-from benchmark.report import VERDICTS, _ours, load_checks, paper_of_target
+from benchmark.report import VERDICTS, _ours, is_recorded, load_checks, paper_of_target
 
 #: Short titles of the five documents (``shared/papers/README.md``), for headings.
 PAPER_TITLES: Mapping[str, str] = {
@@ -56,6 +56,7 @@ class Cell:
     verdict: str
     note: str
     reason: str
+    recorded: str = ""  # the label of the recorded runs its verdict rests on (issue 24); empty: computed in the build
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ class TableReport:
         out = dict.fromkeys(VERDICTS, 0)
         for c in self.cells:
             out[c.verdict] = out.get(c.verdict, 0) + 1
+        return out
+
+    def recorded_counts(self) -> dict[str, int]:
+        """Of :meth:`counts`, the cells whose verdict rests on recorded runs (shown apart)."""
+        out: dict[str, int] = {}
+        for c in self.cells:
+            if c.recorded:
+                out[c.verdict] = out.get(c.verdict, 0) + 1
         return out
 
 
@@ -233,6 +242,7 @@ def cell_from_check(c: Mapping[str, Any]) -> Cell:
         verdict=str(c.get("verdict") or "NOT RUN"),
         note=_text(c.get("note")),
         reason=_text(c.get("reason")),
+        recorded=_text((c.get("recorded") or {}).get("label") or "recorded") if is_recorded(c) else "",
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from typing import Any
 
 from benchmark.claims.model import VERDICTS as CLAIM_VERDICTS
 from benchmark.expected import PAPERS
@@ -92,15 +93,33 @@ def anchor(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
-def badge(verdict: str, count: int | None = None) -> str:
+def badge(verdict: str, count: int | None = None, *, recorded: int | bool = 0) -> str:
+    """A verdict badge; ``recorded``: for one cell, ``PASS (recorded)``; for a count, how many of the cells rest
+    on recorded runs (``PASS 12 (3 recorded)``, issue 24)."""
     cls = VERDICT_CLASS.get(verdict, "v-notrun")
     zero = " zero" if count == 0 else ""
     text = verdict if count is None else f"{verdict} {count}"
+    if recorded is True or (count is None and recorded):
+        text += " (recorded)"
+    elif recorded:
+        text += f" ({recorded} recorded)"
     return f'<span class="badge {cls}{zero}">{e(text)}</span>'
 
 
-def counts_badges(counts: Mapping[str, int], *, skip_zero: bool = False) -> str:
-    return " ".join(badge(k, v) for k, v in counts.items() if v or not skip_zero)
+def counts_badges(
+    counts: Mapping[str, int], *, skip_zero: bool = False, recorded: Mapping[str, int] | None = None
+) -> str:
+    rec = recorded or {}
+    return " ".join(badge(k, v, recorded=rec.get(k, 0)) for k, v in counts.items() if v or not skip_zero)
+
+
+def recorded_counts(tables: Sequence[Any]) -> dict[str, int]:
+    """The recorded cells of ``tables`` per verdict (:meth:`benchmark.site.inputs.TableReport.recorded_counts`)."""
+    out: dict[str, int] = {}
+    for t in tables:
+        for k, v in t.recorded_counts().items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 #: A paper with no ``claims/<paper>.yaml`` while other papers' claims were built.
@@ -166,7 +185,7 @@ def stamp_html(stamp: Stamp) -> str:
 
 def _cell_row(c: Cell) -> list[str]:
     tol = "" if c.tolerance is None else f"± {c.tolerance:.4g}"
-    text = " — ".join(t for t in (c.note, c.reason if c.reason != c.note else "") if t)
+    text = " — ".join(t for t in (c.recorded, c.note, c.reason if c.reason != c.note else "") if t)
     return [
         td(c.row),
         td(c.column),
@@ -174,7 +193,7 @@ def _cell_row(c: Cell) -> list[str]:
         td(c.paper, "num"),
         td(fmt(c.delta), "num"),
         td(tol, "num"),
-        f"<td>{badge(c.verdict)}</td>",
+        f"<td>{badge(c.verdict, recorded=bool(c.recorded))}</td>",
         td(text, "note"),
     ]
 
@@ -198,7 +217,7 @@ def table_section(t: TableReport, *, provenance: bool = True) -> str:
     tier = f" · tier <code>{e(t.tier)}</code>" if t.tier else ""
     parts = [
         f'<h3 id="{anchor(t.target)}"><code>{e(t.target)}</code></h3>',
-        f"<p>{counts_badges(t.counts(), skip_zero=True) or NO_CELLS}{tier}"
+        f"<p>{counts_badges(t.counts(), skip_zero=True, recorded=t.recorded_counts()) or NO_CELLS}{tier}"
         + (f' · <a href="provenance.html#tidy-{anchor(t.target)}">provenance</a>' if provenance else "")
         + "</p>",
     ]
@@ -497,7 +516,7 @@ def index_page(inputs: Inputs, stamp: Stamp) -> str:
         rows.append([
             f'<td><a href="{e(p)}.html"><strong>{e(p)}</strong></a><br><span class="small muted">{e(PAPER_TITLES.get(p, ""))}</span></td>',
             td(len(inputs.tables_of(p)), "num"),
-            f"<td>{counts_badges(counts, skip_zero=True) or '—'}</td>",
+            f"<td>{counts_badges(counts, skip_zero=True, recorded=recorded_counts(inputs.tables_of(p))) or '—'}</td>",
             f"<td>{counts_badges(claim_counts(claims)) if claims else _claims_absent(claims, inputs)}</td>",
             td(figs),
             td(len(inputs.findings_of(p)), "num"),
@@ -513,7 +532,7 @@ def index_page(inputs: Inputs, stamp: Stamp) -> str:
     for t in inputs.tables:
         for k, v in t.counts().items():
             total[k] = total.get(k, 0) + v
-    body.append(f"<section><h2>All cells</h2><p>{counts_badges(total)}</p></section>")
+    body.append(f"<section><h2>All cells</h2><p>{counts_badges(total, recorded=recorded_counts(inputs.tables))}</p></section>")
     return page("Reproducibility report", "\n".join(body), here="index.html")
 
 

@@ -30,7 +30,7 @@ from benchmark.schema import check_planned_seeds
 from benchmark.tables.plan import CellPlan, read_plan
 from benchmark.tables.spec import load_spec
 from benchmark.tidy import frame, make_row, write_tidy
-from benchmark.verdict import judge
+from benchmark.verdict import judge, shown_status
 
 RESULTS = Path("results")
 
@@ -42,6 +42,43 @@ class CellOutcome:
     verdict: Any  # benchmark.verdict.Verdict
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # cost cells: classification, model facts
+
+    @property
+    def recorded(self) -> bool:
+        """The verdict rests on recorded runs (jobs of the cell filled from the ledger, issue 24), not on jobs
+        computed in this build; never for NOT RUN."""
+        return bool(self.plan.recorded) and str(self.verdict.status) != "NOT RUN"
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as the tables show it: ``PASS (recorded)`` for a recorded cell
+        (:func:`benchmark.verdict.shown_status`)."""
+        return shown_status(str(self.verdict.status), self.recorded)
+
+    def record_label(self) -> str:
+        """Where the recorded runs of the cell come from (one label per distinct record provenance) and the
+        stale records that match its jobs; empty for a cell computed in this build with no stale record."""
+        parts = list(dict.fromkeys(r.label() for r in self.plan.recorded)) if self.recorded else []
+        if self.plan.stale and str(self.verdict.status) != "NOT RUN":
+            parts += [f"a stale record was not used: {s.label}" for s in self.plan.stale]
+        return "; ".join(parts)
+
+    def recorded_json(self) -> dict[str, Any]:
+        """The ``provenance`` / ``recorded`` / ``stale`` fields of the cell's checks JSON entry (none for a cell
+        computed in this build without stale records, so such a cell's entry is as before the ledger)."""
+        out: dict[str, Any] = {}
+        if self.recorded:
+            recs = self.plan.recorded
+            out["provenance"] = "recorded"
+            out["recorded"] = {
+                "label": "; ".join(dict.fromkeys(r.label() for r in recs)),
+                "date": max(r.date for r in recs), "machine": ", ".join(dict.fromkeys(r.machine for r in recs)),
+                "commit": ", ".join(dict.fromkeys(r.commit for r in recs)),
+                "all_jobs": self.plan.from_records, "jobs": [r.to_dict() for r in recs],
+            }  # fmt: skip
+        if self.plan.stale:
+            out["stale"] = [s.to_dict() for s in self.plan.stale]
+        return out
 
 
 @dataclass
@@ -56,12 +93,26 @@ class TableReport:
             out[key] = out.get(key, 0) + 1
         return dict(sorted(out.items()))
 
+    def recorded_counts(self) -> dict[str, int]:
+        """Of :meth:`counts`, the cells whose verdict rests on recorded runs (counted apart, issue 24)."""
+        out: dict[str, int] = {}
+        for o in self.outcomes:
+            if o.recorded:
+                out[str(o.verdict.status)] = out.get(str(o.verdict.status), 0) + 1
+        return dict(sorted(out.items()))
+
+    def counts_text(self) -> str:
+        """``PASS 12 (3 recorded), NOT RUN 4``."""
+        rec = self.recorded_counts()
+        return ", ".join(f"{k} {v}" + (f" ({rec[k]} recorded)" if rec.get(k) else "") for k, v in self.counts().items())
+
     @property
     def failed(self) -> bool:  # any FAIL, explained or not (`flb verdict` separates them)
         return any(str(o.verdict.status) in ("FAIL", "SUBSTITUTE-FAIL") for o in self.outcomes)
 
     def summary(self) -> str:
-        counts = ", ".join(f"{k}: {v}" for k, v in self.counts().items())
+        rec = self.recorded_counts()
+        counts = ", ".join(f"{k}: {v}" + (f" ({rec[k]} recorded)" if rec.get(k) else "") for k, v in self.counts().items())
         return f"{self.target}: {len(self.outcomes)} cells ({counts}) -> results/tables/{self.target}.md"
 
 
@@ -184,7 +235,7 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
             "ours": v.ours_printed,
             "paper": o.plan.cell.printed,
             "delta": "" if v.delta is None else f"{v.delta:+.4g}",
-            "verdict": str(v.status),
+            "verdict": o.shown_verdict,
         }
     digits = 2 if o.plan.cell.metric == "accuracy" else 3
     ours = _fmt(v.ours_mean, v.ours_std, digits)
@@ -197,7 +248,7 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
         "ours": ours,
         "paper": o.plan.cell.printed,
         "delta": "" if v.delta is None else f"{v.delta:+.{digits}f}",
-        "verdict": str(v.status),
+        "verdict": o.shown_verdict,
     }
 
 
@@ -213,11 +264,11 @@ def _write_outputs(
         records.append({
             "row": " / ".join(map(str, c.row)), "column": " / ".join(map(str, c.column)),
             **t, "weights": o.plan.weights or ("n/a" if o.plan.runner == "cost" else ""),
-            "note": o.note or o.verdict.reason or "",
+            "note": "; ".join(x for x in (o.record_label(), o.note or o.verdict.reason or "") if x),
         })  # fmt: skip
     headers = ["row", "column", "ours", "paper", "delta", "verdict", "weights", "note"]
     rows = [[r[h] for h in headers] for r in records]
-    counts = ", ".join(f"{k} {v}" for k, v in report.counts().items())
+    counts = report.counts_text()
     md = (
         f"# {spec.target}: {spec.paper} Table {spec.table}\n\n"
         f"Verdicts: {counts}. Tier: {tier}. Tolerance policy: `expected/README.md`.\n\n"
@@ -252,12 +303,13 @@ def _write_outputs(
             "reason": o.verdict.reason,
             "note": o.note,
             **o.extra,
+            **o.recorded_json(),
         }
         for o in report.outcomes
     ]
     atomic_write_json(
         results / "checks" / f"{spec.target}.json",
         {"target": spec.target, "tier": tier, "settings": dict(settings or {}), "counts": report.counts(),
-         "cells": checks},
+         **({"recorded_counts": report.recorded_counts()} if report.recorded_counts() else {}), "cells": checks},
         checksum=True,
     )

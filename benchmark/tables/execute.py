@@ -15,23 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.jobs import Job, run_jobs
-from benchmark.tables.plan import make_plan, write_plan
+from benchmark.tables.plan import plan_with_records, write_plan
 from benchmark.tables.spec import SPEC_DIR
 
 
 def run_planned(
-    target: str, config: Mapping[str, Any], results: Path = Path("results"), folder: Path = SPEC_DIR
+    target: str, config: Mapping[str, Any], results: Path = Path("results"), folder: Path = SPEC_DIR,
+    ledger: Path | None = None,
 ) -> tuple[Path, list[Job]]:
-    """Plan ``target`` (writing its plan file), then run every job it needs; return the plan file (assemble
-    from exactly this one: ``build_table(target, plan=...)``) and the jobs."""
-    plan = make_plan(target, config, folder)
+    """Plan ``target`` (writing its plan file), the ledger of recorded runs applied (``ledger``: default the
+    checkout's ``runs/``; jobs it records are filled from it and do not run), then run every job it needs; return
+    the plan file (assemble from exactly this one: ``build_table(target, plan=...)``) and the jobs."""
+    plan = plan_with_records(target, config, ledger, folder)
     path = write_plan(plan, results)
     run_jobs(plan.jobs, config)
     return path, plan.jobs
 
 
 def run_target(
-    target: str, config: Mapping[str, Any], results: Path = Path("results"), folder: Path = SPEC_DIR
+    target: str, config: Mapping[str, Any], results: Path = Path("results"), folder: Path = SPEC_DIR,
+    ledger: Path | None = None,
 ) -> list[Job]:
     """Plan ``target`` (writing its plan file), then run every job it needs; return the jobs."""
-    return run_planned(target, config, results, folder)[1]
+    return run_planned(target, config, results, folder, ledger)[1]

@@ -23,6 +23,7 @@ from benchmark.io import atomic_write_text, sha256_bytes
 from benchmark.jobs import Job, job_from_dict, job_to_dict
 from benchmark.runners import get_runner
 from benchmark.tables.availability import choose_weights, dataset_blocker
+from benchmark.tables.records import RecordedJob, StaleRecord
 from benchmark.tables.spec import SPEC_DIR, TableSpec, load_spec
 
 
@@ -43,10 +44,20 @@ class CellPlan:
     protocol: str | None = (
         None  # closed-form or training protocol (closed_form/protocols.py, fl/protocols.py)
     )
+    #: The jobs filled from the ledger of recorded runs, and the stale records matching its jobs (issue 24;
+    #: :mod:`benchmark.tables.records`).
+    recorded: tuple[RecordedJob, ...] = ()
+    stale: tuple[StaleRecord, ...] = ()
 
     @property
     def substitute(self) -> bool:
         return self.weights == "substitute"
+
+    @property
+    def from_records(self) -> bool:
+        """Every job of the cell was filled from a record (none computed in this build): its verdict is a
+        recorded one (``PASS (recorded)``)."""
+        return bool(self.jobs) and {r.job for r in self.recorded} >= {j.path for j in self.jobs}
 
 
 def expected_cells(spec: TableSpec) -> tuple[ReportedCell, ...]:
@@ -229,11 +240,18 @@ def make_plan(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -
 
 
 def _cell_plan_dict(p: CellPlan) -> dict[str, Any]:
-    return {
+    """A cell of the plan file; ``recorded`` and ``stale`` only when not empty, so that a plan using no record
+    is the same file (and name) as before the ledger existed."""
+    out = {
         "cell": p.cell.id, "runner": p.runner, "status": p.status, "reason": p.reason, "method": p.method,
         "dataset": p.dataset, "model": p.model, "weights": p.weights, "protocol": p.protocol,
         "params": p.params, "jobs": [job_to_dict(j) for j in p.jobs],
     }  # fmt: skip
+    if p.recorded:
+        out["recorded"] = [r.to_dict() for r in p.recorded]
+    if p.stale:
+        out["stale"] = [r.to_dict() for r in p.stale]
+    return out
 
 
 def plan_json(plan: TargetPlan) -> str:
@@ -341,6 +359,8 @@ def read_plan(target: str, results: Path = Path("results"), path: Path | str | N
                 jobs=tuple(job_from_dict(j) for j in c["jobs"]),
                 params=c["params"],
                 protocol=c["protocol"],
+                recorded=tuple(RecordedJob.from_dict(r) for r in c.get("recorded") or ()),
+                stale=tuple(StaleRecord.from_dict(r) for r in c.get("stale") or ()),
             )
         )
     if len(out) != len(cells):
@@ -382,9 +402,28 @@ def _load_plan_file(target: str, path: Path) -> dict[str, Any]:
     return raw
 
 
-def plan_inputs(target: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def plan_with_records(
+    target: str, config: Mapping[str, Any], ledger: Path | None = None, folder: Path = SPEC_DIR
+) -> TargetPlan:
+    """:func:`make_plan`, then the ledger of recorded runs applied (:func:`benchmark.tables.records.apply_ledger`:
+    jobs a record matches are materialised from it, or, with ``use_records: false``, outputs records put there
+    removed). ``ledger``: the checkout's ``runs/`` (default: that of this package's checkout)."""
+    from benchmark.tables.records import apply_ledger
+
+    return apply_ledger(make_plan(target, config, folder), config, ledger if ledger is not None else checkout_ledger())
+
+
+def checkout_ledger() -> Path:
+    """The ledger of the checkout this package is in (``<checkout>/runs``, :data:`benchmark.ledger.LEDGER_DIR`)."""
+    from benchmark.ledger import LEDGER_DIR
+
+    return SPEC_DIR.parent / LEDGER_DIR
+
+
+def plan_inputs(target: str, config: Mapping[str, Any], ledger: Path | None = None) -> dict[str, Any]:
     """The named inputs of the Snakefile's ``paper_table`` rule: ``plan``, the plan's immutable file (written
     here when the DAG is built, :func:`write_plan`; the rule passes it to ``flb table --plan``), and ``runs``,
-    the output of every job the plan holds."""
-    plan = make_plan(target, config)
+    the output of every job the plan holds. Jobs the ledger ``ledger`` (the Snakefile's checkout's ``runs/``)
+    records are materialised here, before Snakemake looks at their outputs (:func:`plan_with_records`)."""
+    plan = plan_with_records(target, config, ledger)
     return {"plan": str(write_plan(plan)), "runs": [j.path for j in plan.jobs]}

@@ -5,6 +5,7 @@ from benchmark import workflow as wf
 from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.fl.protocols import list_protocols
 from benchmark.jobs import ClosedFormJob, ExtractJob, FLRunJob, PartitionJob
+from benchmark.ledger import LEDGER_DIR
 from benchmark.tables.plan import plan_inputs
 from benchmark.tables.spec import list_specs
 

@@ -35,11 +35,12 @@ rule freeform_collect:
     shell: "{PY} collect {input} --methods {params.methods} {params.labels} --out {output}"
 
 
-# The plan is written when the DAG is built, to a file named by its content (results/plans/<target>-<sha12>.json,
+# The plan is written when the DAG is built (after the ledger of recorded runs, CHECKOUT.root/runs, filled the jobs
+# it records: benchmark/tables/records.py; --config use_records=false ignores it), to a file named by its content (results/plans/<target>-<sha12>.json,
 # never changed once written), and that exact file is the job's input and `flb table --plan` argument: a dry run
 # or build with another config only adds another plan file, and cannot change the plan this build renders.
 rule paper_table:
-    input: unpack(wf.one_line_errors(lambda w: plan_inputs(w.target, config)))  # {"plan": ..., "runs": [...]}
+    input: unpack(wf.one_line_errors(lambda w: plan_inputs(w.target, config, CHECKOUT.root / LEDGER_DIR)))  # {"plan": ..., "runs": [...]}
     output:
         md="results/tables/{target}.md",
         tex="results/tables/{target}.tex",
