@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text, read_verified_json, sha256_bytes, sha256_file
-from benchmark.jobs import JOB_KINDS, Job, job_from_dict, job_to_dict
+from benchmark.jobs import Job, job_from_dict, job_to_dict
 
 #: The ledger folder, relative to the checkout.
 LEDGER_DIR = Path("runs")
@@ -53,10 +53,12 @@ class RecordExistsError(ConfigError):
 def numerics_version(kind: str) -> int:
     """The numerics version of job kind ``kind`` in this code (``Job.NUMERICS``; bump it when a change alters
     the numbers the job produces: records made before are then stale)."""
-    cls = JOB_KINDS.get(kind)
+    from benchmark import jobs as registry  # the registry as it is now (tests may swap it)
+
+    cls = registry.JOB_KINDS.get(kind)
     if cls is None:
         _load_kinds()
-        cls = JOB_KINDS.get(kind)
+        cls = registry.JOB_KINDS.get(kind)
     return int(getattr(cls, "NUMERICS", 1)) if cls is not None else 0
 
 
@@ -312,12 +314,18 @@ def records_for(jobs: Iterable[Job], ledger: Mapping[str, RunRecord]) -> list[Ru
 _CACHE: dict[tuple[str, tuple[str, ...]], dict[str, RunRecord]] = {}
 
 
-def usable_records(config: Mapping[str, Any], ledger: Path = LEDGER_DIR) -> dict[str, RunRecord]:
+def checkout_ledger() -> Path:
+    """The ledger of the checkout this package is in (``<checkout>/runs``), wherever the build runs."""
+    return Path(__file__).resolve().parents[1] / LEDGER_DIR
+
+
+def usable_records(config: Mapping[str, Any], ledger: Path | None = None) -> dict[str, RunRecord]:
     """The verified, non-stale records by output path, or ``{}`` with ``use_records: false``. Read once per
     process and ledger content (a damaged record is an error: it is never skipped silently)."""
     if config.get("use_records") is False:
         return {}
-    key = (str(Path(ledger).resolve()), tuple(str(f) for f in record_folders(ledger)))
+    ledger = checkout_ledger() if ledger is None else Path(ledger)
+    key = (str(ledger.resolve()), tuple(str(f) for f in record_folders(ledger)))
     if key not in _CACHE:
         _CACHE[key] = load_ledger(ledger)
     return {p: r for p, r in _CACHE[key].items() if not r.stale}
@@ -339,32 +347,10 @@ def closure(jobs: Iterable[Job]) -> list[Job]:
     return list(seen.values())
 
 
-def all_recorded(jobs: Iterable[Job], config: Mapping[str, Any], ledger: Path = LEDGER_DIR) -> bool:
+def all_recorded(jobs: Iterable[Job], config: Mapping[str, Any], ledger: Path | None = None) -> bool:
     """Whether every job of ``jobs`` and of their inputs has a usable record: then the cells they fill need
     no training on this machine (a runner plans them even where training is not allowed)."""
     jobs = list(jobs)
     records = usable_records(config, ledger)
     return bool(jobs) and all(j.path in records for j in closure(jobs))
 
-
-def materialise_jobs(jobs: Iterable[Job], config: Mapping[str, Any], root: Path = Path("."),
-                     ledger: Path = LEDGER_DIR) -> list[RunRecord]:  # fmt: skip
-    """Before a build: every job of ``jobs`` (and their inputs) with a usable record and no output computed here
-    gets the record's files (inputs first, so no output is older than what it read); with ``use_records:
-    false`` the outputs records put there are removed, so the jobs run. Returns the records used."""
-    used = []
-    records = usable_records(config, ledger)
-    for job in closure(jobs):
-        if config.get("use_records") is False:
-            unmaterialise(job, root)
-            continue
-        rec = records.get(job.path)
-        if rec is None:
-            continue
-        came_from = materialised_from(job.path, root)
-        if (root / job.path).exists() and came_from is None:
-            continue  # computed here: a build never overwrites its own results
-        if came_from != str(rec.folder) or not (root / job.path).exists():
-            materialise(rec, root)
-        used.append(rec)
-    return used

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from benchmark import jobs as jobs_module
-from benchmark import ledger as ledger_module
 from benchmark import runners
 from benchmark.errors import CorruptFileError
 from benchmark.ledger import Provenance, marker_path, write_record
@@ -115,7 +114,6 @@ def toy(tmp_path, monkeypatch):
     runners.load_runners()
     monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
     monkeypatch.setattr(jobs_module, "JOB_KINDS", dict(jobs_module.JOB_KINDS))
-    monkeypatch.setattr(ledger_module, "JOB_KINDS", jobs_module.JOB_KINDS)  # the ledger reads numerics there
     monkeypatch.delitem(sys.modules, "toy_ledger_runner", raising=False)
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "toy_ledger_runner.py").write_text(textwrap.dedent(TOY_MODULE))

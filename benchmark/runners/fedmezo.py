@@ -187,14 +187,12 @@ class FedMeZORunner(Runner):
             return plan
         seeds = spec.seeds
         full = [zo_job(plan.dataset, plan.method, alpha, rounds, s, config) for s in seeds]
-        from benchmark.ledger import all_recorded
-
         if metric == "comm_gb":
-            allowed = training_allowed(config) or all_recorded(full, config)
+            allowed = training_allowed(config)
             plan.jobs = tuple(full) if allowed else (zo_job(plan.dataset, plan.method, alpha, rounds, seeds[0],
                                                             config, probe=True),)  # fmt: skip
         elif metric == "accuracy":
-            if not training_allowed(config) and not all_recorded(full, config):
+            if not training_allowed(config):
                 size = run_size(full[0], _train_examples(plan.dataset, full[0].k_shot, config))
                 plan.reason = (f"{plan.method} fine-tuning of {plan.model} ({len(seeds)} seed(s)): {size}; run with "
                                "--config cpu_training=true (with zo_k_shot=16 on a CPU) or device=cuda")  # fmt: skip

@@ -277,9 +277,7 @@ class PFLRunner(Runner):
         if why:
             plan.reason = why
             return plan
-        from benchmark.ledger import all_recorded
-
-        if not training_allowed(config) and not all_recorded(jobs, config):
+        if not training_allowed(config):
             size = estimate(jobs[0], int(proto.get("train_per_client") or 500), len(spec.seeds))
             plan.reason = (
                 f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}; run with "

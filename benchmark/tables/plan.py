@@ -417,7 +417,7 @@ def checkout_ledger() -> Path:
     """The ledger of the checkout this package is in (``<checkout>/runs``, :data:`benchmark.ledger.LEDGER_DIR`)."""
     from benchmark.ledger import LEDGER_DIR
 
-    return SPEC_DIR.parent / LEDGER_DIR
+    return SPEC_DIR.parent / LEDGER_DIR  # the spec folder's checkout (tests point SPEC_DIR elsewhere)
 
 
 def plan_inputs(target: str, config: Mapping[str, Any], ledger: Path | None = None) -> dict[str, Any]:

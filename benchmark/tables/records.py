@@ -47,6 +47,7 @@ from benchmark.ledger import (
     short_machine,
     unmaterialise,
 )
+from benchmark.ledger import closure as job_closure
 
 
 @dataclass(frozen=True)
@@ -97,22 +98,6 @@ def ledger_name(record: RunRecord) -> str:
     """The record's folder as the checkout names it (``runs/<kind>/<id>``), wherever the ledger is: plans, tables
     and checks never hold a machine's absolute folders."""
     return str(LEDGER_DIR / record.job.KIND / record.id)
-
-
-def job_closure(jobs: Iterable[Job]) -> list[Job]:
-    """``jobs`` and their input jobs, recursively, deduplicated, every job after its inputs."""
-    out: dict[str, Job] = {}
-
-    def visit(job: Job) -> None:
-        if job.path in out:
-            return
-        for dep in job.inputs():
-            visit(dep)
-        out[job.path] = job
-
-    for job in jobs:
-        visit(job)
-    return list(out.values())
 
 
 def recorded_output(job: Job, root: Path = Path(".")) -> bool:
@@ -197,9 +182,18 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
 
         spec = load_spec(plan.target, plan.spec_folder)
         cells = [_adopt_recorded(c, spec, config, led) for c in cells]
-    jobs = job_closure(j for c in cells for j in c.jobs)
+    chosen = _put_in_place(led, [j for c in cells for j in c.jobs])
+    out = [_annotate(c, chosen, led) for c in cells]
+    return TargetPlan(plan.target, plan.settings, tuple(out), plan.spec_folder)
+
+
+def _put_in_place(led: _Ledger, planned: Iterable[Job]) -> dict[str, RunRecord]:
+    """Materialise the records chosen for ``planned`` and their inputs (:meth:`_Ledger.choose`), inputs first so
+    that a dependant's files are never older than its inputs'; remove what a record that can no longer be used
+    put there. Returns the records used, by output path."""
+    jobs = job_closure(planned)
     chosen, dependants = led.choose(jobs)
-    for job in jobs:  # inputs first: a dependant's files are never older than its inputs'
+    for job in jobs:
         rec = chosen.get(job.path)
         if rec is not None:
             if not _in_place(rec, led.root):
@@ -207,8 +201,19 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
                 _older_than(materialise(rec, led.root), computed)
         elif materialised_from(job.path, led.root) is not None:
             unmaterialise(job, led.root)  # its record is gone, stale, or cannot be used: the job runs
-    out = [_annotate(c, chosen, led) for c in cells]
-    return TargetPlan(plan.target, plan.settings, tuple(out), plan.spec_folder)
+    return chosen
+
+
+def apply_to_jobs(jobs: Iterable[Job], config: Mapping[str, Any], ledger: Path,
+                  root: Path = Path(".")) -> dict[str, RunRecord]:  # fmt: skip
+    """The ledger applied to jobs outside a table plan (a figure's training runs): the same rules as
+    :func:`apply_ledger`; ``use_records: false`` removes what records put at their paths."""
+    jobs = list(jobs)
+    if not config.get("use_records", True):
+        for job in job_closure(jobs):
+            unmaterialise(job, root)
+        return {}
+    return _put_in_place(_Ledger(Path(ledger), Path(root)), jobs)
 
 
 def _older_than(files: list[Path], outputs: list[Path]) -> None:

@@ -21,11 +21,13 @@ def _figure_inputs(name):
 
 
 def _materialise_recorded(paths):
-    """Recorded runs (runs/) of the figure's training jobs are put in place before the DAG is built."""
-    from benchmark.ledger import materialise_jobs, usable_records
+    """Recorded runs (CHECKOUT.root/runs) of the figure's training jobs are put in place before the DAG is built
+    (the tables' rules: benchmark.tables.records; use_records=false takes them away)."""
+    from benchmark.ledger import usable_records
+    from benchmark.tables.records import apply_to_jobs
 
-    records = usable_records({})  # by path; materialise_jobs honours use_records (false: takes them away)
-    materialise_jobs([records[p].job for p in paths if p in records], config)
+    records = usable_records({}, CHECKOUT.root / LEDGER_DIR)  # by output path
+    apply_to_jobs([records[p].job for p in paths if p in records], config, CHECKOUT.root / LEDGER_DIR)
 
 
 for _f in FIGURE_NAMES:
