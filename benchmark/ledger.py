@@ -116,6 +116,7 @@ class Provenance:
     source: str = ""  # where the files were imported from
     reported_commit: str = ""  # the commit the run's own files name, where it differs from ``code_commit``
     notes: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()  # what every verdict from this record must say (shown with it in the tables)
 
     @property
     def date(self) -> str:
@@ -149,6 +150,7 @@ class RunRecord:
         """One line for tables: ``recorded 2026-11-25 on <machine>, commit <sha8>``."""
         p = self.provenance
         text = f"recorded {p.date} on {short_machine(p.machine)}, commit {p.code_commit[:8]}"
+        text += "".join(f"; {c}" for c in p.caveats)
         if self.stale:
             text += f"; STALE: numerics v{self.numerics}, the code is v{self.current_numerics}"
         return text
@@ -156,7 +158,8 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "id": self.id, "job": job_identity(self.job), "numerics": self.numerics,
                 "inputs": dict(self.inputs), "provenance": {**dataclasses.asdict(self.provenance),
-                                                            "notes": list(self.provenance.notes)},
+                                                            "notes": list(self.provenance.notes),
+                                                            "caveats": list(self.provenance.caveats)},
                 "files": {k: dict(v) for k, v in sorted(self.files.items())}}  # fmt: skip
 
 
@@ -216,13 +219,15 @@ def read_record(folder: Path, *, verify: bool = True) -> RunRecord:
     try:
         job = job_from_dict(raw["job"])
         prov = raw["provenance"]
-        provenance = Provenance(**{**prov, "notes": tuple(prov.get("notes", ()))})
+        provenance = Provenance(**{**prov, "notes": tuple(prov.get("notes", ())),
+                                   "caveats": tuple(prov.get("caveats", ()))})
         record = RunRecord(job, int(raw["numerics"]), provenance, raw["files"], raw.get("inputs", {}), folder)
     except ConfigError:
         _load_kinds()
         job = job_from_dict(raw["job"])
         prov = raw["provenance"]
-        provenance = Provenance(**{**prov, "notes": tuple(prov.get("notes", ()))})
+        provenance = Provenance(**{**prov, "notes": tuple(prov.get("notes", ())),
+                                   "caveats": tuple(prov.get("caveats", ()))})
         record = RunRecord(job, int(raw["numerics"]), provenance, raw["files"], raw.get("inputs", {}), folder)
     except (KeyError, TypeError) as exc:
         raise CorruptFileError(f"{folder / 'record.json'} is not a run record ({exc})", fix) from None

@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--commit", default=None, help="the commit whose code ran, when the files name another")
     p.add_argument("--note", action="append", default=[], help="a note kept with every record (repeatable)")
     p.add_argument("--source", default="", help="where the files come from (kept with the records)")
+    p.add_argument("--caveat", action="append", default=[],
+                   help="what every verdict from these records must say, shown with it in the tables (repeatable)")
     p.add_argument("--config", action="append", default=[], help="config override key=value (repeatable)")
     p.add_argument("--replace", action="store_true", help="replace a record of the same job made by another run")
     p = sub.add_parser("list", help="one line per record")
@@ -77,7 +79,8 @@ def _import(args: argparse.Namespace, ledger: Path) -> int:
         cfg["cpu_training"] = True  # plan every training job, whatever this machine is
     targets = args.targets or sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
     manifest = json.loads(Path(args.manifest).read_text()) if args.manifest else None
-    options = ImportOptions(args.commit, tuple(args.note), args.source or str(args.path), manifest, args.replace)
+    options = ImportOptions(args.commit, tuple(args.note), args.source or str(args.path), manifest, args.replace,
+                            tuple(args.caveat))
     kept: list[str] = []
     records = import_results(Path(args.path), planned_jobs(targets, cfg), options, ledger, kept)
     for r in records:
@@ -92,15 +95,21 @@ def _import(args: argparse.Namespace, ledger: Path) -> int:
 
 
 def _show(what: str, ledger: Path) -> int:
+    """The records whose id or output path is (or contains) ``what``, or that filled a cell whose key contains
+    ``what`` in the built tables' checks (``results/checks/*.json``)."""
+    by_cell = _cell_records(what)
     matches = []
     for folder in record_folders(ledger):
         r = read_record(folder, verify=False)
-        if what in (r.id, r.job.path) or what in r.job.path or _fills(folder, what):
+        name = f"{LEDGER_DIR}/{r.job.KIND}/{r.id}"
+        if what in (r.id, r.job.path) or what in r.job.path or name in by_cell:
             matches.append(read_record(folder))
     if not matches:
-        raise ConfigError(f"no record matches {what!r} in {ledger}/", "see `flb runs list`")
+        raise ConfigError(f"no record matches {what!r} in {ledger}/",
+                          "give a record id, an output path, or a cell of a built table (see `flb runs list`)")  # fmt: skip
     for r in matches:
         p = r.provenance
+        cells = by_cell.get(f"{LEDGER_DIR}/{r.job.KIND}/{r.id}", [])
         print(f"{r.folder}\n  job: {json.dumps(r.job.__dict__ | {'kind': r.job.KIND}, sort_keys=True)}")
         print(f"  numerics: v{r.numerics} (code: v{r.current_numerics}){'  STALE' if r.stale else ''}")
         for key in ("code_commit", "reported_commit", "machine", "versions", "device", "threads", "precision",
@@ -108,23 +117,30 @@ def _show(what: str, ledger: Path) -> int:
             value = getattr(p, key)
             if value not in ("", None):
                 print(f"  {key}: {value}")
+        for caveat in p.caveats:
+            print(f"  caveat: {caveat}")
         for note in p.notes:
             print(f"  note: {note}")
+        for cell in cells:
+            print(f"  fills: {cell}")
         for rel, meta in sorted(r.files.items()):
             print(f"  file: {rel} ({meta['bytes']} B, sha256 {meta['sha256'][:12]})")
     return 0
 
 
-def _fills(folder: Path, cell: str) -> bool:
-    """Whether the record's own output names ``cell`` (a cell id of a built table's checks): looked up in the
-    checks JSON files under results/checks/ that cite the record."""
-    for checks in Path("results/checks").glob("*.json"):
+def _cell_records(what: str, checks: Path = Path("results/checks")) -> dict[str, list[str]]:
+    """Record folder (``runs/<kind>/<id>``) -> the cells (``<target>: <key>``) it filled in the built tables whose
+    key contains ``what``."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(checks.glob("*.json")):
         try:
-            data = json.loads(checks.read_text())
+            data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        for c in data.get("cells", []) if isinstance(data, dict) else []:
-            rec = c.get("recorded") or {}
-            if c.get("id") == cell and str(folder) in json.dumps(rec):
-                return True
-    return False
+        for cell in data.get("cells", []) if isinstance(data, dict) else []:
+            key = str(cell.get("key", ""))
+            if what not in key:
+                continue
+            for job in (cell.get("recorded") or {}).get("jobs", []):
+                out.setdefault(str(job.get("record")), []).append(f"{path.stem}: {key}")
+    return out

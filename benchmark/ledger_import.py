@@ -31,6 +31,7 @@ class ImportOptions:
     source: str = ""
     manifest: Mapping[str, Any] | None = None
     replace: bool = False
+    caveats: tuple[str, ...] = ()  # shown with every verdict the records fill
 
 
 def results_root(path: Path) -> Path:
@@ -110,7 +111,7 @@ def provenance_for(job: Job, root: Path, options: ImportOptions) -> tuple[Proven
         threads=man.get("threads_per_worker"), precision=precision, start=_iso(entry.get("start")),
         end=_iso(entry.get("end")), wall_s=None if wall is None else float(wall),
         command=str(entry.get("command") or ""), source=options.source,
-        reported_commit=reported if reported != commit else "", notes=tuple(notes),
+        reported_commit=reported if reported != commit else "", notes=tuple(notes), caveats=options.caveats,
     )  # fmt: skip
     inputs = {k: own[k] for k in ("data_checksum", "partition_hash", "weights_sha256") if k in own}
     return prov, inputs

@@ -43,6 +43,8 @@ def test_a_record_round_trips_and_materialises_the_same_bytes(tmp_path):
     back = L.read_record(rec.folder)
     assert back.job == JOB and back.provenance == _prov() and dict(back.files) == dict(rec.files)
     assert not back.stale and back.label() == "recorded 2026-11-25 on Test CPU, commit abc123"
+    caveat = L.RunRecord(JOB, 1, L.Provenance("abc123", "m", "", end="2026-11-25", caveats=("lr tuned on train",)), {})
+    assert caveat.label() == "recorded 2026-11-25 on m, commit abc123; lr tuned on train"
     written = L.materialise(back, tmp_path / "b")
     for rel in rec.files:
         assert (tmp_path / "b" / rel).read_bytes() == (tmp_path / "a" / rel).read_bytes()
@@ -121,6 +123,14 @@ def test_flb_runs_list_verify_show(tmp_path):
     assert _flb("verify", cwd=tmp_path).returncode == 0
     shown = _flb("show", "iid-num_clients2", cwd=tmp_path)
     assert "code_commit: abc123" in shown.stdout and "wall_s: 3600.0" in shown.stdout
+    # a cell of a built table names the record it came from: `show <cell>` finds it
+    checks = tmp_path / "results" / "checks"
+    checks.mkdir(parents=True)
+    cell = {"key": "toy/table1#row-a/acc", "verdict": "PASS", "provenance": "recorded",
+            "recorded": {"jobs": [{"record": f"runs/partition/{L.record_id(JOB)}", "job": JOB.path}]}}  # fmt: skip
+    (checks / "toy_table1.json").write_text(json.dumps({"cells": [cell]}))
+    by_cell = _flb("show", "row-a/acc", cwd=tmp_path)
+    assert by_cell.returncode == 0 and "fills: toy_table1: toy/table1#row-a/acc" in by_cell.stdout
     (rec.folder / "files" / JOB.path).write_text("{}")
     bad = _flb("verify", cwd=tmp_path)
     assert bad.returncode == 1 and "DAMAGED" in bad.stdout and "1 damaged" in bad.stdout

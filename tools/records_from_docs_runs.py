@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         stage_zo(scratch, jobs, manifest)
         total += len(import_results(scratch, jobs, ImportOptions(
             source="docs/runs/fedmezo_cpu (issue 13)", manifest={"jobs": manifest},
+            caveats=("learning rate chosen on training loss, not on a validation split (to be replaced)",),
             notes=("the learning rate (4e-3 FedMeZO, 1e-3 SLoRA) was chosen on TRAINING loss, not on a "
                    "validation split: a later issue replaces these records",
                    "substitute encoder all-MiniLM-L6-v2, SST k-shot 16 and 1,000 of the printed 2,621 rounds: "

@@ -60,22 +60,28 @@ class RecordedJob:
     machine: str  # :func:`benchmark.ledger.short_machine` of the run's machine
     commit: str  # the code commit that ran
     notes: tuple[str, ...] = ()
+    caveats: tuple[str, ...] = ()  # shown with the verdict
 
     def label(self) -> str:
-        """``recorded <date> on <machine>, commit <sha8>`` (as :meth:`benchmark.ledger.RunRecord.label`)."""
-        return f"recorded {self.date} on {self.machine}, commit {self.commit[:8]}"
+        """``recorded <date> on <machine>, commit <sha8>[; caveat ...]`` (as
+        :meth:`benchmark.ledger.RunRecord.label`)."""
+        return f"recorded {self.date} on {self.machine}, commit {self.commit[:8]}" + "".join(f"; {c}" for c in self.caveats)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "notes": list(self.notes)}
+        out = {**dataclasses.asdict(self), "notes": list(self.notes), "caveats": list(self.caveats)}
+        if not self.caveats:  # plans without caveats keep their content (and name)
+            del out["caveats"]
+        return out
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RecordedJob:
-        return cls(**{**raw, "notes": tuple(raw.get("notes") or ())})
+        return cls(**{**raw, "notes": tuple(raw.get("notes") or ()), "caveats": tuple(raw.get("caveats") or ())})
 
     @classmethod
     def of(cls, record: RunRecord) -> RecordedJob:
         p = record.provenance
-        return cls(record.job.path, ledger_name(record), p.date, short_machine(p.machine), p.code_commit, p.notes)
+        return cls(record.job.path, ledger_name(record), p.date, short_machine(p.machine), p.code_commit, p.notes,
+                   p.caveats)  # fmt: skip
 
 
 @dataclass(frozen=True)
