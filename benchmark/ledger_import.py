@@ -18,7 +18,15 @@ from typing import Any
 
 from benchmark.errors import ConfigError
 from benchmark.jobs import Job
-from benchmark.ledger import LEDGER_DIR, Provenance, RecordExistsError, RunRecord, job_outputs, write_record
+from benchmark.ledger import (
+    LEDGER_DIR,
+    Provenance,
+    RecordExistsError,
+    RunRecord,
+    job_outputs,
+    record_folder,
+    write_record,
+)
 
 
 @dataclass(frozen=True)
@@ -119,14 +127,22 @@ def provenance_for(job: Job, root: Path, options: ImportOptions) -> tuple[Proven
 
 def import_results(path: Path, jobs: Iterable[Job], options: ImportOptions, ledger: Path = LEDGER_DIR,
                    kept: list[str] | None = None) -> list[RunRecord]:  # fmt: skip
-    """Record every job of ``jobs`` whose output exists under the results tree ``path``. A job already recorded
-    from another run keeps its record (unless ``options.replace``); one line per such job goes to ``kept``."""
+    """Record every job of ``jobs`` whose output exists under the results tree ``path``; returns the new records.
+    A job already recorded with the same files is left as it is; one recorded from another run keeps its record
+    (unless ``options.replace``), and one line per such job goes to ``kept``."""
     root = results_root(path)
     out = []
     for job in jobs:
         if not job_outputs(job, root):
             continue
         prov, inputs = provenance_for(job, root, options)
+        if (record_folder(job, ledger) / "record.json").is_file() and not options.replace:
+            try:
+                write_record(job, prov, root=root, ledger=ledger, inputs=inputs)  # the same files: nothing to do
+            except RecordExistsError as exc:
+                if kept is not None:
+                    kept.append(exc.what)
+            continue
         try:
             out.append(write_record(job, prov, root=root, ledger=ledger, inputs=inputs, replace=options.replace))
         except RecordExistsError as exc:
