@@ -128,8 +128,11 @@ def summary_lines(
     target, cells = str(data["target"]), list(data["cells"])
     not_run = [c for c in cells if c["verdict"] == NOT_RUN]
     n_fail = _count(cells, _FAILS)
+    recorded = sum(c.get("provenance") == "recorded" for c in cells)
+    run = len(cells) - len(not_run)
     lines = [
-        f"== {target} (tier {data.get('tier', '?')}): {len(cells)} cells, {len(cells) - len(not_run)} run ==",
+        f"== {target} (tier {data.get('tier', '?')}): {len(cells)} cells, {run} run"
+        + (f" ({recorded} from recorded runs, runs/)" if recorded else "") + " ==",
         f"  {counts_line(cells)}",
     ]
     if n_fail:
