@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--ledger", default=str(LEDGER_DIR), help="the ledger folder (default: runs/)")
     sub = ap.add_subparsers(dest="action", required=True)
     p = sub.add_parser("import", help="record the finished jobs found in a results tree")
-    p.add_argument("path", help="a folder holding results/ (this checkout, a GPU's output, a cluster's)")
+    p.add_argument("path", help="a folder holding results/ (this checkout, a GPU's output, a cluster's), or one "
+                   "job's output file")
     p.add_argument("--targets", nargs="*", default=None, help="targets whose planned jobs to look for (default: all)")
     p.add_argument("--manifest", default=None, help="a harvest manifest (start/end times, commands, machine)")
     p.add_argument("--commit", default=None, help="the commit whose code ran, when the files name another")
@@ -82,7 +83,18 @@ def _import(args: argparse.Namespace, ledger: Path) -> int:
     options = ImportOptions(args.commit, tuple(args.note), args.source or str(args.path), manifest, args.replace,
                             tuple(args.caveat))
     kept: list[str] = []
-    records = import_results(Path(args.path), planned_jobs(targets, cfg), options, ledger, kept)
+    jobs = planned_jobs(targets, cfg)
+    path = Path(args.path)
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist", "name a folder holding results/ or one job's output file")
+    if path.is_file():  # one job's output: record that job only
+        root, rel = _split_results_path(path)
+        jobs = [j for j in jobs if j.path == rel]
+        if not jobs:
+            raise ConfigError(f"{path} is not the output of a planned job of {', '.join(targets)}",
+                              "name a job's output file (results/...) and the target it belongs to (--targets)")  # fmt: skip
+        path = root
+    records = import_results(path, jobs, options, ledger, kept)
     for r in records:
         print(f"recorded {_line(r)}")
     for line in kept:
@@ -92,6 +104,15 @@ def _import(args: argparse.Namespace, ledger: Path) -> int:
         raise ConfigError(f"no output of a planned job of {', '.join(targets)} under {args.path}",
                           "name the folder holding results/ and the targets those runs belong to")  # fmt: skip
     return 0
+
+
+def _split_results_path(path: Path) -> tuple[Path, str]:
+    """``(the folder holding results/, the path from there)`` of a job's output file."""
+    parts = path.resolve().parts
+    if "results" not in parts:
+        raise ConfigError(f"{path} is not under a results/ folder", "name a job's output file (results/...)")
+    i = len(parts) - 1 - parts[::-1].index("results")
+    return Path(*parts[:i]), "/".join(parts[i:])
 
 
 def _show(what: str, ledger: Path) -> int:

@@ -146,3 +146,21 @@ def test_the_committed_ledger_verifies():
     assert good, "runs/ holds no record"
     for rec in good:
         assert not any(f.endswith(L.WEIGHT_SUFFIXES) for f in rec.files), rec.folder
+
+
+def test_import_one_job_output_records_that_job_only(tmp_path, real_data_root):
+    """`flb runs import <job output>` records the planned job whose output the file is, nothing else; a file that
+    is no planned job's output is one error."""
+    out = "results/runs/pfl/cifar10/4convnet-bnbatch/shards-10-K100-p0/fedavg/f0.1-tau10-R32-m0.9-hl1-default-mudefault/best/seed0.json"
+    other = out.replace("fedavg", "fedbabu")
+    for rel in (out, other):
+        atomic_write_json(tmp_path / "gpu" / rel, {"machine": "m", "git_commit": "abc"}, checksum=True)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "FLB_DATA_ROOT": str(real_data_root)}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "benchmark.cli", "runs", "--ledger", str(tmp_path / "runs"),
+                                     "import", *a, "--targets", "fedbabu_table12"], capture_output=True, text=True,
+                                    env=env, cwd=ROOT)  # fmt: skip
+    proc = run(str(tmp_path / "gpu" / out))
+    assert proc.returncode == 0, proc.stderr
+    assert [r.job.path for r in L.load_ledger(tmp_path / "runs").values()] == [out]
+    bad = run(str(tmp_path / "gpu" / "results" / "runs" / "x.json"))
+    assert bad.returncode == 2 and bad.stderr.startswith("flb: error: ") and "does not exist" in bad.stderr
