@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from benchmark.jobs import Job, job_from_dict, job_to_dict
+from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
 
 #: Job kinds that are training (the heavy root of a unit); everything else runs inside the unit that needs it.
 TRAINING_KINDS = ("pfl_train", "pfl_central_curve", "fl_train", "zo_train")
@@ -81,35 +81,12 @@ def _training_root(job: Job) -> Job | None:
     return None
 
 
-def pfl_seconds(job: Any, rate: float, eval_rate: float) -> float:
-    """Estimated seconds of one pfl training job at ``rate`` training images/s and ``eval_rate`` evaluated
-    images/s (500 training and 100 test images per client, every client evaluated every round)."""
-    m = max(int(float(job.participation) * job.clients), 1)
-    train = job.rounds * m * job.local_epochs * 500
-    evals = job.rounds * job.clients * 100
-    return train / rate + evals / eval_rate
-
-
 def training_identity(job: Job) -> Job:
     """The job whose training ``job`` shares: pfl jobs that differ by their model selection only train once
     (``pfl_both_selections``), so they share the ``best`` job's unit."""
     if job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
         return dataclasses.replace(job, selection="best")  # type: ignore[type-var]
     return job
-
-
-def _upstream(job: Job) -> list[Job]:
-    """Every job ``job`` reads, directly or not, inputs before the jobs that read them (each once)."""
-    out: dict[str, Job] = {}
-
-    def visit(j: Job) -> None:
-        for dep in j.inputs():
-            if dep.path not in out:
-                visit(dep)
-                out[dep.path] = dep
-
-    visit(job)
-    return list(out.values())
 
 
 def written_by(job: Job, root: Job) -> bool:
@@ -136,7 +113,7 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         cells.add(cell)
     units = []
     for root, deps, cells in roots.values():
-        before = [j for j in _upstream(root) if j.path not in deps]
+        before = [j for j in job_closure([root])[:-1] if j.path not in deps]
         ordered = sorted(deps.values(), key=lambda j: (j.KIND not in TRAINING_KINDS, j.path))
         jobs = (*before, root, *ordered)
         est = sum(seconds(j) for j in jobs if not written_by(j, root))
@@ -147,12 +124,10 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
 def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Callable[[Job], float]) -> list[Unit]:
     """The training units of ``targets`` under ``config`` (with ``pfl_both_selections``, the cells of both pfl
     model selections: one training fills them all)."""
+    from benchmark.runners.pfl import planning_configs
     from benchmark.tables.plan import plan_target
 
-    configs = [dict(config)]
-    if config.get("pfl_both_selections"):
-        other = "last" if config.get("pfl_selection", "best") == "best" else "best"
-        configs.append({**config, "pfl_selection": other})
+    configs = planning_configs(config)
     pairs = []
     for cfg in configs:
         for target in targets:

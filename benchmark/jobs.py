@@ -19,7 +19,7 @@ File layout under ``results/`` (the patterns below):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -121,6 +121,22 @@ def job_from_dict(raw: Any) -> Job:
                 f"{kind} job: field {name}={value!r} is not of type {fields[name]}", valid
             )
     return cls(**given)
+
+
+def job_closure(jobs: Iterable[Job]) -> list[Job]:
+    """``jobs`` and every job they read, recursively, each once, every job after its inputs."""
+    seen: dict[str, Job] = {}
+
+    def visit(job: Job) -> None:
+        if job.path in seen:
+            return
+        for dep in job.inputs():
+            visit(dep)
+        seen[job.path] = job
+
+    for job in jobs:
+        visit(job)
+    return list(seen.values())
 
 
 def run_jobs(jobs: list[Job], config: Mapping[str, Any], run: Callable[[Job], None] | None = None) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text, read_verified_json, sha256_bytes, sha256_file
-from benchmark.jobs import Job, job_from_dict, job_to_dict
+from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
 
 #: The ledger folder, relative to the checkout.
 LEDGER_DIR = Path("runs")
@@ -336,26 +336,10 @@ def usable_records(config: Mapping[str, Any], ledger: Path | None = None) -> dic
     return {p: r for p, r in _CACHE[key].items() if not r.stale}
 
 
-def closure(jobs: Iterable[Job]) -> list[Job]:
-    """``jobs`` and every job they read, inputs first, each once."""
-    seen: dict[str, Job] = {}
-
-    def visit(job: Job) -> None:
-        if job.path in seen:
-            return
-        for dep in job.inputs():
-            visit(dep)
-        seen[job.path] = job
-
-    for job in jobs:
-        visit(job)
-    return list(seen.values())
-
-
 def all_recorded(jobs: Iterable[Job], config: Mapping[str, Any], ledger: Path | None = None) -> bool:
     """Whether every job of ``jobs`` and of their inputs has a usable record: then the cells they fill need
     no training on this machine (a runner plans them even where training is not allowed)."""
     jobs = list(jobs)
     records = usable_records(config, ledger)
-    return bool(jobs) and all(j.path in records for j in closure(jobs))
+    return bool(jobs) and all(j.path in records for j in job_closure(jobs))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import ConfigError
-from benchmark.jobs import Job
+from benchmark.jobs import Job, job_closure
 from benchmark.ledger import (
     LEDGER_DIR,
     Provenance,
@@ -55,27 +55,12 @@ def results_root(path: Path) -> Path:
 
 def planned_jobs(targets: Iterable[str], config: Mapping[str, Any]) -> list[Job]:
     """Every job (inputs included) the targets' plans run, both pfl selections when ``pfl_both_selections``."""
+    from benchmark.runners.pfl import planning_configs
     from benchmark.tables.plan import plan_target
 
-    configs = [dict(config)]
-    if config.get("pfl_both_selections"):
-        other = "last" if config.get("pfl_selection", "best") == "best" else "best"
-        configs.append({**config, "pfl_selection": other})
-    seen: dict[str, Job] = {}
-
-    def visit(job: Job) -> None:
-        if job.path in seen:
-            return
-        seen[job.path] = job
-        for dep in job.inputs():
-            visit(dep)
-
-    for cfg in configs:
-        for target in targets:
-            for plan in plan_target(target, cfg):
-                for job in plan.jobs:
-                    visit(job)
-    return list(seen.values())
+    configs = planning_configs(config)
+    return job_closure(job for cfg in configs for target in targets for plan in plan_target(target, cfg)
+                       for job in plan.jobs)  # fmt: skip
 
 
 def _iso(ts: float | None) -> str:

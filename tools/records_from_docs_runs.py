@@ -59,6 +59,16 @@ ZO_KEYS = ("dataset", "encoder", "method", "alpha", "clients", "k_shot", "rounds
            "local_steps", "eval_every", "seed")  # fmt: skip
 
 
+def _place(scratch: Path, job: Any, src: Path, manifest: list[dict[str, Any]], curve: Path | None = None) -> None:
+    """Copy ``src`` (and its curve CSV) to ``job``'s output path under ``scratch``; list the job as done."""
+    dest = scratch / job.path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    if curve is not None:
+        shutil.copyfile(curve, dest.with_suffix(".curve.csv"))
+    manifest.append({"path": job.path, "status": "done", "end": committed_at(src)})
+
+
 def stage_pfl(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) -> None:
     """docs/runs/fedbabu_cpu/<algorithm>/: the training records and their evaluations."""
     folder = ROOT / "docs/runs/fedbabu_cpu"
@@ -69,17 +79,10 @@ def stage_pfl(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) ->
         if len(train) != 1:
             raise SystemExit(f"{sub}: {len(train)} planned pfl_train jobs match its record")
         job = train[0]
-        dest = scratch / job.path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(sub / "seed0.json", dest)
-        shutil.copyfile(sub / "seed0.curve.csv", dest.with_suffix(".curve.csv"))
-        manifest.append({"path": job.path, "status": "done", "end": committed_at(sub / "seed0.json")})
+        _place(scratch, job, sub / "seed0.json", manifest, curve=sub / "seed0.curve.csv")
         for ev in [j for j in jobs if j.KIND == "pfl_eval" and j.training() == job]:
-            src = sub / Path(ev.path).name
-            if src.is_file():
-                (scratch / ev.path).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, scratch / ev.path)
-                manifest.append({"path": ev.path, "status": "done", "end": committed_at(src)})
+            if (sub / Path(ev.path).name).is_file():
+                _place(scratch, ev, sub / Path(ev.path).name, manifest)
 
 
 def stage_zo(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) -> None:
@@ -88,14 +91,8 @@ def stage_zo(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) -> 
         rec = json.loads((sub / "seed0.json").read_text())
         found = [j for j in jobs if j.KIND == "zo_train" and _same(dataclasses.asdict(j.run_spec()), rec["spec"], ZO_KEYS)]
         if len(found) != 1:
-            print(f"skipped {sub.name}: {len(found)} planned zo_train jobs match its spec")
-            continue
-        job = found[0]
-        dest = scratch / job.path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(sub / "seed0.json", dest)
-        shutil.copyfile(sub / "seed0.curve.csv", dest.with_suffix(".curve.csv"))
-        manifest.append({"path": job.path, "status": "done", "end": committed_at(sub / "seed0.json")})
+            raise SystemExit(f"{sub}: {len(found)} planned zo_train jobs match its spec")
+        _place(scratch, found[0], sub / "seed0.json", manifest, curve=sub / "seed0.curve.csv")
 
 
 def zo_figure_jobs() -> list[Any]:

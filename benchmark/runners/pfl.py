@@ -77,6 +77,20 @@ class _PFLFields(Job):
         return {f.name: getattr(self, f.name) for f in fields(_PFLFields)}
 
 
+def other_selection(selection: str) -> str:
+    """The model selection that is not ``selection`` (``best`` <-> ``last``)."""
+    return "last" if selection == "best" else "best"
+
+
+def planning_configs(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``config``, and with ``pfl_both_selections`` the same config with the other model selection too: one
+    training writes both selections' outputs, so a harvest or an import plans the cells of both."""
+    configs = [dict(config)]
+    if config.get("pfl_both_selections"):
+        configs.append({**config, "pfl_selection": other_selection(str(config.get("pfl_selection", "best")))})
+    return configs
+
+
 @register_job
 @dataclass(frozen=True)
 class PFLTrainJob(_PFLFields):
@@ -98,8 +112,7 @@ class PFLTrainJob(_PFLFields):
         sibling = None
         if config.get("pfl_both_selections") and self.algorithm not in ("local_only", "centralized_full",
                                                                          "centralized_body"):  # fmt: skip
-            other = "last" if self.selection == "best" else "best"
-            sibling = PFLTrainJob(**{**self.train_fields(), "selection": other}).path
+            sibling = PFLTrainJob(**{**self.train_fields(), "selection": other_selection(self.selection)}).path
         train_step(
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),

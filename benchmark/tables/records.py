@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.io import sha256_file
-from benchmark.jobs import Job
+from benchmark.jobs import Job, job_closure
 from benchmark.ledger import (
     LEDGER_DIR,
     RunRecord,
@@ -47,7 +47,6 @@ from benchmark.ledger import (
     short_machine,
     unmaterialise,
 )
-from benchmark.ledger import closure as job_closure
 
 
 @dataclass(frozen=True)
