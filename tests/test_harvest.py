@@ -254,7 +254,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(real_data_root, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
     monkeypatch.setattr(harvest_cli, "run_harvest", lambda *a, **k: pytest.fail("a dry run ran the harvest"))
-    code = harvest_cli.main(["--device", "cpu", "--budget", "2h", "--targets", "fedbabu_table12", "--dry-run"])
+    code = harvest_cli.main(["--device", "cpu", "--budget", "2h", "--targets", "fedbabu_table12", "--dry-run",
+                             "--config", f"data_root={real_data_root}"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "dry run: nothing was run" in out
     assert "training unit(s)" in out and "fits in the budget:" in out and "[fits]" in out
