@@ -198,7 +198,7 @@ def worker_main(argv: list[str]) -> int:
 
     SIGTERM (the parent's budget) ends the job by an exception, so every write in progress is abandoned the
     way :func:`benchmark.io.atomic_path` guarantees (no partial file, the previous checkpoint intact: pfl, fl and
-    zo checkpoints are sealed and renamed into place, :mod:`benchmark.fl.checkpoint`); exit status
+    zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`); exit status
     :data:`STOPPED`."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     unit = Unit.from_dict(json.loads(Path(argv[0]).read_text()))

@@ -26,12 +26,12 @@ from torch.utils.data import TensorDataset
 
 import benchmark.fl.engine as engine
 from benchmark.errors import ConfigError, CorruptFileError
-from benchmark.fl.checkpoint import CheckpointSpec, save_checkpoint
+from benchmark.federated.checkpoint import CheckpointSpec, save_checkpoint
+from benchmark.federated.progress import RoundProgress, format_eta, progress_line
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import ModelTrainer, RunResult, run_federated
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import init_head, run_lp, run_method
-from benchmark.fl.progress import RoundProgress, format_eta, progress_line
 from benchmark.models.classifier import Classifier
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -17,9 +17,12 @@ from torch.utils.data import TensorDataset
 
 from benchmark.apps.plots import plot_curves
 from benchmark.errors import ConfigError
+from benchmark.federated.history import Costs, RoundRecord
+from benchmark.federated.sampling import ClientSampler
+from benchmark.federated.server_opt import FedAdam, FedAvg, FedAvgM, make_server_optimizer
 from benchmark.fl.client import batch_schedule, local_sgd
 from benchmark.fl.config import FLConfig, flsim_epochs_to_rounds
-from benchmark.fl.engine import ClientSampler, Costs, RoundRecord, run_federated, summarise
+from benchmark.fl.engine import run_federated, summarise
 from benchmark.fl.lp_features import CachedFeatures
 from benchmark.fl.methods import (
     closed_form_head,
@@ -30,7 +33,6 @@ from benchmark.fl.methods import (
     run_two_stage,
     seeded_build,
 )
-from benchmark.fl.server_opt import FedAdam, FedAvg, FedAvgM, make_server_optimizer
 from benchmark.models.classifier import Classifier
 from benchmark.seeding import RunSeeds
 

@@ -23,7 +23,7 @@ from benchmark.errors import ConfigError
 from benchmark.features.preprocess import Preprocess
 from benchmark.fl.client import batch_schedule, local_sgd
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import ModelTrainer, run_rounds
+from benchmark.fl.engine import ModelTrainer, run_stage
 from benchmark.fl.image_data import ImageSet
 from benchmark.fl.vectorised import VectorisedTrainer, _Client
 from benchmark.models.classifier import Classifier
@@ -244,7 +244,7 @@ def test_image_set_clients_equal_the_loop_and_the_run_records_agree() -> None:
     runs = {}
     for name, cls in (("loop", ModelTrainer), ("vectorised", VectorisedTrainer)):
         trainer = cls(copy.deepcopy(start), clients, test, replace(cfg, rounds=2), train_part="all")
-        runs[name] = run_rounds(
+        runs[name] = run_stage(
             trainer, replace(cfg, rounds=2), rounds=2, method="ft", meta=trainer.describe()
         )
     a, b = runs["loop"], runs["vectorised"]

@@ -22,7 +22,7 @@ from benchmark.devices import check_device
 from benchmark.errors import ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureKey, FeatureSet
 from benchmark.features.preprocess import Preprocess
-from benchmark.fl.progress import CountProgress
+from benchmark.federated.progress import CountProgress
 from benchmark.models.backbones import create_backbone
 from benchmark.provenance import cpu_description, peak_rss_mb
 
@@ -144,7 +144,7 @@ def extract_features(
     ``seed`` only matters for ``weights="random"`` (the init stream). A cache hit performs no forward pass.
     With ``progress``, images done / total, img/s and the time left go to ``progress_stream`` (default
     stderr): a bar on a terminal, else a line every ``progress_every_s`` seconds
-    (:class:`benchmark.fl.progress.CountProgress`). The device is checked (:func:`pick_device`) before the
+    (:class:`benchmark.federated.progress.CountProgress`). The device is checked (:func:`pick_device`) before the
     backbone or the cache is touched.
     """
     if precision not in PRECISIONS:

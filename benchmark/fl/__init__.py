@@ -4,7 +4,7 @@ two-stage methods, cost accounting (legate2023 App. A) and curves.
 Modules, one job each:
 
 * :mod:`~benchmark.fl.config` - :class:`FLConfig`, one run's protocol, every paper quirk an explicit option.
-* :mod:`~benchmark.fl.server_opt` - weighted delta averaging and the server optimisers.
+* :mod:`~benchmark.federated.server_opt` - weighted delta averaging and the server optimisers.
 * :mod:`~benchmark.fl.client` - a client's local SGD (momentum, weight decay, FedProx term).
 * :mod:`~benchmark.fl.engine` - the round loop, client sampler, evaluation, per-round records and costs.
 * :mod:`~benchmark.fl.lp_features` - LP / MLP head-tuning on cached features, vectorised across clients.
@@ -27,9 +27,9 @@ _EXPORTS = {
     "FEDPROX_DEFAULT_MU": "benchmark.fl.config",
     "FLConfig": "benchmark.fl.config",
     "flsim_epochs_to_rounds": "benchmark.fl.config",
-    "ClientSampler": "benchmark.fl.engine",
-    "Costs": "benchmark.fl.engine",
-    "RoundRecord": "benchmark.fl.engine",
+    "ClientSampler": "benchmark.federated.sampling",
+    "Costs": "benchmark.federated.history",
+    "RoundRecord": "benchmark.federated.history",
     "RunResult": "benchmark.fl.engine",
     "run_federated": "benchmark.fl.engine",
     "CachedFeatures": "benchmark.fl.lp_features",

@@ -7,7 +7,7 @@ One round r (FedAvg family, McMahan et al. 2017 Algorithm 1 / Reddi et al. 2021 
    other rounds, or on how the clients are trained).
 2. Each sampled client starts from the global weights and runs :func:`benchmark.fl.client.local_sgd`.
 3. The server averages the deltas ``global - local`` with the client weights
-   (:class:`~benchmark.fl.server_opt.DeltaAccumulator`) and takes one server-optimiser step.
+   (:class:`~benchmark.federated.server_opt.DeltaAccumulator`) and takes one server-optimiser step.
 4. Every ``cfg.eval_every`` rounds (and after the last) the global model is evaluated on the test set.
 
 Per-round record (:class:`RoundRecord`): test accuracy / loss, mean local training loss, cumulative uplink and
@@ -35,10 +35,10 @@ Costs, legate2023 App. A (Eq. 3-6), counted from what the run actually does:
   trainer measured (cached-feature LP). ``describe()`` records one uplink payload's ``torch.save`` size
   (``uplink_payload_serialized_bytes``, zip framing included, in the tensors' own dtype).
 
-Checkpoints (:mod:`benchmark.fl.checkpoint`): with a :class:`~benchmark.fl.checkpoint.CheckpointSpec`,
+Checkpoints (:mod:`benchmark.federated.checkpoint`): with a :class:`~benchmark.federated.checkpoint.CheckpointSpec`,
 :func:`run_rounds` saves the trainer's ``state_dict()``, history and costs every ``every`` rounds and after
 the last, and resumes from the file when it exists; the resumed history (wall time aside) and weights are
-bit-identical to an uninterrupted run's. Progress: :mod:`benchmark.fl.progress`.
+bit-identical to an uninterrupted run's. Progress: :mod:`benchmark.federated.progress`.
 
 The model path here trains real modules (FT, Random, LP with the body in the loop); LP on cached features is
 :mod:`benchmark.fl.lp_features`, which plugs into the same :func:`run_rounds`.
@@ -49,12 +49,10 @@ from __future__ import annotations
 import copy
 import io
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -62,73 +60,18 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
-from benchmark.fl.checkpoint import (
-    CheckpointSpec,
-    load_checkpoint,
-    rng_state,
-    run_identity,
-    save_checkpoint,
-    set_rng_state,
-    tensors_to,
-)
+from benchmark.federated.checkpoint import CheckpointSpec, run_identity, tensors_to
+from benchmark.federated.history import Costs, RoundRecord, RoundStats, wire_bytes
+from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
+from benchmark.federated.sampling import ClientSampler
+from benchmark.federated.server_opt import DeltaAccumulator, make_server_optimizer
 from benchmark.fl.client import batch_schedule, fetch_batch, local_sgd
 from benchmark.fl.config import FLConfig
-from benchmark.fl.progress import RoundProgress
-from benchmark.fl.server_opt import DeltaAccumulator, make_server_optimizer
-from benchmark.seeding import RunSeeds
 
 TrainPart = Literal["all", "head", "body"]
 
 
-# ------------------------------------------------------------------------------------------------ records
-@dataclass(frozen=True)
-class Costs:
-    """Cumulative cost counters (legate2023 App. A units: bytes, F, plus wall seconds)."""
-
-    uplink_bytes: int = 0
-    downlink_bytes: int = 0
-    compute_f: int = 0
-    wall_s: float = 0.0
-    uplink_bytes_measured: int | None = None
-    """Bytes of the uplink tensors actually sent (module docstring); ``None``: not measured."""
-    downlink_bytes_measured: int | None = None
-
-    @property
-    def total_bytes(self) -> int:
-        """Uplink + downlink (legate2023's "Total Comm.")."""
-        return self.uplink_bytes + self.downlink_bytes
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """One row of a run's history. ``round`` counts completed rounds (0 = before training)."""
-
-    round: int
-    stage: str
-    test_acc: float
-    test_loss: float
-    train_loss: float
-    uplink_bytes: int
-    downlink_bytes: int
-    compute_f: int
-    wall_s: float
-    frozen_drift: float
-    clients: tuple[int, ...] = ()
-    uplink_bytes_measured: int | None = None
-    downlink_bytes_measured: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain dict (``clients`` as a list), as checkpoints store rows."""
-        out = asdict(self)
-        out["clients"] = list(self.clients)
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RoundRecord:
-        """Inverse of :meth:`as_dict`."""
-        return cls(**{**d, "clients": tuple(int(c) for c in d.get("clients", ()))})
-
-
+# ------------------------------------------------------------------------------------------------ results
 @dataclass
 class RunResult:
     """History and summary of one run.
@@ -200,109 +143,29 @@ def summarise(
     )
 
 
-# ------------------------------------------------------------------------------------------------ sampling
-class ClientSampler:
-    """m of K clients per round, uniform without replacement, from the ``client_sampling`` stream keyed by
-    the round index (FLSim's ``UniformlyRandomActiveUserSelector`` semantics, but seeded: FLSim's draw uses an
-    unseeded torch RNG, papers-code.md §1.1). Full participation returns every client without drawing."""
-
-    def __init__(self, num_clients: int, per_round: int, seeds: RunSeeds) -> None:
-        if not 1 <= per_round <= num_clients:
-            raise ConfigError(
-                f"clients per round must be in [1, {num_clients}], got {per_round}", "check participation"
-            )
-        self.num_clients = int(num_clients)
-        self.per_round = int(per_round)
-        self.seeds = seeds
-
-    def sample(self, round_idx: int) -> np.ndarray:
-        """Sorted client ids of round ``round_idx`` (0-based)."""
-        if self.per_round == self.num_clients:
-            return np.arange(self.num_clients, dtype=np.int64)
-        rng = self.seeds.rng("client_sampling", int(round_idx))
-        return np.sort(rng.choice(self.num_clients, size=self.per_round, replace=False)).astype(np.int64)
-
-
-# ------------------------------------------------------------------------------------------------ loop
-@dataclass(frozen=True)
-class RoundStats:
-    """What one round of local training cost and reported."""
-
-    num_examples: int
-    train_loss: float
-    uplink_floats: int
-    downlink_floats: int
-    compute_f: int
-    uplink_bytes_measured: int | None = None
-    """Bytes of the uplink payload tensors of the round (all sampled clients); ``None``: not measured."""
-    downlink_bytes_measured: int | None = None
-
-
-def wire_bytes(payload: Mapping[str, torch.Tensor], bytes_per_float: int) -> int:
-    """Bytes of ``payload`` on the wire: ``numel * bytes_per_float`` per float tensor, ``numel *
-    element_size`` otherwise (metadata only: no copy, no device sync)."""
-    return sum(
-        t.numel() * (bytes_per_float if t.is_floating_point() else t.element_size()) for t in payload.values()
+# ------------------------------------------------------------------------------------------------ stages
+def round_plan(
+    cfg: FLConfig, *, rounds: int, method: str, stage: str = "", start_round: int = 0, num_clients: int
+) -> RoundPlan:
+    """The :class:`~benchmark.federated.loop.RoundPlan` of one stage of an FL run: ``cfg``'s uniform sampler
+    (``client_sampling`` stream), client-lr schedule, evaluation cadence and checkpoint identity."""
+    return RoundPlan(
+        rounds=rounds,
+        sampler=ClientSampler(num_clients, cfg.clients_per_round, cfg.seeds),
+        lr_at=cfg.client_lr_at,
+        eval_every=cfg.eval_every,
+        identity=run_identity(
+            cfg.to_dict(), method=method, stage=stage, start_round=start_round, rounds=rounds
+        ),
+        label=f"{method}{'/' + stage if stage else ''}",
+        stage=stage,
+        start_round=start_round,
+        bytes_per_float=cfg.bytes_per_float,
+        progress=cfg.progress,
     )
 
 
-def _add_measured(total: int | None, add: int | None) -> int | None:
-    """Cumulative measured bytes: rounds that were not measured (``None``) add nothing."""
-    if add is None:
-        return total
-    return (total or 0) + int(add)
-
-
-class RoundTrainer(Protocol):
-    """What :func:`run_rounds` needs from a training back-end (model path or cached features).
-
-    Optional: a true ``measures_communication`` attribute says the trainer reports measured payload bytes
-    (then the cumulative measured counters start at 0 rather than ``None``).
-    """
-
-    num_clients: int
-
-    def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
-        """Local training of ``clients``, aggregation and the server step."""
-        ...
-
-    def evaluate(self) -> tuple[float, float]:
-        """Test accuracy (fraction) and mean cross-entropy of the global model."""
-        ...
-
-    def frozen_drift(self) -> float:
-        """Largest |change| of a parameter that is not trained (NaN when every parameter is trained)."""
-        ...
-
-    def head_state(self) -> dict[str, np.ndarray]:
-        """The head's tensors (numpy copies)."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resumed run needs to continue bit-identically (tensors, numbers, strings, lists,
-        dicts only; tensors may be references to live state: serialise before the next round)."""
-        ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict` (tensors arrive on the CPU)."""
-        ...
-
-
-def _resume(trainer: RoundTrainer, state: Mapping[str, Any], path: Path) -> None:
-    try:
-        trainer.load_state_dict(state["trainer"])
-    except ConfigError as err:
-        raise ConfigError(f"checkpoint {path}: {err.what}", err.fix or "delete it to start over") from err
-    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError) as err:
-        raise ConfigError(
-            f"checkpoint {path} does not fit this run's model ({type(err).__name__}: {err})",
-            "delete it to start over",
-        ) from err
-    if "torch_rng" in state:
-        set_rng_state(state["torch_rng"])
-
-
-def run_rounds(
+def run_stage(
     trainer: RoundTrainer,
     cfg: FLConfig,
     *,
@@ -316,135 +179,29 @@ def run_rounds(
     checkpoint: CheckpointSpec | None = None,
     on_round_end: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Run ``rounds`` federated rounds of ``trainer`` (numbered from ``start_round``) and record them.
-
-    ``start_costs`` / ``history`` continue an earlier stage (two-stage methods): costs keep accumulating
-    and the rows are appended, while accuracy selection only looks at this stage. Client sampling is keyed
-    by the absolute round index, the client lr schedule by the round index within the stage.
-
-    ``checkpoint``: when its file exists it must belong to this run (config, method, stage, start round,
-    rounds; else :class:`ConfigError`) and the run continues after its last round, with the trainer,
-    history, costs and torch generators it holds (``start_costs`` / ``history`` are then taken from the
-    file). It is rewritten every ``checkpoint.every`` rounds of the stage and after the last; a finished
-    stage is returned from it without training. ``on_round_end(r)`` is called with the absolute number of
-    completed rounds ``r`` after each round, once its checkpoint (if due) is on disk.
-    """
-    sampler = ClientSampler(trainer.num_clients, cfg.clients_per_round, cfg.seeds)
-    label = f"{method}{'/' + stage if stage else ''}"
-    costs = start_costs or Costs()
-    rows = list(history or [])
-    done = 0
-    identity = None
-    resumed = False
-    if checkpoint is not None:
-        identity = run_identity(
-            cfg.to_dict(), method=method, stage=stage, start_round=start_round, rounds=rounds
-        )
-        if checkpoint.path.exists():
-            state = load_checkpoint(checkpoint.path, identity)
-            _resume(trainer, state, checkpoint.path)
-            rows = [RoundRecord.from_dict(d) for d in state["history"]]
-            costs = Costs(**state["costs"])
-            done = int(state["round"])
-            resumed = True
-            if cfg.progress:
-                import sys
-
-                print(
-                    f"[{method}{'/' + stage if stage else ''}] resuming from {checkpoint.path} after round "
-                    f"{done}/{rounds}",
-                    file=sys.stderr,
-                )
-    if getattr(trainer, "measures_communication", False):
-        costs = replace(
-            costs,
-            uplink_bytes_measured=costs.uplink_bytes_measured or 0,
-            downlink_bytes_measured=costs.downlink_bytes_measured or 0,
-        )
-    t0 = time.perf_counter() - costs.wall_s
-    if not resumed:
-        acc, loss = trainer.evaluate()
-        rows.append(
-            RoundRecord(
-                round=start_round,
-                stage=stage,
-                test_acc=acc,
-                test_loss=loss,
-                train_loss=float("nan"),
-                uplink_bytes=costs.uplink_bytes,
-                downlink_bytes=costs.downlink_bytes,
-                compute_f=costs.compute_f,
-                wall_s=time.perf_counter() - t0,
-                frozen_drift=trainer.frozen_drift(),
-                uplink_bytes_measured=costs.uplink_bytes_measured,
-                downlink_bytes_measured=costs.downlink_bytes_measured,
-            )
-        )
-    progress = RoundProgress(label, rounds, done=done, enabled=cfg.progress)
-    for row in rows:
-        progress.set_acc(row.test_acc)
-    try:
-        for i in range(done, rounds):
-            r = start_round + i
-            clients = sampler.sample(r)
-            stats = trainer.train_round(r, clients, cfg.client_lr_at(i))
-            costs = Costs(
-                uplink_bytes=costs.uplink_bytes + stats.uplink_floats * cfg.bytes_per_float,
-                downlink_bytes=costs.downlink_bytes + stats.downlink_floats * cfg.bytes_per_float,
-                compute_f=costs.compute_f + stats.compute_f,
-                uplink_bytes_measured=_add_measured(costs.uplink_bytes_measured, stats.uplink_bytes_measured),
-                downlink_bytes_measured=_add_measured(
-                    costs.downlink_bytes_measured, stats.downlink_bytes_measured
-                ),
-            )
-            if (i + 1) % cfg.eval_every == 0 or i == rounds - 1:
-                acc, loss = trainer.evaluate()
-                progress.set_acc(acc)
-            else:
-                acc, loss = float("nan"), float("nan")
-            wall = time.perf_counter() - t0
-            costs = replace(costs, wall_s=wall)
-            rows.append(
-                RoundRecord(
-                    round=r + 1,
-                    stage=stage,
-                    test_acc=acc,
-                    test_loss=loss,
-                    train_loss=stats.train_loss,
-                    uplink_bytes=costs.uplink_bytes,
-                    downlink_bytes=costs.downlink_bytes,
-                    compute_f=costs.compute_f,
-                    wall_s=wall,
-                    frozen_drift=trainer.frozen_drift(),
-                    clients=tuple(int(c) for c in clients),
-                    uplink_bytes_measured=costs.uplink_bytes_measured,
-                    downlink_bytes_measured=costs.downlink_bytes_measured,
-                )
-            )
-            if checkpoint is not None and checkpoint.due(i + 1, rounds):
-                save_checkpoint(
-                    checkpoint.path,
-                    {
-                        "run": identity,
-                        "round": i + 1,
-                        "trainer": trainer.state_dict(),
-                        "history": [row.as_dict() for row in rows],
-                        "costs": asdict(costs),
-                        "torch_rng": rng_state(),
-                    },
-                )
-            progress.round_done(i + 1)
-            if on_round_end is not None:
-                on_round_end(r + 1)
-    finally:
-        progress.close()
-    if not resumed or done < rounds:
-        costs = replace(costs, wall_s=time.perf_counter() - t0)
+    """One stage of an FL run through the one round loop (:func:`benchmark.federated.loop.run_rounds`), then
+    its :class:`RunResult` (:func:`summarise`: selection only looks at this stage)."""
+    plan = round_plan(
+        cfg,
+        rounds=rounds,
+        method=method,
+        stage=stage,
+        start_round=start_round,
+        num_clients=trainer.num_clients,
+    )
+    out = run_rounds(
+        trainer,
+        plan,
+        start_costs=start_costs,
+        history=history,
+        checkpoint=checkpoint,
+        on_round_end=on_round_end,
+    )
     return summarise(
         method,
         cfg,
-        rows,
-        costs,
+        out.history,
+        out.costs,
         selection_stage=stage,
         start_round=start_round,
         head_state=trainer.head_state(),
@@ -510,7 +267,7 @@ def _part_names(model: nn.Module, part: TrainPart) -> list[str]:
     return chosen
 
 
-class ModelTrainer:
+class ModelTrainer(RoundTrainer):
     """:class:`RoundTrainer` on a real :class:`~benchmark.models.classifier.Classifier` (any device).
 
     ``train_part``: ``all`` (FT, Random), ``head`` (LP: body frozen), ``body`` (head frozen, as FedBABU's
@@ -767,7 +524,7 @@ def run_federated(
     :func:`run_rounds`.
     """
     trainer = trainer_class(cfg)(model, clients, test, cfg, train_part=train_part, communicate=communicate)
-    return run_rounds(
+    return run_stage(
         trainer,
         cfg,
         rounds=cfg.rounds if rounds is None else rounds,

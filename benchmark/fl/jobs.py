@@ -58,8 +58,9 @@ import pandas as pd
 import torch
 
 from benchmark.errors import ConfigError, DataMissingError
+from benchmark.federated.history import Costs, RoundRecord
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import Costs, RoundRecord, RunResult
+from benchmark.fl.engine import RunResult
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import closed_form_head, init_head
 from benchmark.fl.protocols import MethodSpec, Protocol, get_protocol

@@ -4,7 +4,7 @@ Why this is exact: with a frozen body and frozen augmentation (the reference tra
 papers-code.md §1.1) and the body in eval mode, client k's features are a fixed tensor, so federated LP is
 federated training of the head alone on those tensors. Nothing about the protocol changes: same sampled
 clients, same per-client mini-batches in the same order, same SGD / FedProx / momentum step
-(:mod:`benchmark.fl.client`), same aggregation and server optimiser (:mod:`benchmark.fl.server_opt`), same
+(:mod:`benchmark.fl.client`), same aggregation and server optimiser (:mod:`benchmark.federated.server_opt`), same
 cost accounting (legate2023 Eq. 3 and 6).
 
 Vectorisation: the m clients of a round train *simultaneously*. Their heads are stacked into ``(m, C, d)`` /
@@ -31,19 +31,13 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from benchmark.errors import ConfigError
-from benchmark.fl.checkpoint import CheckpointSpec, tensors_to
+from benchmark.federated.checkpoint import CheckpointSpec, tensors_to
+from benchmark.federated.history import Costs, RoundRecord, RoundStats
+from benchmark.federated.loop import RoundTrainer
+from benchmark.federated.server_opt import make_server_optimizer
 from benchmark.fl.client import batch_schedule
 from benchmark.fl.config import FLConfig, HeadKind
-from benchmark.fl.engine import (
-    Costs,
-    RoundRecord,
-    RoundStats,
-    RunResult,
-    resolve_device,
-    run_federated,
-    run_rounds,
-)
-from benchmark.fl.server_opt import make_server_optimizer
+from benchmark.fl.engine import RunResult, resolve_device, run_federated, run_stage
 from benchmark.models.classifier import Classifier
 
 Backend = Literal["vectorised", "loop"]
@@ -164,8 +158,8 @@ def _forward(params: Mapping[str, torch.Tensor], x: torch.Tensor, kind: HeadKind
 
 
 # ------------------------------------------------------------------------------------------------ trainer
-class FeatureTrainer:
-    """:class:`benchmark.fl.engine.RoundTrainer` for a head trained on cached features, all clients of a
+class FeatureTrainer(RoundTrainer):
+    """:class:`benchmark.federated.loop.RoundTrainer` for a head trained on cached features, all clients of a
     round at once (module docstring)."""
 
     def __init__(self, feats: CachedFeatures, cfg: FLConfig, head: Mapping[str, np.ndarray]) -> None:
@@ -325,7 +319,7 @@ class FeatureTrainer:
         return {k: v.detach().cpu().numpy().copy() for k, v in self.params.items()}
 
     def state_dict(self) -> dict[str, Any]:
-        """The global head and the server optimiser state (checkpoints, :mod:`benchmark.fl.checkpoint`)."""
+        """The global head and the server optimiser state (checkpoints, :mod:`benchmark.federated.checkpoint`)."""
         return {"params": dict(self.params), "server_opt": self.server_opt.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -381,7 +375,7 @@ def run_lp_features(
     :func:`benchmark.fl.engine.run_federated` on an identity body (the reference implementation the
     vectorised one is tested and benchmarked against). Quirks that need the real body
     (``lp_body_mode="train"``, ``frozen_params="server_opt_drift"``) are refused here: use the model path.
-    ``checkpoint`` / ``on_round_end``: :func:`benchmark.fl.engine.run_rounds`.
+    ``checkpoint`` / ``on_round_end``: :func:`benchmark.fl.engine.run_stage`.
     """
     if cfg.lp_body_mode != "eval":
         raise ConfigError(
@@ -422,7 +416,7 @@ def run_lp_features(
         raise ConfigError(f"unknown LP backend {backend!r}", "use 'vectorised' or 'loop'")
     trainer = FeatureTrainer(feats, cfg, head)
     trainer.communicate = communicate
-    return run_rounds(
+    return run_stage(
         trainer,
         cfg,
         rounds=cfg.rounds if rounds is None else rounds,

@@ -36,7 +36,7 @@ class MethodInputs:
     ``model``/``clients``/``test``: an ``nn.Module`` with a linear ``head`` and the client and test
     datasets; ``features``: :class:`~benchmark.fl.lp_features.CachedFeatures`; ``closed_form``: a
     closed-form head ``(W, b)``; ``stage1_costs``: costs of stage 1 of a two-stage method; ``backend``:
-    the cached-feature LP backend; ``checkpoint``: a :class:`~benchmark.fl.checkpoint.CheckpointSpec` to
+    the cached-feature LP backend; ``checkpoint``: a :class:`~benchmark.federated.checkpoint.CheckpointSpec` to
     save and resume the run (not an input a method needs: every method accepts it).
     """
 

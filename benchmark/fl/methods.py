@@ -21,7 +21,7 @@ the loop (``lp_body_mode="train"``, ``frozen_params="server_opt_drift"``), in wh
 Random heads are PyTorch's default ``nn.Linear`` init drawn from the ``model_init`` stream
 (:func:`benchmark.fl.lp_features.init_head_state`), so the same seed gives the same head on both paths.
 
-Every entry point takes ``checkpoint`` (:class:`~benchmark.fl.checkpoint.CheckpointSpec`): the run is saved
+Every entry point takes ``checkpoint`` (:class:`~benchmark.federated.checkpoint.CheckpointSpec`): the run is saved
 every ``every`` rounds and resumed from the file when it exists (:func:`benchmark.fl.engine.run_rounds`).
 ``lp_ft`` keeps one file per stage (``<stem>.lp<suffix>``, ``<stem>.ft<suffix>``): a finished LP stage is
 restored from its file, not rerun.
@@ -39,9 +39,10 @@ from torch import nn
 from torch.utils.data import ConcatDataset, Dataset
 
 from benchmark.errors import ConfigError
-from benchmark.fl.checkpoint import CheckpointSpec
+from benchmark.federated.checkpoint import CheckpointSpec
+from benchmark.federated.history import Costs
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import Costs, RunResult, run_federated
+from benchmark.fl.engine import RunResult, run_federated
 from benchmark.fl.lp_features import Backend, CachedFeatures, init_head_state, run_lp_features
 from benchmark.fl.method_registry import FL_METHODS, MethodInputs, RunFn, register_fl_method
 

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.fl.engine import Costs, RunResult
+from benchmark.federated.history import Costs
+from benchmark.fl.engine import RunResult
 from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
 from benchmark.io import atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
@@ -263,7 +264,7 @@ def _checkpoint(req: TrainRequest) -> Any:
     if req.checkpoint is None:
         return None
     try:
-        from benchmark.fl.checkpoint import CheckpointSpec
+        from benchmark.federated.checkpoint import CheckpointSpec
     except ModuleNotFoundError:  # pragma: no cover - engine without checkpointing
         return None
     return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)

@@ -21,7 +21,7 @@ the arithmetic of each client is unchanged:
 * the working model is in train mode as in the loop (BatchNorm normalises with each client's own batch
   statistics); the running statistics a client's forward passes would update are discarded, exactly as
   ``bn_stats="frozen_global"`` discards the working copy's;
-* the example-weighted delta average (:class:`~benchmark.fl.server_opt.DeltaAccumulator`, clients added in
+* the example-weighted delta average (:class:`~benchmark.federated.server_opt.DeltaAccumulator`, clients added in
   chunk order: the client order of the loop when all schedules are equal) and the server step are the
   loop's.
 
@@ -52,11 +52,12 @@ from torch.func import functional_call, grad, vmap
 from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
+from benchmark.federated.history import RoundStats, wire_bytes
+from benchmark.federated.server_opt import DeltaAccumulator
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import ModelTrainer, RoundStats, TrainPart, wire_bytes
+from benchmark.fl.engine import ModelTrainer, TrainPart
 from benchmark.fl.image_data import ImageSet, to_device_index
-from benchmark.fl.server_opt import DeltaAccumulator
 
 
 @dataclass(frozen=True)

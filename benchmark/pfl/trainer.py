@@ -297,7 +297,7 @@ class PFLTrainer:
         )
 
     def run(self, *, checkpoint: Path | None = None, checkpoint_every: int = 5) -> PFLResult:
-        from benchmark.fl.progress import RoundProgress
+        from benchmark.federated.progress import RoundProgress
 
         cfg = self.cfg
         t0 = time.perf_counter()
@@ -349,7 +349,7 @@ class PFLTrainer:
                 "rounds": self.cfg.rounds}  # fmt: skip
 
     def _save(self, path: Path, done: int, best: Mapping[str, Any]) -> None:
-        from benchmark.fl.checkpoint import save_checkpoint
+        from benchmark.federated.checkpoint import save_checkpoint
 
         bstate, bpers = best["state"] if best["state"] is not None else ({}, {})
         save_checkpoint(path, {
@@ -362,7 +362,7 @@ class PFLTrainer:
         })  # fmt: skip
 
     def _resume(self, path: Path) -> tuple[int, dict[str, Any]]:
-        from benchmark.fl.checkpoint import load_checkpoint, tensors_to
+        from benchmark.federated.checkpoint import load_checkpoint, tensors_to
 
         st = load_checkpoint(path, self._identity())
         tr = tensors_to(st["trainer"], self.device)

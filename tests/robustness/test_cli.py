@@ -309,7 +309,7 @@ def test_extraction_progress_shows_time_left(tmp_path, monkeypatch, capsys, toy_
     from benchmark.features.cache import FeatureCache
     from benchmark.features.extract import extract_features
     from benchmark.features.preprocess import get_preprocess
-    from benchmark.fl.progress import count_line, format_eta
+    from benchmark.federated.progress import count_line, format_eta
 
     assert format_eta(824.8) == "00:13:45" and format_eta(float("inf")) == "--:--:--"
     assert format_eta(3 * 3600 + 7) == "03:00:07"

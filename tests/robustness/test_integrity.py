@@ -78,7 +78,7 @@ class TinyBody(nn.Module):
 def _fl_run(ckpt: Path):
     """A 2-round FedAvg fine-tuning of a tiny CNN (tests/test_fl_checkpoint.py's kind) checkpointing every
     round; returns its final weights."""
-    from benchmark.fl.checkpoint import CheckpointSpec
+    from benchmark.federated.checkpoint import CheckpointSpec
     from benchmark.fl.config import FLConfig
     from benchmark.fl.engine import run_federated
     from benchmark.models.classifier import Classifier
@@ -212,7 +212,7 @@ def test_case1_a_flipped_byte_in_a_checkpoint_is_refused_never_resumed(stack, tm
 
 def test_case1_a_checkpoint_without_checksum_is_refused(tmp_path, tree_guard):
     """A checkpoint written before checkpoints carried a checksum cannot be verified: refused, naming the file."""
-    from benchmark.fl.checkpoint import load_checkpoint
+    from benchmark.federated.checkpoint import load_checkpoint
 
     ckpt = tmp_path / "old.ckpt"
     torch.save({"format": "flb-fl-checkpoint", "version": 1, "round": 1}, ckpt)
@@ -400,7 +400,7 @@ def test_case3_outputs_get_the_mode_of_a_plain_open(umask, tmp_path):
     """Every output (text, JSON with its sidecar, tidy CSV, checkpoint, feature cache entry) gets 0o666 & ~umask,
     as ``open()`` would give it, not mkstemp's 0600."""
     from benchmark.features.cache import FeatureCache, FeatureKey
-    from benchmark.fl.checkpoint import save_checkpoint
+    from benchmark.federated.checkpoint import save_checkpoint
     from benchmark.io import atomic_write_json, atomic_write_text
     from benchmark.models.weights import WeightsIdentity
     from benchmark.tidy import make_row, write_tidy
@@ -508,7 +508,7 @@ def test_case5_a_full_disk_is_one_error_and_nothing_half_written_stays(what, tmp
     import safetensors.numpy
 
     from benchmark.features.cache import FeatureCache, FeatureKey
-    from benchmark.fl.checkpoint import save_checkpoint
+    from benchmark.federated.checkpoint import save_checkpoint
     from benchmark.models.weights import WeightsIdentity
     from benchmark.tidy import make_row, write_tidy
 

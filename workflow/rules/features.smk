@@ -1,5 +1,5 @@
 # Features (pointer JSONs into the content-addressed cache) and partitions: typed jobs of benchmark/jobs.py.
-# Extraction's progress lines (images done / total, img/s, time left: benchmark.fl.progress.CountProgress) go to
+# Extraction's progress lines (images done / total, img/s, time left: benchmark.federated.progress.CountProgress) go to
 # its log and, through tee, to the terminal (Snakemake runs rules under bash).
 rule extract:
     input: lambda w: wf.fetch_inputs(config, w.dataset, w.backbone, w.weights)  # planned downloads first

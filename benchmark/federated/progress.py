@@ -36,7 +36,9 @@ def progress_line(label: str, done: int, rounds: int, rate: float, acc: float) -
     return f"[{label}] round {done}/{rounds}  {rate:.2f} rounds/s  ETA {format_eta(eta)}  acc {acc:.4f}"
 
 
-def count_line(label: str, done: int, total: int, rate: float, unit: str, elapsed: float | None = None) -> str:
+def count_line(
+    label: str, done: int, total: int, rate: float, unit: str, elapsed: float | None = None
+) -> str:
     """One plain line of :class:`CountProgress`: items done / total, items per second and the time left, or
     (``elapsed`` given, at the end) the time taken::
 
@@ -86,7 +88,11 @@ class CountProgress:
     def _line(self, elapsed: float | None = None) -> None:
         spent = time.perf_counter() - self.t0
         rate = self.done / spent if spent > 0 and self.done else 0.0
-        print(count_line(self.label, self.done, self.total, rate, self.unit, elapsed), file=self.stream, flush=True)
+        print(
+            count_line(self.label, self.done, self.total, rate, self.unit, elapsed),
+            file=self.stream,
+            flush=True,
+        )
 
     def update(self, n: int) -> None:
         """``n`` more items are done."""

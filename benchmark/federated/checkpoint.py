@@ -112,7 +112,9 @@ def save_checkpoint(path: str | Path, state: Mapping[str, Any]) -> None:
     """Write ``state`` (plus format and version) to ``path`` sealed and atomically (on disk before the rename
     makes it the checkpoint; :func:`benchmark.io.write_sealed`)."""
     payload = {"format": FORMAT, "version": VERSION, **state}
-    buffer = io.BytesIO()  # serialised here, written by write_sealed: a full disk is then an OSError, not torch's
+    buffer = (
+        io.BytesIO()
+    )  # serialised here, written by write_sealed: a full disk is then an OSError, not torch's
     torch.save(payload, buffer)
     write_sealed(path, buffer.getbuffer())
 

@@ -15,18 +15,18 @@ The optimisers act on a ``name -> tensor`` mapping in place and keep their state
 the tensors they are given, which is how the engine keeps a frozen body untouched (or, on request,
 reproduces the reference's drift of frozen weights under FedAdam weight decay). ``state_dict()`` /
 ``load_state_dict()`` save and restore that state (FedAvgM's momentum buffers, FedAdam's m, v and step
-count) for checkpoints (:mod:`benchmark.fl.checkpoint`); the hyper-parameters come from the config.
+count) for checkpoints (:mod:`benchmark.federated.checkpoint`); the hyper-parameters come from the config.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
-from benchmark.errors import ConfigError
-from benchmark.fl.config import FLConfig
+from benchmark.errors import ConfigError, UnknownNameError
 
 Tensors = Mapping[str, torch.Tensor]
 
@@ -222,18 +222,53 @@ class FedAdam(ServerOptimizer):
         self.v = {k: v.detach().clone() for k, v in state["v"].items()}  # type: ignore[attr-defined]
 
 
-def make_server_optimizer(cfg: FLConfig) -> ServerOptimizer:
-    """The server optimiser of ``cfg.server_opt`` with the config's hyper-parameters (see module docstring)."""
-    if cfg.server_opt == "fedavg":
-        return FedAvg(cfg.server_lr)
-    if cfg.server_opt == "fedavgm":
-        return FedAvgM(cfg.server_lr, cfg.server_momentum)
-    if cfg.server_opt == "fedadam":
-        return FedAdam(
-            cfg.server_lr,
-            betas=cfg.server_adam_betas,
-            eps=cfg.server_adam_eps,
-            weight_decay=cfg.server_weight_decay,
-            tau=cfg.server_adam_tau,
+#: Server optimisers by name: a factory from a run config (any object with the ``server_*`` fields of
+#: :class:`benchmark.fl.config.FLConfig`) to a :class:`ServerOptimizer`. Add one with
+#: :func:`register_server_optimizer` (docs/extending.md).
+SERVER_OPTIMIZERS: dict[str, Callable[[Any], ServerOptimizer]] = {}
+
+
+def register_server_optimizer(
+    name: str,
+) -> Callable[[Callable[[Any], ServerOptimizer]], Callable[[Any], ServerOptimizer]]:
+    """Decorator: register ``factory(cfg) -> ServerOptimizer`` under ``name`` (a second one is an error)."""
+
+    def add(factory: Callable[[Any], ServerOptimizer]) -> Callable[[Any], ServerOptimizer]:
+        if name in SERVER_OPTIMIZERS:
+            raise ValueError(f"server optimiser {name!r} is registered twice")
+        SERVER_OPTIMIZERS[name] = factory
+        return factory
+
+    return add
+
+
+@register_server_optimizer("fedavg")
+def _fedavg(cfg: Any) -> ServerOptimizer:
+    return FedAvg(cfg.server_lr)
+
+
+@register_server_optimizer("fedavgm")
+def _fedavgm(cfg: Any) -> ServerOptimizer:
+    return FedAvgM(cfg.server_lr, cfg.server_momentum)
+
+
+@register_server_optimizer("fedadam")
+def _fedadam(cfg: Any) -> ServerOptimizer:
+    return FedAdam(
+        cfg.server_lr,
+        betas=cfg.server_adam_betas,
+        eps=cfg.server_adam_eps,
+        weight_decay=cfg.server_weight_decay,
+        tau=cfg.server_adam_tau,
+    )
+
+
+def make_server_optimizer(cfg: Any) -> ServerOptimizer:
+    """The server optimiser registered as ``cfg.server_opt``, with the config's hyper-parameters (module
+    docstring); an unknown name is one :class:`UnknownNameError` listing the registered ones."""
+    factory = SERVER_OPTIMIZERS.get(cfg.server_opt)
+    if factory is None:
+        raise UnknownNameError(
+            f"unknown server_opt {cfg.server_opt!r}", f"use one of: {', '.join(sorted(SERVER_OPTIMIZERS))}"
         )
-    raise ConfigError(f"unknown server_opt {cfg.server_opt!r}", "use fedavg, fedavgm or fedadam")
+    return factory(cfg)

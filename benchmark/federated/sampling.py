@@ -1,0 +1,32 @@
+"""Client samplers: which clients take part in round r. A sampler is any object with ``sample(r) ->
+np.ndarray`` (sorted client ids); the round loop asks it once per round, keyed by the absolute round index, so
+the draw does not depend on the model seed, on other rounds, or on how clients are trained."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmark.errors import ConfigError
+from benchmark.seeding import RunSeeds
+
+
+class ClientSampler:
+    """m of K clients per round, uniform without replacement, from the ``client_sampling`` stream keyed by
+    the round index (FLSim's ``UniformlyRandomActiveUserSelector`` semantics, but seeded: FLSim's draw uses an
+    unseeded torch RNG, papers-code.md §1.1). Full participation returns every client without drawing."""
+
+    def __init__(self, num_clients: int, per_round: int, seeds: RunSeeds) -> None:
+        if not 1 <= per_round <= num_clients:
+            raise ConfigError(
+                f"clients per round must be in [1, {num_clients}], got {per_round}", "check participation"
+            )
+        self.num_clients = int(num_clients)
+        self.per_round = int(per_round)
+        self.seeds = seeds
+
+    def sample(self, round_idx: int) -> np.ndarray:
+        """Sorted client ids of round ``round_idx`` (0-based)."""
+        if self.per_round == self.num_clients:
+            return np.arange(self.num_clients, dtype=np.int64)
+        rng = self.seeds.rng("client_sampling", int(round_idx))
+        return np.sort(rng.choice(self.num_clients, size=self.per_round, replace=False)).astype(np.int64)
