@@ -46,10 +46,10 @@ def extract_step(
     """Extract (or find in the cache) the features of one split and write a pointer JSON to ``out``.
 
     Everything that can be checked without the data is checked before any is read: the names, the device
-    (:func:`~benchmark.features.extract.pick_device`), ``out`` (not a folder) and the cache folder (not a file).
+    (:func:`~benchmark.devices.pick_device`), ``out`` (not a folder) and the cache folder (not a file).
     """
     from benchmark.data.registry import dataset_info
-    from benchmark.features.extract import pick_device
+    from benchmark.devices import pick_device
     from benchmark.fs_errors import check_output_file
     from benchmark.models.backbones import backbone_spec
 

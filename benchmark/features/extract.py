@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from benchmark.data.registry import DatasetSplit
-from benchmark.devices import check_device
+from benchmark.devices import pick_device
 from benchmark.errors import ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureKey, FeatureSet
 from benchmark.features.preprocess import Preprocess
@@ -31,41 +31,6 @@ PRECISIONS = ("fp32", "bf16")
 
 
 #: Where an extraction device is set, as its errors name it.
-DEVICE_SETTING = "--device, or --config device=... in the workflow"
-
-
-def pick_device(device: str | None = None, where: str = DEVICE_SETTING) -> torch.device:
-    """The device to run on: ``device`` when given (``cpu``, ``cuda``, ``cuda:N``, ``mps``), else (``None``,
-    empty or ``auto``) CUDA when available, else CPU.
-
-    A name that is not a device, or a GPU that this machine's torch does not see, is one
-    :class:`~benchmark.errors.ConfigError` naming ``where`` it was set; nothing falls back to the CPU silently.
-    """
-    name = check_device(device, where)
-    if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-            raise ConfigError(
-                f"device {name!r} ({where}) names a CUDA GPU, but torch sees none here "
-                f"(torch {torch.__version__}, {build})",
-                "run on a machine with an NVIDIA GPU and a CUDA build of torch, or leave the device unset "
-                "(or set cpu) to run on the CPU",
-            )
-        count = torch.cuda.device_count()
-        if dev.index is not None and dev.index >= count:
-            raise ConfigError(
-                f"device {name!r} ({where}): torch sees {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}",
-                "name one of those (check CUDA_VISIBLE_DEVICES), or use cuda for the first",
-            )
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(
-            f"device 'mps' ({where}) names an Apple GPU, but torch sees none here (torch {torch.__version__})",
-            "leave the device unset to use CUDA when available, else the CPU",
-        )
-    return dev
 
 
 def _decode(path: object) -> torch.Tensor:

@@ -59,6 +59,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from benchmark.devices import pick_device
 from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity, tensors_to
 from benchmark.federated.history import Costs, RoundRecord, RoundStats, wire_bytes
@@ -212,10 +213,8 @@ def run_stage(
 # ------------------------------------------------------------------------------------------------ model path
 def resolve_device(cfg: FLConfig) -> torch.device:
     """``cfg.device``, with ``auto`` = CUDA when available, else CPU; a name that is no device (``gpu``) or a GPU
-    torch does not see is one :class:`ConfigError` (:func:`benchmark.features.extract.pick_device`, the one
+    torch does not see is one :class:`ConfigError` (:func:`benchmark.devices.pick_device`, the one
     place that knows device names)."""
-    from benchmark.features.extract import pick_device
-
     return pick_device(cfg.device, "device")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.devices import pick_device
 from benchmark.errors import ConfigError, CorruptFileError, DataMissingError
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.data import DeviceImages
@@ -39,8 +40,6 @@ from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
 
 def resolve_device(device: str | None) -> torch.device:
     """The config's ``device`` (``auto`` / empty: CUDA when available, else CPU)."""
-    from benchmark.features.extract import pick_device
-
     return pick_device(None if device == "auto" else device)
 
 

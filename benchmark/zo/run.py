@@ -227,7 +227,7 @@ def train_step(
     checkpoint: Path | None = None, checkpoint_every: int = 50, progress: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
-    from benchmark.features.extract import pick_device
+    from benchmark.devices import pick_device
     from benchmark.zo.mezo import parameters_sha256
 
     prov = _provenance()  # the code that runs, taken before training
