@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
+from benchmark.registry import Registry
 
 Tensors = Mapping[str, torch.Tensor]
 
@@ -225,21 +226,14 @@ class FedAdam(ServerOptimizer):
 #: Server optimisers by name: a factory from a run config (any object with the ``server_*`` fields of
 #: :class:`benchmark.fl.config.FLConfig`) to a :class:`ServerOptimizer`. Add one with
 #: :func:`register_server_optimizer` (docs/extending.md).
-SERVER_OPTIMIZERS: dict[str, Callable[[Any], ServerOptimizer]] = {}
+SERVER_OPTIMIZERS: Registry[Callable[[Any], ServerOptimizer]] = Registry("server optimiser")
 
 
 def register_server_optimizer(
     name: str,
 ) -> Callable[[Callable[[Any], ServerOptimizer]], Callable[[Any], ServerOptimizer]]:
     """Decorator: register ``factory(cfg) -> ServerOptimizer`` under ``name`` (a second one is an error)."""
-
-    def add(factory: Callable[[Any], ServerOptimizer]) -> Callable[[Any], ServerOptimizer]:
-        if name in SERVER_OPTIMIZERS:
-            raise ValueError(f"server optimiser {name!r} is registered twice")
-        SERVER_OPTIMIZERS[name] = factory
-        return factory
-
-    return add
+    return SERVER_OPTIMIZERS.register(name, lambda factory: factory)
 
 
 @register_server_optimizer("fedavg")
@@ -265,10 +259,5 @@ def _fedadam(cfg: Any) -> ServerOptimizer:
 
 def make_server_optimizer(cfg: Any) -> ServerOptimizer:
     """The server optimiser registered as ``cfg.server_opt``, with the config's hyper-parameters (module
-    docstring); an unknown name is one :class:`UnknownNameError` listing the registered ones."""
-    factory = SERVER_OPTIMIZERS.get(cfg.server_opt)
-    if factory is None:
-        raise UnknownNameError(
-            f"unknown server_opt {cfg.server_opt!r}", f"use one of: {', '.join(sorted(SERVER_OPTIMIZERS))}"
-        )
-    return factory(cfg)
+    docstring); an unknown name is one :class:`~benchmark.errors.UnknownNameError` listing the registered ones."""
+    return SERVER_OPTIMIZERS.get(cfg.server_opt)(cfg)

@@ -94,6 +94,7 @@ def local_sgd(
     weight_decay: float = 0.0,
     prox_mu: float = 0.0,
     anchor: Mapping[str, torch.Tensor] | None = None,
+    correction: Mapping[str, torch.Tensor] | None = None,
     device: torch.device | str = "cpu",
     amp: bool = False,
 ) -> ClientResult:
@@ -101,7 +102,8 @@ def local_sgd(
 
     ``params`` are the trainable tensors (the rest of ``model`` is not touched by the update; its BatchNorm
     buffers change only if the caller put those modules in train mode). ``anchor`` holds the round's global
-    values of ``params`` for the FedProx term (required when ``prox_mu > 0``). The loss is the batch-mean
+    values of ``params`` for the FedProx term (required when ``prox_mu > 0``). ``correction`` (by name) is added
+    to each gradient before weight decay and momentum (SCAFFOLD's control-variate term ``c - c_i``; None: none). The loss is the batch-mean
     cross-entropy (legate2023 Eq. 1 with the softmax absorbed in the loss). ``amp`` enables bfloat16 autocast
     on CUDA. Implements the step in the module docstring. Nothing in the loop waits for the device (the loss
     is summed there; batches of an :class:`~benchmark.fl.image_data.ImageSet` are made there).
@@ -130,7 +132,7 @@ def local_sgd(
         grads = torch.autograd.grad(loss, tensors)
         with torch.no_grad():
             for i, (p, g) in enumerate(zip(tensors, grads, strict=True)):
-                d = g
+                d = g if correction is None else g.add(correction[names[i]])
                 if weight_decay != 0.0:
                     d = d.add(p, alpha=weight_decay)
                 if momentum != 0.0:

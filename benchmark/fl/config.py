@@ -226,7 +226,7 @@ class FLConfig:
         _choice("method", self.method, FL_METHODS.names())
         _choice("head", self.head, ("linear", "mlp"))
         _choice("head_bias", self.head_bias, ("as_given", "zero", "random"))
-        _choice("server_opt", self.server_opt, tuple(SERVER_OPTIMIZERS))
+        _choice("server_opt", self.server_opt, SERVER_OPTIMIZERS.names())
         _choice("selection", self.selection, ("best_on_test", "last"))
         _choice("bn_stats", self.bn_stats, ("frozen_global", "aggregate"))
         _choice("frozen_params", self.frozen_params, ("untouched", "server_opt_drift"))

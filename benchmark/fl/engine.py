@@ -47,6 +47,7 @@ The model path here trains real modules (FT, Random, LP with the body in the loo
 from __future__ import annotations
 
 import copy
+import importlib
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -66,8 +67,9 @@ from benchmark.federated.history import Costs, RoundRecord, RoundStats, wire_byt
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import ClientSampler
 from benchmark.federated.server_opt import DeltaAccumulator, make_server_optimizer
-from benchmark.fl.client import batch_schedule, fetch_batch, local_sgd
+from benchmark.fl.client import ClientResult, batch_schedule, fetch_batch, local_sgd
 from benchmark.fl.config import FLConfig
+from benchmark.registry import Registry
 
 TrainPart = Literal["all", "head", "body"]
 
@@ -351,11 +353,63 @@ class ModelTrainer(RoundTrainer):
             out.update({n: wbuf[n] for n in self.buffer_names})
         return out
 
+    def gradient_correction(self, client: int) -> dict[str, torch.Tensor] | None:
+        """Added to every local gradient of ``client`` (None: plain SGD / FedProx). SCAFFOLD's ``c - c_i``."""
+        return None
+
+    def local_update(
+        self,
+        client: int,
+        round_idx: int,
+        lr: float,
+        gparams: Mapping[str, torch.Tensor],
+        anchor: Mapping[str, torch.Tensor] | None,
+    ) -> tuple[dict[str, torch.Tensor], ClientResult]:
+        """Client ``client``'s round: local SGD from the global weights on :attr:`work`, then its uplink
+        payload (:meth:`client_update`) and what it reports."""
+        cfg = self.cfg
+        data = self.clients[client]
+        self.work.load_state_dict(self.model.state_dict())
+        self._set_modes(self.work)
+        wparams = dict(self.work.named_parameters())
+        rng = cfg.seeds.rng("data_order", int(round_idx), int(client)) if cfg.client_shuffle else None
+        res = local_sgd(
+            self.work,
+            {n: wparams[n] for n in self.train_names},
+            data,
+            batch_schedule(len(data), cfg.batch_size, cfg.local_epochs, rng),  # type: ignore[arg-type]
+            lr=lr,
+            momentum=cfg.client_momentum,
+            weight_decay=cfg.client_weight_decay,
+            prox_mu=cfg.prox_mu,
+            anchor=anchor,
+            correction=self.gradient_correction(client),
+            device=self.device,
+            amp=self.amp,
+        )
+        return self.client_update(gparams), res
+
+    def server_update(
+        self, gparams: Mapping[str, torch.Tensor], deltas: DeltaAccumulator, bufs: DeltaAccumulator
+    ) -> None:
+        """One server-optimiser step on the averaged deltas, and the averaged buffers (FedAvg / FedAdam)."""
+        if deltas.total_weight == 0:
+            return
+        pseudo = deltas.average()
+        for n in self.server_names:
+            if n not in pseudo:  # frozen parameter stepped on purpose (reference drift)
+                pseudo[n] = torch.zeros_like(gparams[n])
+        self.server_opt.step({n: gparams[n] for n in self.server_names}, pseudo)
+        if self.buffer_names:
+            gbuffers = dict(self.model.named_buffers())
+            with torch.no_grad():
+                for n, v in bufs.average().items():
+                    gbuffers[n].copy_(v)
+
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         """Train each sampled client from the global weights, aggregate, step the server (module docstring)."""
         cfg = self.cfg
         gparams = dict(self.model.named_parameters())
-        gbuffers = dict(self.model.named_buffers())
         anchor = {n: gparams[n].detach() for n in self.train_names} if cfg.prox_mu > 0 else None
         deltas, bufs = DeltaAccumulator(), DeltaAccumulator()
         examples = 0
@@ -363,29 +417,10 @@ class ModelTrainer(RoundTrainer):
         down_bytes = wire_bytes(self.downlink_payload(), cfg.bytes_per_float)
         up_measured = 0
         for k in clients:
-            data = self.clients[int(k)]
-            n_k = len(data)  # type: ignore[arg-type]
-            if n_k == 0:
+            if len(self.clients[int(k)]) == 0:  # type: ignore[arg-type]
                 continue
-            self.work.load_state_dict(self.model.state_dict())
-            self._set_modes(self.work)
-            wparams = dict(self.work.named_parameters())
-            rng = cfg.seeds.rng("data_order", int(round_idx), int(k)) if cfg.client_shuffle else None
-            res = local_sgd(
-                self.work,
-                {n: wparams[n] for n in self.train_names},
-                data,
-                batch_schedule(n_k, cfg.batch_size, cfg.local_epochs, rng),
-                lr=lr,
-                momentum=cfg.client_momentum,
-                weight_decay=cfg.client_weight_decay,
-                prox_mu=cfg.prox_mu,
-                anchor=anchor,
-                device=self.device,
-                amp=self.amp,
-            )
+            update, res = self.local_update(int(k), round_idx, lr, gparams, anchor)
             w = float(res.num_examples) if cfg.aggregation_weights == "examples" else 1.0
-            update = self.client_update(gparams)
             up_measured += wire_bytes(update, cfg.bytes_per_float)
             with torch.no_grad():
                 deltas.add({n: update[n] for n in self.train_names}, w)
@@ -393,16 +428,7 @@ class ModelTrainer(RoundTrainer):
                     bufs.add({n: update[n] for n in self.buffer_names}, w)
             examples += res.num_examples
             loss_sum += res.loss_sum
-        if deltas.total_weight > 0:
-            pseudo = deltas.average()
-            for n in self.server_names:
-                if n not in pseudo:  # frozen parameter stepped on purpose (reference drift)
-                    pseudo[n] = torch.zeros_like(gparams[n])
-            self.server_opt.step({n: gparams[n] for n in self.server_names}, pseudo)
-            if self.buffer_names:
-                with torch.no_grad():
-                    for n, v in bufs.average().items():
-                        gbuffers[n].copy_(v)
+        self.server_update(gparams, deltas, bufs)
         m = len(clients) if self.communicate else 0
         return RoundStats(
             num_examples=examples,
@@ -489,14 +515,33 @@ class ModelTrainer(RoundTrainer):
         }
 
 
-def trainer_class(cfg: FLConfig) -> type[ModelTrainer]:
-    """The model-path trainer of ``cfg``: :class:`ModelTrainer` (clients one after the other), or, with
-    ``client_exec="vectorised"``, :class:`benchmark.fl.vectorised.VectorisedTrainer` (imported only then)."""
-    if getattr(cfg, "client_exec", "loop") == "vectorised":
-        from benchmark.fl.vectorised import VectorisedTrainer
+#: Modules whose trainers register themselves in :data:`FL_TRAINERS` (imported on the first lookup: they
+#: import this module).
+TRAINER_MODULES = ("benchmark.fl.vectorised", "benchmark.fl.scaffold")
 
-        return VectorisedTrainer
-    return ModelTrainer
+
+def _load_trainers() -> None:
+    for name in TRAINER_MODULES:
+        importlib.import_module(name)
+
+
+#: Client algorithms of the model path by name: the class whose local update and server step a run uses.
+#: ``fedavg`` is :class:`ModelTrainer` (FedAvg / FedProx / FedAdam: the server optimiser and ``prox_mu`` come
+#: from the config); a plug-in subclasses it and overrides only what differs (docs/extending.md).
+FL_TRAINERS: Registry[type[ModelTrainer]] = Registry("FL client algorithm", loader=_load_trainers)
+FL_TRAINERS.add("fedavg", ModelTrainer)
+
+
+def trainer_class(cfg: FLConfig, algorithm: str = "fedavg") -> type[ModelTrainer]:
+    """The model-path trainer of ``algorithm`` (:data:`FL_TRAINERS`); with ``client_exec="vectorised"``,
+    :class:`benchmark.fl.vectorised.VectorisedTrainer` (FedAvg-family only: clients trained in lockstep)."""
+    if getattr(cfg, "client_exec", "loop") == "vectorised":
+        if algorithm != "fedavg":
+            raise ConfigError(
+                f"client_exec='vectorised' runs the FedAvg family only, not {algorithm!r}", "use client_exec='loop'"
+            )
+        return FL_TRAINERS.get("fedavg_vectorised")
+    return FL_TRAINERS.get(algorithm)
 
 
 def run_federated(
@@ -515,6 +560,7 @@ def run_federated(
     communicate: bool = True,
     checkpoint: CheckpointSpec | None = None,
     on_round_end: Callable[[int], None] | None = None,
+    algorithm: str = "fedavg",
 ) -> RunResult:
     """Federated training of ``model`` (the global model, updated in place) on ``clients``; see module doc.
 
@@ -522,7 +568,9 @@ def run_federated(
     centralised oracles, where nothing crosses a network). ``checkpoint`` / ``on_round_end``: see
     :func:`run_rounds`.
     """
-    trainer = trainer_class(cfg)(model, clients, test, cfg, train_part=train_part, communicate=communicate)
+    trainer = trainer_class(cfg, algorithm)(
+        model, clients, test, cfg, train_part=train_part, communicate=communicate
+    )
     return run_stage(
         trainer,
         cfg,

@@ -56,7 +56,7 @@ from benchmark.federated.history import RoundStats, wire_bytes
 from benchmark.federated.server_opt import DeltaAccumulator
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import ModelTrainer, TrainPart
+from benchmark.fl.engine import FL_TRAINERS, ModelTrainer, TrainPart
 from benchmark.fl.image_data import ImageSet, to_device_index
 
 
@@ -320,3 +320,6 @@ class VectorisedTrainer(ModelTrainer):
             "vector_chunk": self.chunk,
             "channels_last": bool(self.cfg.channels_last),
         }
+
+
+FL_TRAINERS.add("fedavg_vectorised", VectorisedTrainer)
