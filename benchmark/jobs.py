@@ -69,8 +69,13 @@ class Job:
         values = {}
         for f in dataclasses.fields(cls):
             raw = wildcards[f.name] if isinstance(wildcards, Mapping) else getattr(wildcards, f.name)
-            values[f.name] = int(raw) if f.type in ("int", int) else str(raw)
+            kind = _WILDCARD_TYPES.get(f.type if isinstance(f.type, str) else f.type.__name__, str)
+            values[f.name] = kind(raw)
         return cls(**values)
+
+
+#: How a wildcard (a string) becomes a job field of each type.
+_WILDCARD_TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import yaml
 from benchmark.errors import ConfigError
 from benchmark.fl.train_protocols import get_train_protocol, list_train_protocols, load_train_protocols
 from benchmark.jobs import job_from_dict, job_to_dict
-from benchmark.runners.fl_train import FLTrainJob, LRChoiceJob, _lr_tag, _parse_lr_tag
+from benchmark.runners.fl_train import FLTrainJob, FLTuneJob, LRChoiceJob
 from benchmark.tables.plan import plan_target
 from benchmark.workflow import load_config
 
@@ -131,7 +131,13 @@ def test_jobs_round_trip_through_plan_files_and_wildcards():
     )
     choice = job.choice()
     assert isinstance(choice, LRChoiceJob) and len(choice.grid()) == 20
-    assert _parse_lr_tag(_lr_tag(0.0001, 1e-06)) == (0.0001, 1e-06)
+    point = choice.grid()[0]
+    assert isinstance(point.client_lr, float) and isinstance(point.server_lr, float)
+    fields = {f.name: str(getattr(point, f.name)) for f in dataclasses.fields(point)}
+    assert FLTuneJob.from_wildcards(fields) == point  # the rates are floats again, not a tag parsed back
+    tiny = FLTuneJob(**{**dataclasses.asdict(point), "client_lr": 0.0001, "server_lr": 1e-06})
+    assert tiny.path.endswith("/lrc0.0001_s1e-06.csv")
+    assert FLTuneJob.from_wildcards({k: str(v) for k, v in dataclasses.asdict(tiny).items()}) == tiny
 
 
 def test_choose_lr_takes_the_best_validation_accuracy_first_in_grid_order_on_ties(tmp_path):

@@ -292,7 +292,6 @@ def _fig5_inputs(config: Config) -> list[str]:
 def _fig5_draw(config: Config) -> DrawnFigure:
     import pandas as pd
 
-    from benchmark.runners.fl_train import _parse_lr_tag
     from benchmark.tidy import read_tidy
 
     grids, rows = {}, []
@@ -302,7 +301,7 @@ def _fig5_draw(config: Config) -> DrawnFigure:
         for j in jobs:
             t = read_tidy(j.path)
             acc = t[t["metric"] == "accuracy"]["value"]
-            c, s = _parse_lr_tag(j.lrs)  # type: ignore[attr-defined]
+            c, s = j.client_lr, j.server_lr  # type: ignore[attr-defined]
             pts.append(
                 {
                     "series": series,

@@ -39,13 +39,15 @@ _TUNE = (
 )
 
 
-def _lr_tag(client_lr: float, server_lr: float) -> str:
-    return f"c{client_lr:g}_s{server_lr:g}"
+@dataclass(frozen=True)
+class LearningRates:
+    """The client and server learning rates a training job uses, typed from the protocol (or a tuning
+    record) to the run's record: ``None`` = the protocol's stated value; ``choice`` says where they came
+    from (written into the run's record as ``lr_choice``)."""
 
-
-def _parse_lr_tag(tag: str) -> tuple[float, float]:
-    c, s = tag.removeprefix("c").split("_s")
-    return float(c), float(s)
+    client: float | None
+    server: float | None
+    choice: Mapping[str, Any]
 
 
 def recorded_choice_path(protocol: str, algorithm: str, method: str) -> Path:
@@ -89,13 +91,14 @@ class FLTuneJob(_TrainFields):
 
     KIND: ClassVar[str] = "fl_tune"
     RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}  # the generated rule's resources (plugins.smk)
-    PATTERN: ClassVar[str] = _TUNE + "/lr{lrs}.csv"
-    lrs: str  # _lr_tag(client_lr, server_lr)
+    PATTERN: ClassVar[str] = _TUNE + "/lrc{client_lr}_s{server_lr}.csv"
+    client_lr: float
+    server_lr: float
 
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.fl.train_job import train_step
 
-        c, s = _parse_lr_tag(self.lrs)
+        c, s = self.client_lr, self.server_lr
         req = self._request(
             config, seed=0, client_lr=c, server_lr=s, holdout="validation",
             checkpoint=Path(_checkpoint_path(self.path)), lr_choice={"grid_point": {"client_lr": c, "server_lr": s}},
@@ -118,7 +121,7 @@ class LRChoiceJob(_TrainFields):
 
         pairs = get_train_protocol(self.protocol).lr_grid(self.algorithm)
         base = _train_fields(self)
-        return [FLTuneJob(**base, lrs=_lr_tag(c, s)) for c, s in pairs]
+        return [FLTuneJob(**base, client_lr=float(c), server_lr=float(s)) for c, s in pairs]
 
     def inputs(self) -> tuple[Job, ...]:
         return tuple(self.grid())
@@ -127,7 +130,7 @@ class LRChoiceJob(_TrainFields):
         from benchmark.fl.train_tuning import choose_lr
 
         choose_lr(
-            [(*_parse_lr_tag(j.lrs), Path(j.path)) for j in self.grid()], out=self.path,
+            [(j.client_lr, j.server_lr, Path(j.path)) for j in self.grid()], out=self.path,
             what={"protocol": self.protocol, "algorithm": self.algorithm, "method": self.method},
         )  # fmt: skip
 
@@ -165,9 +168,11 @@ class FLTrainJob(_TrainFields):
         extra: tuple[Job, ...] = (self.choice(),) if self.lr_from == "tuned" else ()
         return (self.partition(), *extra)
 
-    def learning_rates(self) -> tuple[float | None, float | None, dict[str, Any]]:
+    def learning_rates(self) -> LearningRates:
+        """The rates this seed trains with (``lr_from``): stated by the protocol, or read from the tuning
+        record (the :class:`LRChoiceJob`'s output, or a committed one)."""
         if self.lr_from == "stated":
-            return None, None, {"source": "stated by the protocol"}
+            return LearningRates(None, None, {"source": "stated by the protocol"})
         path = (
             self.choice().path
             if self.lr_from == "tuned"
@@ -176,7 +181,7 @@ class FLTrainJob(_TrainFields):
         try:
             rec = read_verified_json(path, fix="delete it and re-run the tuning")
             chosen = rec["choice"]
-            return float(chosen["client_lr"]), float(chosen["server_lr"]), {"source": str(path), **rec}
+            return LearningRates(float(chosen["client_lr"]), float(chosen["server_lr"]), {"source": str(path), **rec})
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ConfigError(
                 f"{path}: not a learning-rate choice ({err})", "delete it and re-run the tuning"
@@ -184,9 +189,10 @@ class FLTrainJob(_TrainFields):
 
     def request(self, config: Mapping[str, Any]) -> Any:
         """What :meth:`execute` trains (also what the pinned reduced guard trains, in process)."""
-        c, s, choice = self.learning_rates()
+        lrs = self.learning_rates()
         return self._request(
-            config, seed=self.seed, client_lr=c, server_lr=s, lr_choice=choice, partition=Path(self.partition().path),
+            config, seed=self.seed, client_lr=lrs.client, server_lr=lrs.server, lr_choice=lrs.choice,
+            partition=Path(self.partition().path),
             checkpoint=Path(_checkpoint_path(self.path)), checkpoint_every=int(config.get("checkpoint_every", 20)),
         )  # fmt: skip
 
