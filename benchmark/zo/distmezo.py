@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -49,18 +49,15 @@ def _flat(model: nn.Module) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1).cpu() for _, p in trainable_parameters(model)]).numpy()
 
 
+@dataclass(eq=False)
 class DistMeZOTrainer(ZOTrainer):
     """One DistMeZO round per :meth:`train_round` (module docstring)."""
 
-    def __init__(
-        self,
-        model: nn.Module,
-        clients: Sequence[TextTensors],
-        config: DistMeZOConfig,
-        test: TextTensors | None,
-    ) -> None:
-        super().__init__(model, clients, config.fed, test)
-        self.local_steps = config.local_steps
+    METHOD: ClassVar[str] = "distmezo"
+    local_steps: int = 10
+
+    def extra(self) -> dict[str, Any]:
+        return {"local_steps": self.local_steps, **super().extra()}
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         fed, zo, net = self.config, self.config.zo, self.transport
@@ -101,10 +98,8 @@ def run_distmezo(
     clients: Sequence[TextTensors],
     config: DistMeZOConfig,
     test: TextTensors | None = None,
-    **run: Any,
+    **run,
 ) -> ZORunResult:
     """Run ``config.fed.rounds`` DistMeZO rounds on ``model`` in place; ``run``: :meth:`ZOTrainer.run`'s
     options (progress, ...)."""
-    trainer = DistMeZOTrainer(model, clients, config, test)
-    extra = {"local_steps": config.local_steps, "client_sizes": trainer.sizes}
-    return trainer.run("distmezo", extra, **run)
+    return DistMeZOTrainer(model, clients, config.fed, test, config.local_steps).run(**run)

@@ -36,7 +36,7 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from torch import nn
@@ -110,30 +110,31 @@ class ScalarAverage:
         return weighted_average(np.stack([replies[k] for k in clients]), weights)
 
 
+@dataclass(eq=False)
 class ZOTrainer(RoundTrainer):
     """Base of the zo trainers on the round loop: every client takes part, the wire is a :class:`Transport`
     (its counts are the round's costs), and :meth:`evaluate` gives the test accuracy in **percent** (the zo
     records' unit; no loss: NaN), or NaN when the run does not evaluate (no test set, ``eval_every`` 0)."""
 
-    measures_communication = True
+    METHOD: ClassVar[str]
+    measures_communication: ClassVar[bool] = True
+    model: nn.Module
+    clients: Sequence[TextTensors]
+    config: FedMeZOConfig
+    test: TextTensors | None = None
 
-    def __init__(
-        self,
-        model: nn.Module,
-        clients: Sequence[TextTensors],
-        config: FedMeZOConfig,
-        test: TextTensors | None,
-    ) -> None:
-        self.model, self.clients, self.config, self.test = model, list(clients), config, test
+    def __post_init__(self) -> None:
         self.sizes = [len(c) for c in self.clients]
         self.num_clients = len(self.clients)
-        self.transport = Transport(config.wire)
+        self.transport = Transport(self.config.wire)
         self.log: list[LogEntry] = []  # the seed log (FedMeZO; empty for DistMeZO)
+
+    def extra(self) -> dict[str, Any]:
+        """What the record's ``extra`` says about the run."""
+        return {"client_sizes": self.sizes}
 
     def run(
         self,
-        method: str,
-        extra: dict[str, Any],
         *,
         label: str | None = None,
         checkpoint: CheckpointSpec | None = None,
@@ -146,19 +147,19 @@ class ZOTrainer(RoundTrainer):
         byte each (:mod:`benchmark.zo.transport`). ``checkpoint``: saved there and resumed from it when it
         exists (``identity``: the run it must belong to, by default the config's)."""
         cfg = self.config
+        own = run_identity(asdict(cfg), method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
         plan = RoundPlan(
             rounds=cfg.rounds,
             sampler=ClientSampler(self.num_clients, self.num_clients, RunSeeds(cfg.seed)),
             lr_at=lambda _i: cfg.zo.lr,
             eval_every=max(cfg.eval_every, 1),
-            identity=identity
-            or run_identity(asdict(cfg), method=method, stage="", start_round=0, rounds=cfg.rounds),
-            label=label or method,
+            identity=identity or own,
+            label=label or self.METHOD,
             bytes_per_float=THESIS_NUMBER_BYTES,
             progress=progress,
         )
         out = run_rounds(self, plan, checkpoint=checkpoint, on_round_end=on_round_end)
-        return zo_result(method, out, self.log, parameters_sha256(self.model), extra)
+        return zo_result(self.METHOD, out, self.log, parameters_sha256(self.model), self.extra())
 
     def evaluate(self) -> tuple[float, float]:
         if self.test is None or self.config.eval_every <= 0:
@@ -166,33 +167,33 @@ class ZOTrainer(RoundTrainer):
         return accuracy(self.model, self.test, self.config.zo.chunk), math.nan
 
 
+@dataclass(eq=False)
 class FedMeZOTrainer(ZOTrainer):
     """One FedMeZO round per :meth:`train_round` (module docstring); :attr:`log` is the run so far."""
 
-    def __init__(
-        self,
-        model: nn.Module,
-        clients: Sequence[TextTensors],
-        config: FedMeZOConfig,
-        test: TextTensors | None = None,
-    ) -> None:
-        super().__init__(model, clients, config, test)
+    METHOD: ClassVar[str] = "fedmezo"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if sum(self.sizes) == 0:
             raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
-        self.server = ScalarAverage(config.weighting, self.sizes)
-        self.seeds = round_seeds(config.seed, config.rounds)
+        cfg = self.config
+        self.server = ScalarAverage(cfg.weighting, self.sizes)
+        self.seeds = round_seeds(cfg.seed, cfg.rounds)
         self.holders = [k for k, n in enumerate(self.sizes) if n]
         self.replicas = (
-            [copy.deepcopy(model) for _ in self.clients] if config.client_exec == "replicas" else None
+            [copy.deepcopy(self.model) for _ in self.clients] if cfg.client_exec == "replicas" else None
         )
+
+    def extra(self) -> dict[str, Any]:
+        return {**super().extra(), "weighting": self.config.weighting, "client_exec": self.config.client_exec}
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         zo, wire, net, seed = self.config.zo, self.config.wire, self.transport, self.seeds[round_idx]
         shared = None
         if self.replicas is None:  # one perturbation serves every client: they hold the same weights and seed
             shared = projected_gradients(self.model, [self.clients[k] for k in self.holders], seed, zo)
-        replies: dict[int, np.ndarray] = {}
-        losses: dict[int, float] = {}
+        replies, losses = {}, {}  # client -> its projected gradients, its loss
         for k in map(int, clients):
             got = wire.decode_seed(net.down(wire.encode_seed(seed), 1))
             if not self.sizes[k]:
@@ -211,8 +212,13 @@ class FedMeZOTrainer(ZOTrainer):
             if self.replicas is not None:
                 apply_update_(trainable_parameters(self.replicas[k]), seed, got, zo)
         apply_update_(trainable_parameters(self.model), seed, entry.average, zo)
-        if self.replicas is not None:
-            _check_replicas(self.model, self.replicas, round_idx)
+        want = parameters_sha256(self.model) if self.replicas is not None else ""
+        for k, replica in enumerate(self.replicas or []):
+            if (got := parameters_sha256(replica)) != want:
+                raise RuntimeError(
+                    f"FedMeZO round {round_idx}: client {k}'s reconstructed weights ({got[:12]}) differ from the "
+                    f"server's ({want[:12]}); a perturbation was not restored exactly (ZOConfig.restore)"
+                )
         n = sum(self.sizes[k] for k in losses)
         loss = sum(self.sizes[k] * losses[k] for k in sorted(losses)) / n
         return net.round_stats(n, loss, compute_f=2 * zo.num_z * n)
@@ -233,22 +239,9 @@ def run_fedmezo(
     clients: Sequence[TextTensors],
     config: FedMeZOConfig,
     test: TextTensors | None = None,
-    **run: Any,
+    **run,
 ) -> ZORunResult:
     """Run ``config.rounds`` FedMeZO rounds from ``model`` (trained in place; in ``replicas`` mode ``model``
     is the server's reconstruction); ``run``: :meth:`ZOTrainer.run`'s options (checkpoint, progress, ...).
     The result holds the full log."""
-    trainer = FedMeZOTrainer(model, clients, config, test)
-    extra = {"client_sizes": trainer.sizes, "weighting": config.weighting, "client_exec": config.client_exec}
-    return trainer.run("fedmezo", extra, **run)
-
-
-def _check_replicas(server_model: nn.Module, replicas: Sequence[nn.Module], round_index: int) -> None:
-    want = parameters_sha256(server_model)
-    for k, rep in enumerate(replicas):
-        got = parameters_sha256(rep)
-        if got != want:
-            raise RuntimeError(
-                f"FedMeZO round {round_index}: client {k}'s reconstructed weights ({got[:12]}) differ from the "
-                f"server's ({want[:12]}); a perturbation was not restored exactly (ZOConfig.restore)"
-            )
+    return FedMeZOTrainer(model, clients, config, test).run(**run)

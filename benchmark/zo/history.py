@@ -1,11 +1,9 @@
-"""What a zeroth-order run keeps beyond the engine's history: the seed log, and the rows its record writes.
+"""What a zeroth-order run keeps beside the round loop's history: the seed log, and its record's rows.
 
-The round loop (:func:`benchmark.federated.loop.run_rounds`) records every run as
-:class:`~benchmark.federated.history.RoundRecord` rows with cumulative costs. A zo run adds its
-:class:`LogEntry` per round (FedMeZO: the seed and the averaged projected gradients; with the initial model
-the log *is* the model), and its record (``benchmark/zo/run.py``) keeps the per-round shape it always had
-(:class:`ZORound`, the round's own bytes rather than cumulative ones), so that the recorded runs in runs/
-stay readable: :func:`zo_result` writes that shape from the engine's history.
+The round loop (:func:`benchmark.federated.loop.run_rounds`) records :class:`~benchmark.federated.history.
+RoundRecord` rows with cumulative costs. A zo run adds a :class:`LogEntry` per round (with the initial model
+the log *is* the model), and its record keeps the rows it always had (:class:`ZORound`: the round's own
+bytes), so that the recorded runs in runs/ stay readable; :func:`zo_result` writes them from the history.
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmark.federated.history import RoundRecord
 from benchmark.federated.loop import LoopResult
-from benchmark.zo.transport import Traffic
+from benchmark.zo.transport import THESIS_NUMBER_BYTES, Traffic
 
 
 @dataclass(frozen=True)
@@ -65,38 +62,28 @@ class ZORunResult:
         return max(seen) if seen else None
 
 
-def accuracy_or_none(value: float) -> float | None:
-    """A row's accuracy as the record writes it: ``None`` where the round was not evaluated (NaN)."""
-    return None if math.isnan(value) else value
-
-
-def zo_rounds(history: Sequence[RoundRecord], log: Sequence[LogEntry]) -> list[ZORound]:
-    """The record's rows from the engine's history (rows after round 0, with ``log[i]`` for the i-th)."""
-    out: list[ZORound] = []
-    up = down = 0
-    for i, row in enumerate(r for r in history if r.round > 0):
-        entry = log[i] if log else LogEntry(row.round - 1, -1, ())
-        out.append(
-            ZORound(
-                row.round - 1,
-                entry.seed,
-                entry.average,
-                row.train_loss,
-                accuracy_or_none(row.test_acc),
-                (row.uplink_bytes_measured or 0) - up,
-                (row.downlink_bytes_measured or 0) - down,
-            )
-        )
-        up, down = row.uplink_bytes_measured or 0, row.downlink_bytes_measured or 0
-    return out
-
-
 def zo_result(
     method: str, out: LoopResult, log: Sequence[LogEntry], params_sha256: str, extra: dict[str, Any]
 ) -> ZORunResult:
-    """The :class:`ZORunResult` of a run of the round loop (its row 0, when present, is the initial model)."""
-    rounds = zo_rounds(out.history, log)
-    initial = next((accuracy_or_none(r.test_acc) for r in out.history if r.round == 0), None)
+    """The :class:`ZORunResult` of a run of the round loop: the record's rows from the engine's (row 0, when
+    present, is the initial model; the i-th round gets ``log[i]``, or seed -1 without a log)."""
+    rounds: list[ZORound] = []
+    initial, up, down = None, 0, 0
+    for row in out.history:
+        acc = None if math.isnan(row.test_acc) else row.test_acc
+        if row.round == 0:
+            initial = acc
+            continue
+        entry = log[len(rounds)] if log else LogEntry(row.round - 1, -1, ())
+        row_up, row_down = row.uplink_bytes_measured or 0, row.downlink_bytes_measured or 0
+        rounds.append(
+            ZORound(
+                row.round - 1, entry.seed, entry.average, row.train_loss, acc, row_up - up, row_down - down
+            )
+        )
+        up, down = row_up, row_down
     final = next((r.test_accuracy for r in reversed(rounds) if r.test_accuracy is not None), None)
-    traffic = Traffic.from_costs(out.costs)
+    c = out.costs  # bytes: the thesis's count, numbers x 1 B; measured: the wire's (benchmark.zo.transport)
+    up_numbers, down_numbers = c.uplink_bytes // THESIS_NUMBER_BYTES, c.downlink_bytes // THESIS_NUMBER_BYTES
+    traffic = Traffic(c.uplink_bytes_measured or 0, c.downlink_bytes_measured or 0, up_numbers, down_numbers)
     return ZORunResult(method, rounds, initial, final, traffic, params_sha256, extra, list(log))

@@ -42,6 +42,10 @@ from benchmark.zo.transport import THESIS_NUMBER_BYTES, WireFormat, eq6_bytes_pe
 
 ZO_METHODS = ("fedmezo", "mezo", "distmezo")
 METHODS = (*ZO_METHODS, "slora")
+#: The spec's fields that choose the task (:func:`~benchmark.zo.data.prepare_task`) and SLoRA's settings.
+TASK_FIELDS = ("clients", "alpha", "seed", "k_shot", "max_length", "test_limit")
+SLORA_FIELDS = ("rounds", "priming_fraction", "density", "rank", "lr", "local_steps", "batch_size")
+SLORA_FIELDS += ("optimizer", "seed", "eval_every")
 
 
 @dataclass(frozen=True)
@@ -76,24 +80,11 @@ class ZORunSpec:
             raise ConfigError(f"zeroth-order method {self.method!r}", f"use one of {METHODS}")
 
 
-def _provenance() -> dict[str, Any]:
-    return {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
-
-
 def build_model(spec: ZORunSpec, device: str, data_root: str | Path | None):
     """The encoder, the task, and the classifier with its FedNCM head (from the clients' feature sums)."""
     enc = load_encoder(spec.encoder, device="cpu")
-    task = prepare_task(
-        spec.dataset,
-        enc.tokenizer,
-        clients=spec.clients,
-        alpha=spec.alpha,
-        seed=spec.seed,
-        k_shot=spec.k_shot,
-        max_length=spec.max_length,
-        data_root=data_root,
-        test_limit=spec.test_limit,
-    )
+    task_args = {k: getattr(spec, k) for k in TASK_FIELDS}
+    task = prepare_task(spec.dataset, enc.tokenizer, data_root=data_root, **task_args)
     model = TextClassifier(enc.model, enc.spec.hidden, task.classes, enc.spec.pooling, enc.spec.normalize)
     model = model.to(device).eval()
     clients = [c.to(device) for c in task.clients]
@@ -132,18 +123,7 @@ def run_zo(
 
 
 def _slora(spec: ZORunSpec, model, clients, test, progress: bool) -> dict[str, Any]:
-    cfg = SLoRAConfig(
-        rounds=spec.rounds,
-        priming_fraction=spec.priming_fraction,
-        density=spec.density,
-        rank=spec.rank,
-        lr=spec.lr,
-        local_steps=spec.local_steps,
-        batch_size=spec.batch_size,
-        optimizer=spec.optimizer,
-        seed=spec.seed,
-        eval_every=spec.eval_every,
-    )
+    cfg = SLoRAConfig(**{k: getattr(spec, k) for k in SLORA_FIELDS})
     res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec))
     return {
         "final_accuracy": res.final_accuracy,
@@ -189,7 +169,11 @@ def train_step(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
-    prov = _provenance()  # the code that runs, taken before training
+    prov = {
+        "machine": machine(),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+    }  # before training
     dev = str(pick_device(device))
     torch.manual_seed(0)  # nothing here draws from the global RNG; fixed anyway for third-party code
     start = time.time()

@@ -71,6 +71,24 @@ from benchmark.zo.text_model import TextClassifier, TextTensors, accuracy
 from benchmark.zo.transport import Transport
 
 OPTIMIZERS = ("sgd", "adamw")
+#: SLoRAConfig's integer settings (each >= 1).
+INT_SETTINGS = ("rounds", "rank", "local_steps", "batch_size", "eval_every")
+#: How to fix each setting of :class:`SLoRAConfig` that is out of range.
+FIXES = {
+    "rounds": "use at least 1 round",
+    "priming_fraction": "give the share of rounds in stage 1, in [0, 1] (the thesis uses 0.2)",
+    "stage_1": "raise priming_fraction or rounds: SLoRA initialises LoRA from the stage-1 update",
+    "density": "use a density in (0, 1], e.g. 0.1",
+    "rank": "use a positive LoRA rank, e.g. 16",
+    "alpha": "use a positive lora_alpha, or None for alpha = rank",
+    "target_modules": "give a non-empty tuple of module names, e.g. ('query', 'value')",
+    "lr": "use a positive learning rate",
+    "local_steps": "use at least 1 local step (the thesis uses 1)",
+    "batch_size": "use a positive batch size",
+    "optimizer": f"use one of {OPTIMIZERS}",
+    "weight_decay": "use a non-negative weight decay",
+    "eval_every": "evaluate every k >= 1 rounds (the last round is always evaluated)",
+}
 MASK_STREAM = "slora_mask"
 ORDER_STREAM = "data_order"
 
@@ -94,56 +112,24 @@ class SLoRAConfig:
     eval_every: int
 
     def __post_init__(self) -> None:
-        def need(ok: bool, what: str, fix: str) -> None:
+        def need(ok: object, name: str, what: str | None = None) -> None:
             if not ok:
-                raise ConfigError(f"SLoRAConfig.{what}", fix)
+                raise ConfigError(f"SLoRAConfig.{what or f'{name}={getattr(self, name)!r}'}", FIXES[name])
 
-        need(_is_int(self.rounds) and self.rounds >= 1, f"rounds={self.rounds!r}", "use at least 1 round")
-        need(
-            0.0 <= self.priming_fraction <= 1.0,
-            f"priming_fraction={self.priming_fraction!r}",
-            "give the share of rounds in stage 1, in [0, 1] (the thesis uses 0.2)",
-        )
-        need(
-            self.priming_rounds >= 1,
-            f"priming_fraction={self.priming_fraction} gives 0 stage-1 rounds of {self.rounds}",
-            "raise priming_fraction or rounds: SLoRA initialises LoRA from the stage-1 update",
-        )
-        need(0.0 < self.density <= 1.0, f"density={self.density!r}", "use a density in (0, 1], e.g. 0.1")
-        need(
-            _is_int(self.rank) and self.rank >= 1, f"rank={self.rank!r}", "use a positive LoRA rank, e.g. 16"
-        )
-        need(
-            self.alpha is None or self.alpha > 0,
-            f"alpha={self.alpha!r}",
-            "use a positive lora_alpha, or None for alpha = rank",
-        )
-        need(
-            isinstance(self.target_modules, tuple)
-            and len(self.target_modules) > 0
-            and all(isinstance(t, str) and t for t in self.target_modules),
-            f"target_modules={self.target_modules!r}",
-            "give a non-empty tuple of module names, e.g. ('query', 'value')",
-        )
-        need(self.lr > 0, f"lr={self.lr!r}", "use a positive learning rate")
-        need(
-            _is_int(self.local_steps) and self.local_steps >= 1,
-            f"local_steps={self.local_steps!r}",
-            "use at least 1 local step (the thesis uses 1)",
-        )
-        need(
-            _is_int(self.batch_size) and self.batch_size >= 1,
-            f"batch_size={self.batch_size!r}",
-            "use a positive batch size",
-        )
-        need(self.optimizer in OPTIMIZERS, f"optimizer={self.optimizer!r}", f"use one of {OPTIMIZERS}")
-        need(self.weight_decay >= 0, f"weight_decay={self.weight_decay!r}", "use a non-negative weight decay")
+        for name in INT_SETTINGS:  # checked first: the rest computes with them
+            need(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name)
+        fraction, modules = self.priming_fraction, self.target_modules
+        need(0.0 <= fraction <= 1.0, "priming_fraction")
+        zero = f"priming_fraction={fraction} gives 0 stage-1 rounds of {self.rounds}"
+        need(self.priming_rounds >= 1, "stage_1", zero)
+        need(0.0 < self.density <= 1.0, "density")
+        need(self.alpha is None or self.alpha > 0, "alpha")
+        names = isinstance(modules, tuple) and all(isinstance(t, str) and t for t in modules)
+        need(names and modules, "target_modules")
+        need(self.lr > 0, "lr")
+        need(self.optimizer in OPTIMIZERS, "optimizer")
+        need(self.weight_decay >= 0, "weight_decay")
         check_seed(self.seed, "SLoRAConfig.seed")
-        need(
-            _is_int(self.eval_every) and self.eval_every >= 1,
-            f"eval_every={self.eval_every!r}",
-            "evaluate every k >= 1 rounds (the last round is always evaluated)",
-        )
 
     @property
     def priming_rounds(self) -> int:
@@ -439,26 +425,23 @@ class SLoRATrainer(RoundTrainer):
         return masked + [p.detach() for p in self.head_params]
 
     @torch.no_grad()
-    def stage1_load(self, state: Sequence[torch.Tensor]) -> None:
+    def load(self, state: Sequence[torch.Tensor], stage1: bool) -> None:
+        """Set the trained state: stage 1's message (masked entries over the pre-trained values, then the
+        head), or the stage-2 trainable parameters in order."""
+        if not stage1:
+            for p, v in zip(self.trainable, state, strict=True):
+                p.copy_(v)
+            return
         for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
             p.copy_(pre)
             p[m] = v
         for p, v in zip(self.head_params, state[len(self.enc_params) :], strict=True):
             p.copy_(v)
 
-    @torch.no_grad()
-    def load(self, state: Sequence[torch.Tensor], stage1: bool) -> None:
-        """Set the trained state: stage 1's message, or the stage-2 trainable parameters in order."""
-        if stage1:
-            self.stage1_load(state)
-            return
-        for p, v in zip(self.trainable, state, strict=True):
-            p.copy_(v)
-
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         cfg, net, stage1 = self.config, self.transport, round_idx < self.config.priming_rounds
         if round_idx == cfg.priming_rounds:
-            self.stage1_load(self.global_state)
+            self.load(self.global_state, stage1=True)
             self.trainable = switch_to_lora(self.model, self.pretrained, cfg)
             self.trainable_stage2 = sum(p.numel() for p in self.trainable)
             self.global_state = [p.detach().clone() for p in self.trainable]

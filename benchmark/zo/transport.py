@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.federated.history import Costs, RoundStats
+from benchmark.federated.history import RoundStats
 
 _SEED_FORMATS = {4: "<I", 8: "<Q"}
 SCALAR_DTYPES = ("float64", "float32")
@@ -66,22 +66,12 @@ class WireFormat:
 
 @dataclass(frozen=True)
 class Traffic:
-    """Bytes on the wire and numbers sent, in each direction (a run's totals: :meth:`from_costs`)."""
+    """Bytes on the wire and numbers sent, in each direction (a run's totals)."""
 
     uplink_bytes: int = 0
     downlink_bytes: int = 0
     uplink_numbers: int = 0
     downlink_numbers: int = 0
-
-    @classmethod
-    def from_costs(cls, costs: Costs) -> Traffic:
-        """A zo run's totals from the engine's cumulative costs (module docstring)."""
-        return cls(
-            costs.uplink_bytes_measured or 0,
-            costs.downlink_bytes_measured or 0,
-            costs.uplink_bytes // THESIS_NUMBER_BYTES,
-            costs.downlink_bytes // THESIS_NUMBER_BYTES,
-        )
 
 
 @dataclass
@@ -106,14 +96,14 @@ class Transport:
         return bytes(payload)
 
     def down_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Tensors server -> client; bytes ``Σ numel × element_size`` (SLoRA: no framing, no indices)."""
-        self.downlink_bytes += payload_bytes(tensors)
+        """Tensors server -> client, ``Σ numel × element_size`` bytes (SLoRA: no framing, no indices)."""
+        self.downlink_bytes += sum(t.numel() * t.element_size() for t in tensors)
         self.downlink_numbers += sum(t.numel() for t in tensors)
         return [t.detach().clone() for t in tensors]
 
     def up_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Tensors client -> server (:meth:`down_tensors`)."""
-        self.uplink_bytes += payload_bytes(tensors)
+        self.uplink_bytes += sum(t.numel() * t.element_size() for t in tensors)
         self.uplink_numbers += sum(t.numel() for t in tensors)
         return [t.detach().clone() for t in tensors]
 
@@ -130,11 +120,6 @@ class Transport:
         )
         self.uplink_bytes = self.downlink_bytes = self.uplink_numbers = self.downlink_numbers = 0
         return stats
-
-
-def payload_bytes(tensors: Sequence[torch.Tensor]) -> int:
-    """Payload of a message of tensors: ``Σ numel × element_size``."""
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def eq6_bytes_per_round(clients: int, num_z: int) -> int:
