@@ -9,10 +9,11 @@ bytes), so that the recorded runs in runs/ stay readable; :func:`zo_result` writ
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmark.federated.history import RoundRecord
 from benchmark.federated.loop import LoopResult
 from benchmark.zo.transport import THESIS_NUMBER_BYTES, Traffic
 
@@ -62,26 +63,26 @@ class ZORunResult:
         return max(seen) if seen else None
 
 
+def round_rows(history: Sequence[RoundRecord]) -> Iterator[tuple[RoundRecord, float | None, int, int]]:
+    """Each row after round 0 with its accuracy as records write it (``None``: not evaluated) and the
+    round's own measured up- and downlink bytes (the history's are cumulative)."""
+    up = down = 0
+    for row in (r for r in history if r.round > 0):
+        acc = None if math.isnan(row.test_acc) else row.test_acc
+        yield row, acc, (row.uplink_bytes_measured or 0) - up, (row.downlink_bytes_measured or 0) - down
+        up, down = row.uplink_bytes_measured or 0, row.downlink_bytes_measured or 0
+
+
 def zo_result(
     method: str, out: LoopResult, log: Sequence[LogEntry], params_sha256: str, extra: dict[str, Any]
 ) -> ZORunResult:
     """The :class:`ZORunResult` of a run of the round loop: the record's rows from the engine's (row 0, when
     present, is the initial model; the i-th round gets ``log[i]``, or seed -1 without a log)."""
-    rounds: list[ZORound] = []
-    initial, up, down = None, 0, 0
-    for row in out.history:
-        acc = None if math.isnan(row.test_acc) else row.test_acc
-        if row.round == 0:
-            initial = acc
-            continue
-        entry = log[len(rounds)] if log else LogEntry(row.round - 1, -1, ())
-        row_up, row_down = row.uplink_bytes_measured or 0, row.downlink_bytes_measured or 0
-        rounds.append(
-            ZORound(
-                row.round - 1, entry.seed, entry.average, row.train_loss, acc, row_up - up, row_down - down
-            )
-        )
-        up, down = row_up, row_down
+    rows = list(round_rows(out.history))
+    entries = list(log) or [LogEntry(row.round - 1, -1, ()) for row, *_ in rows]
+    pairs = zip(rows, entries, strict=True)
+    rounds = [ZORound(row.round - 1, e.seed, e.average, row.train_loss, *rest) for (row, *rest), e in pairs]
+    initial = next((r.test_acc for r in out.history if r.round == 0 and not math.isnan(r.test_acc)), None)
     final = next((r.test_accuracy for r in reversed(rounds) if r.test_accuracy is not None), None)
     c = out.costs  # bytes: the thesis's count, numbers x 1 B; measured: the wire's (benchmark.zo.transport)
     up_numbers, down_numbers = c.uplink_bytes // THESIS_NUMBER_BYTES, c.downlink_bytes // THESIS_NUMBER_BYTES

@@ -86,7 +86,7 @@ def build_model(spec: ZORunSpec, device: str, data_root: str | Path | None):
     task_args = {k: getattr(spec, k) for k in TASK_FIELDS}
     task = prepare_task(spec.dataset, enc.tokenizer, data_root=data_root, **task_args)
     model = TextClassifier(enc.model, enc.spec.hidden, task.classes, enc.spec.pooling, enc.spec.normalize)
-    model = model.to(device).eval()
+    model.to(device).eval()
     clients = [c.to(device) for c in task.clients]
     test = task.test.to(device)
     ncm_head_(model, clients, scale=spec.head_scale)
@@ -125,11 +125,10 @@ def run_zo(
 def _slora(spec: ZORunSpec, model, clients, test, progress: bool) -> dict[str, Any]:
     cfg = SLoRAConfig(**{k: getattr(spec, k) for k in SLORA_FIELDS})
     res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec))
+    accuracies = [r.test_accuracy for r in res.history if r.test_accuracy is not None]
     return {
         "final_accuracy": res.final_accuracy,
-        "best_accuracy": max(
-            [r.test_accuracy for r in res.history if r.test_accuracy is not None], default=None
-        ),
+        "best_accuracy": max(accuracies, default=None),
         "rounds": [asdict(r) for r in res.history],
         "traffic": {
             "uplink_bytes": res.uplink_bytes,

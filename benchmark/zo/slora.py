@@ -56,6 +56,7 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -67,6 +68,7 @@ from benchmark.federated.history import RoundStats
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import ClientSampler
 from benchmark.seeding import RunSeeds, check_seed, torch_generator
+from benchmark.zo.history import round_rows
 from benchmark.zo.text_model import TextClassifier, TextTensors, accuracy
 from benchmark.zo.transport import Transport
 
@@ -386,23 +388,21 @@ def switch_to_lora(
 # -------------------------------------------------------------------------------------------- run
 
 
+@dataclass(eq=False)
 class SLoRATrainer(RoundTrainer):
     """One SLoRA round per :meth:`train_round` on ``model`` (trained in place), the switch to LoRA opening
     round ``R1`` (module docstring). Clients without examples take no part; messages go through a
     :class:`~benchmark.zo.transport.Transport` (the round's costs); :meth:`evaluate` gives percent."""
 
-    measures_communication = True
+    measures_communication: ClassVar[bool] = True
+    model: TextClassifier
+    clients: Sequence[TextTensors]
+    test: TextTensors
+    config: SLoRAConfig
+    progress: Callable[[SLoRAEvent], None] | None = None
 
-    def __init__(
-        self,
-        model: TextClassifier,
-        clients: Sequence[TextTensors],
-        test: TextTensors,
-        config: SLoRAConfig,
-        progress: Callable[[SLoRAEvent], None] | None = None,
-    ) -> None:
-        self.model, self.clients, self.test, self.config = model, clients, test, config
-        self.progress = progress
+    def __post_init__(self) -> None:
+        model, clients, config = self.model, self.clients, self.config
         self.num_clients = len(clients)
         total = sum(len(d) for d in clients)
         self.weights = [len(d) / total for d in clients]
@@ -502,13 +502,10 @@ def run_slora(
     )
     events = None if progress is None else (lambda done: progress(SLoRAEvent("round", done - 1, model)))
     out = run_rounds(trainer, plan, on_round_end=events)
-    history, up, down = [], 0, 0
-    for row in out.history:
-        stage = 1 if row.round <= config.priming_rounds else 2
-        acc = None if math.isnan(row.test_acc) else row.test_acc
-        up_r, down_r = row.uplink_bytes_measured - up, row.downlink_bytes_measured - down
-        history.append(SLoRARound(row.round - 1, stage, row.train_loss, acc, up_r, down_r))
-        up, down = row.uplink_bytes_measured, row.downlink_bytes_measured
+    history = [
+        SLoRARound(row.round - 1, 1 if row.round <= config.priming_rounds else 2, row.train_loss, *rest)
+        for row, *rest in round_rows(out.history)
+    ]
     head = sum(p.numel() for p in trainer.head_params)
     arithmetic = slora_comm_arithmetic(
         rounds=config.rounds,
@@ -522,4 +519,5 @@ def run_slora(
     )
     final = history[-1].test_accuracy
     assert final is not None  # the last round is always evaluated
+    up, down = out.costs.uplink_bytes_measured, out.costs.downlink_bytes_measured
     return SLoRAResult(history, final, up, down, arithmetic, trainer.trainable_stage2)
