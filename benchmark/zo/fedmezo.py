@@ -17,9 +17,9 @@ The server keeps nothing but the log of ``(s_r, average)``: with the initial mod
 (:mod:`benchmark.federated.checkpoint`). A client without data still receives the seed and the average (it
 reconstructs) but sends nothing.
 
-The rounds run through the one round loop (:func:`benchmark.federated.loop.run_rounds`): :class:`ZOTrainer`
-is the base of the zo trainers (full participation, test accuracy in percent, the wire of
-:mod:`benchmark.zo.transport` as the round's costs), :class:`FedMeZOTrainer` one round of FedMeZO.
+Issue 25: the rounds run through the one round loop (:func:`benchmark.federated.loop.run_rounds`);
+:class:`ZOTrainer` is the base of the zo trainers (full participation, test accuracy in percent, the wire
+of :mod:`benchmark.zo.transport` as the round's costs), :class:`FedMeZOTrainer` one round of FedMeZO.
 
 Simulation: ``client_exec="shared"`` lets the clients use one model, since they hold bit-identical weights
 (each restores exactly after perturbing: ``ZOConfig.restore="copy"``) and apply the same update: each
