@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from benchmark.errors import ConfigError
+from benchmark.federated.checkpoint import CheckpointSpec
 from benchmark.zo.centralised import run_mezo
 from benchmark.zo.distmezo import DistMeZOConfig, run_distmezo
 from benchmark.zo.fedmezo import FedMeZOConfig, replay, round_seeds, run_fedmezo
@@ -20,7 +21,7 @@ from benchmark.zo.mezo import (
     trainable_parameters,
 )
 from benchmark.zo.text_model import TextClassifier, TextTensors
-from benchmark.zo.transport import Transport, WireFormat, eq6_bytes_per_round, fedmezo_wire_bytes_per_round
+from benchmark.zo.transport import WireFormat, eq6_bytes_per_round, fedmezo_wire_bytes_per_round
 
 transformers = pytest.importorskip("transformers")
 
@@ -100,11 +101,11 @@ def test_fedmezo_equals_centralised_mezo_with_accumulation_bit_for_bit():
     clients = split(data, [5, 12, 0, 9, 11])  # unequal sizes, one empty client
     config = FedMeZOConfig(ZO, rounds=4, seed=3)
     fed_model, cen_model = tiny_model(), tiny_model()
-    fed, log = run_fedmezo(fed_model, clients, config)
+    fed = run_fedmezo(fed_model, clients, config)
     cen = run_mezo(cen_model, clients, config)
     assert fed.params_sha256 == cen.params_sha256
     assert [r.projected for r in fed.rounds] == [r.projected for r in cen.rounds]
-    assert [e.seed for e in log] == round_seeds(3, 4)
+    assert fed.log == cen.log and [e.seed for e in fed.log] == round_seeds(3, 4)
     # size weighting matters: the uniform mean gives another model
     uni = run_mezo(tiny_model(), clients, FedMeZOConfig(ZO, rounds=4, seed=3, weighting="uniform"))
     assert uni.params_sha256 != cen.params_sha256
@@ -115,8 +116,9 @@ def test_every_client_reconstructs_the_servers_weights_and_the_log_is_the_model(
     config = FedMeZOConfig(ZO, rounds=3, seed=1, client_exec="replicas")
     initial = tiny_model()
     server_model = copy.deepcopy(initial)
-    result, log = run_fedmezo(server_model, clients, config)  # raises if a replica's hash differs
-    shared, _ = run_fedmezo(copy.deepcopy(initial), clients, FedMeZOConfig(ZO, rounds=3, seed=1))
+    result = run_fedmezo(server_model, clients, config)  # raises if a replica's hash differs
+    log = result.log
+    shared = run_fedmezo(copy.deepcopy(initial), clients, FedMeZOConfig(ZO, rounds=3, seed=1))
     assert result.params_sha256 == shared.params_sha256
     # a client that missed every round replays the (seed, average) log and reaches the same weights
     late = copy.deepcopy(initial)
@@ -139,17 +141,26 @@ def test_reference_inplace_restore_breaks_reconstruction():
         run_fedmezo(tiny_model(), clients, config)
 
 
-def test_resume_from_a_log_equals_an_uninterrupted_run():
-    clients = split(tiny_data(24, 6), [8, 16])
-    full, full_log = run_fedmezo(tiny_model(), clients, FedMeZOConfig(ZO, rounds=4, seed=2))
-    _, log = run_fedmezo(tiny_model(), clients, FedMeZOConfig(ZO, rounds=2, seed=2))
-    resumed_model = tiny_model()
-    replay(resumed_model, log, ZO)
-    resumed, resumed_log = run_fedmezo(
-        resumed_model, clients, FedMeZOConfig(ZO, rounds=4, seed=2), start_log=log
-    )
-    assert resumed.params_sha256 == full.params_sha256
-    assert resumed_log == full_log
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_run_resumes_from_its_checkpointed_log_bit_identically(tmp_path):
+    clients, test = split(tiny_data(24, 6), [8, 16]), tiny_data(10, 10)
+    config = FedMeZOConfig(ZO, rounds=5, seed=2, eval_every=2)
+    full = run_fedmezo(tiny_model(), clients, config, test)
+    ckpt = CheckpointSpec(tmp_path / "run.ckpt", every=2)
+
+    def kill(done: int) -> None:
+        if done == 3:  # the checkpoint of round 2 is on disk, round 3 is lost
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_fedmezo(tiny_model(), clients, config, test, checkpoint=ckpt, on_round_end=kill)
+    resumed = run_fedmezo(tiny_model(), clients, config, test, checkpoint=ckpt)  # the log is replayed
+    assert resumed.params_sha256 == full.params_sha256 and resumed.log == full.log
+    assert resumed.rounds == full.rounds and resumed.traffic == full.traffic
+    assert resumed.initial_accuracy == full.initial_accuracy is not None
 
 
 def test_iid_and_non_iid_partitions_follow_the_same_trajectory_and_distmezo_does_not():
@@ -160,8 +171,8 @@ def test_iid_and_non_iid_partitions_follow_the_same_trajectory_and_distmezo_does
         iid = split(data, [10, 10, 10, 10], np.random.default_rng(0).permutation(40))
         noniid = split(data, [10, 10, 10, 10], np.argsort(labels, kind="stable"))  # clients sorted by label
         config = FedMeZOConfig(ZOConfig(lr=5e-2, num_z=2), rounds=5, seed=4)
-        a, _ = run_fedmezo(tiny_model(dtype=torch.float64), iid, config)
-        b, _ = run_fedmezo(tiny_model(dtype=torch.float64), noniid, config)
+        a = run_fedmezo(tiny_model(dtype=torch.float64), iid, config)
+        b = run_fedmezo(tiny_model(dtype=torch.float64), noniid, config)
         pa, pb = np.array([r.projected for r in a.rounds]), np.array([r.projected for r in b.rounds])
         np.testing.assert_allclose(pa, pb, rtol=1e-7, atol=1e-9)  # same up to summation order
         dist = DistMeZOConfig(config, local_steps=3)
@@ -177,16 +188,14 @@ def test_iid_and_non_iid_partitions_follow_the_same_trajectory_and_distmezo_does
 def test_uplink_bytes_are_clients_times_num_z_times_scalar_size():
     clients = split(tiny_data(30, 8), [10, 10, 10])
     for wire, scalar in ((WireFormat(), 8), (WireFormat(seed_bytes=8, scalar_dtype="float32"), 4)):
-        transport = Transport(wire)
-        result, _ = run_fedmezo(
-            tiny_model(), clients, FedMeZOConfig(ZO, rounds=2, seed=0, wire=wire), transport=transport
-        )
-        for r in transport.rounds:
+        result = run_fedmezo(tiny_model(), clients, FedMeZOConfig(ZO, rounds=2, seed=0, wire=wire))
+        for r in result.rounds:
             assert r.uplink_bytes == 3 * ZO.num_z * scalar
             assert r.downlink_bytes == 3 * wire.seed_bytes + 3 * ZO.num_z * scalar
             assert r.uplink_bytes + r.downlink_bytes == fedmezo_wire_bytes_per_round(3, ZO.num_z, wire)
-            assert r.uplink_numbers + r.downlink_numbers == eq6_bytes_per_round(3, ZO.num_z)
-        assert result.traffic.uplink_bytes == 2 * 3 * ZO.num_z * scalar
+        t = result.traffic
+        assert t.uplink_numbers + t.downlink_numbers == 2 * eq6_bytes_per_round(3, ZO.num_z)
+        assert t.uplink_bytes == 2 * 3 * ZO.num_z * scalar
 
 
 def test_eq6_arithmetic():

@@ -131,19 +131,28 @@ def test_train_step_on_real_minilm_writes_a_resumable_record(real_text_root, tmp
     torch.set_num_threads(1)
     spec = ZORunSpec(dataset="sst2", encoder="all-minilm-l6-v2", method="fedmezo", clients=10, alpha=0.1,
                      k_shot=16, rounds=3, lr=4e-3, seed=0, eval_every=3, test_limit=16)  # fmt: skip
-    ck = tmp_path / "ck.json"
+    ck = tmp_path / "run.ckpt"
     rec = train_step(spec, tmp_path / "a.json", data_root=real_text_root, checkpoint=ck, checkpoint_every=2,
                      progress=False)  # fmt: skip
     t = rec["traffic"]
     assert t["numbers_per_round"] == t["eq6_bytes_per_round"] == 50
     assert t["uplink_bytes"] == 3 * 10 * 2 * 8 and rec["task"]["client_sizes"] == [4, 4] + [3] * 8
     assert rec["encoder"]["substitute_for"] == "roberta-large" and rec["final_accuracy"] is not None
-    from benchmark.io import read_sealed, write_sealed
+    import io
+    from dataclasses import fields
 
-    saved = json.loads(read_sealed(ck))  # the checkpoint is sealed (its sha256 checked before it is parsed)
-    saved["log"], saved["rounds"] = saved["log"][:2], saved["rounds"][:2]
-    write_sealed(ck, json.dumps(saved).encode())  # as if killed after round 2
+    from benchmark.federated.checkpoint import save_checkpoint
+    from benchmark.federated.history import Costs, RoundRecord
+    from benchmark.io import read_sealed
+
+    # the checkpoint is sealed (its sha256 checked before it is read); cut it back as if killed after round 2
+    saved = torch.load(io.BytesIO(read_sealed(ck)), weights_only=True)
+    row = RoundRecord.from_dict(saved["history"][2])  # row 0 is the initial model
+    saved.update(round=2, history=saved["history"][:3], trainer={"log": saved["trainer"]["log"][:2]})
+    saved["costs"] = {f.name: getattr(row, f.name) for f in fields(Costs)}  # the costs after round 2
+    save_checkpoint(ck, {k: v for k, v in saved.items() if k not in ("format", "version")})
     again = train_step(spec, tmp_path / "b.json", data_root=real_text_root, checkpoint=ck, checkpoint_every=2,
                        progress=False)  # fmt: skip
     assert again["params_sha256"] == rec["params_sha256"] and again["log_sha256"] == rec["log_sha256"]
     assert again["initial_accuracy"] == rec["initial_accuracy"]
+    assert again["rounds"] == rec["rounds"] and again["traffic"] == rec["traffic"]

@@ -607,13 +607,13 @@ def time_fedmezo(
     zo = ZOConfig(lr=ZO_LR, num_z=num_z, chunk=chunk)
     stamps: list[float] = []
 
-    def progress(_done: int, _total: int, _rec: object) -> None:
+    def stamp(_done: int) -> None:
         sync(device)
         stamps.append(time.perf_counter())
 
     sync(device)
     start = time.perf_counter()
-    run_fedmezo(model, clients, FedMeZOConfig(zo=zo, rounds=rounds + 1, seed=0), progress=progress)
+    run_fedmezo(model, clients, FedMeZOConfig(zo=zo, rounds=rounds + 1, seed=0), on_round_end=stamp)
     round_s = np.diff([start, *stamps])[1:].tolist()
     mean = sum(round_s) / len(round_s)
     out: dict[str, Any] = {

@@ -89,7 +89,7 @@ class ZOTrainJob(Job):
         from benchmark.zo.run import train_step
 
         ckpt = Path(
-            "results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".log.json"
+            "results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".ckpt"
         )
         train_step(
             self.run_spec(), self.path, device=config.get("device"), data_root=config.get("data_root"),

@@ -13,7 +13,6 @@ SST-5: 2,210) and MNLI's ``dev_matched`` (MeZO's; premise and hypothesis are enc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,22 +40,6 @@ class TextTask:
     clients: tuple[TextTensors, ...]
     test: TextTensors
     identity: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def union(self) -> TextTensors:
-        import torch
-
-        parts = [c for c in self.clients if len(c)]
-        width = max(p.input_ids.shape[1] for p in parts)
-
-        def pad(t):
-            return torch.nn.functional.pad(t, (0, width - t.shape[1]))
-
-        return TextTensors(
-            torch.cat([pad(p.input_ids) for p in parts]),
-            torch.cat([pad(p.attention_mask) for p in parts]),
-            torch.cat([p.labels for p in parts]),
-        )
 
 
 def k_shot_indices(labels: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -144,12 +127,3 @@ def prepare_task(
         "max_length": max_length,
     }
     return TextTask(dataset, len(train.class_names), client_tensors, test_tensors, identity)
-
-
-def client_label_counts(task: TextTask) -> list[list[int]]:
-    """Per-client class counts (for the record and the non-IID check)."""
-    return [np.bincount(c.labels.numpy(), minlength=task.classes).tolist() for c in task.clients]
-
-
-def as_index_lists(shards: Sequence[np.ndarray]) -> list[list[int]]:
-    return [np.asarray(s).tolist() for s in shards]

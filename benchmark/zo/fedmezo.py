@@ -6,14 +6,20 @@ Per round r (full participation, one local step, as §4.2.1):
 2. client k perturbs its model along each of the ``num_z`` directions regenerated from ``s_r`` and returns
    ``num_z`` projected gradients computed on **its whole local dataset as one batch** (Alg. 3 l. 1-10; §4.2.2
    "the local batch size is set to the size of the local dataset");
-3. the server averages them **weighted by client size** ``n_k / n`` (Alg. 2 l. 8 says "Average"; the
-   weighting makes the average the projected gradient of the union, §4.1.2 "equivalent to running MeZO ...
-   accumulating the projected gradient", so it is the default; ``weighting="uniform"`` is the plain mean);
+3. the server averages them **weighted by client size** ``n_k / n`` (:class:`ScalarAverage`; Alg. 2 l. 8
+   says "Average"; the weighting makes the average the projected gradient of the union, §4.1.2 "equivalent
+   to running MeZO ... accumulating the projected gradient", so it is the default; ``weighting="uniform"``
+   is the plain mean);
 4. every client reconstructs the same update from ``(s_r, average)`` (Alg. 3 l. 11-19).
 
 The server keeps nothing but the log of ``(s_r, average)``: with the initial model, **the log is the model**
-(:func:`replay`). A client without data still receives the seed and the average (it reconstructs) but sends
-nothing.
+(:func:`replay`). It is the trainer's whole checkpoint state: a resumed run replays it onto the initial model
+(:mod:`benchmark.federated.checkpoint`). A client without data still receives the seed and the average (it
+reconstructs) but sends nothing.
+
+Issue 25: the rounds run through the one round loop (:func:`benchmark.federated.loop.run_rounds`);
+:class:`ZOTrainer` is the base of the zo trainers (full participation, test accuracy in percent, the wire
+of :mod:`benchmark.zo.transport` as the round's costs), :class:`FedMeZOTrainer` one round of FedMeZO.
 
 Simulation: ``client_exec="shared"`` lets the clients use one model, since they hold bit-identical weights
 (each restores exactly after perturbing: ``ZOConfig.restore="copy"``) and apply the same update: each
@@ -27,15 +33,21 @@ wire (the thesis counts one byte per number: :mod:`benchmark.zo.transport`).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 from torch import nn
 
 from benchmark.errors import ConfigError
-from benchmark.seeding import numpy_rng
-from benchmark.zo.history import Progress, ZORound, ZORunResult, evaluate_every
+from benchmark.federated.checkpoint import CheckpointSpec, run_identity
+from benchmark.federated.history import RoundStats
+from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
+from benchmark.federated.sampling import ClientSampler
+from benchmark.seeding import RunSeeds, numpy_rng
+from benchmark.zo.history import LogEntry, ZORunResult, zo_result
 from benchmark.zo.mezo import (
     ZOConfig,
     apply_update_,
@@ -45,19 +57,10 @@ from benchmark.zo.mezo import (
     weighted_average,
 )
 from benchmark.zo.text_model import TextTensors, accuracy
-from benchmark.zo.transport import Transport, WireFormat
+from benchmark.zo.transport import THESIS_NUMBER_BYTES, Transport, WireFormat
 
 CLIENT_EXECS = ("shared", "replicas")
 WEIGHTINGS = ("size", "uniform")
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """What round ``round`` changed: its seed and the averaged projected gradients (num_z)."""
-
-    round: int
-    seed: int
-    average: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,10 @@ class FedMeZOConfig:
             raise ConfigError(f"FedMeZOConfig.rounds {self.rounds}", "use a non-negative number of rounds")
 
 
-def round_seeds(seed: int, rounds: int, start: int = 0) -> list[int]:
+def round_seeds(seed: int, rounds: int) -> list[int]:
     """The server's seed of each round (uint32; drawn from ``seeding.numpy_rng(seed, 'fedmezo-rounds')``)."""
-    draws = numpy_rng(seed, "fedmezo-rounds").integers(0, 2**32, size=start + rounds, dtype=np.uint64)
-    return [int(x) for x in draws[start:]]
+    draws = numpy_rng(seed, "fedmezo-rounds").integers(0, 2**32, size=rounds, dtype=np.uint64)
+    return [int(x) for x in draws]
 
 
 def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
@@ -92,19 +95,143 @@ def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
         apply_update_(params, entry.seed, entry.average, config)
 
 
-class FedMeZOServer:
-    """Alg. 2: draws the seeds, averages the clients' scalars, keeps the log."""
+class ScalarAverage:
+    """FedMeZO's aggregation (Alg. 2 l. 8): the clients' projected gradients averaged by client size (or
+    uniformly), in client order, with :func:`~benchmark.zo.mezo.weighted_average` (so it rounds as the
+    centralised accumulation does)."""
 
-    def __init__(self, config: FedMeZOConfig, sizes: Sequence[int]) -> None:
-        self.config = config
+    def __init__(self, weighting: str, sizes: Sequence[int]) -> None:
+        self.weighting = weighting
         self.sizes = [int(n) for n in sizes]
-        self.log: list[LogEntry] = []
 
-    def aggregate(self, replies: dict[int, np.ndarray]) -> np.ndarray:
+    def aggregate(self, replies: Mapping[int, np.ndarray]) -> np.ndarray:
         clients = sorted(replies)
-        rows = np.stack([replies[k] for k in clients])
-        weights = [self.sizes[k] if self.config.weighting == "size" else 1.0 for k in clients]
-        return weighted_average(rows, weights)
+        weights = [self.sizes[k] if self.weighting == "size" else 1.0 for k in clients]
+        return weighted_average(np.stack([replies[k] for k in clients]), weights)
+
+
+@dataclass(eq=False)
+class ZOTrainer(RoundTrainer):
+    """Base of the zo trainers on the round loop: every client takes part, the wire is a :class:`Transport`
+    (its counts are the round's costs), and :meth:`evaluate` gives the test accuracy in **percent** (the zo
+    records' unit; no loss: NaN), or NaN when the run does not evaluate (no test set, ``eval_every`` 0)."""
+
+    METHOD: ClassVar[str]
+    measures_communication: ClassVar[bool] = True
+    model: nn.Module
+    clients: Sequence[TextTensors]
+    config: FedMeZOConfig
+    test: TextTensors | None = None
+
+    def __post_init__(self) -> None:
+        self.sizes = [len(c) for c in self.clients]
+        self.num_clients = len(self.clients)
+        self.transport = Transport(self.config.wire)
+        self.log: list[LogEntry] = []  # the seed log (FedMeZO; empty for DistMeZO)
+
+    def extra(self) -> dict[str, Any]:
+        """What the record's ``extra`` says about the run."""
+        return {"client_sizes": self.sizes}
+
+    def run(
+        self,
+        *,
+        label: str | None = None,
+        checkpoint: CheckpointSpec | None = None,
+        identity: Mapping[str, Any] | None = None,
+        progress: bool = False,
+        on_round_end: Callable[[int], None] | None = None,
+    ) -> ZORunResult:
+        """``config.rounds`` rounds through :func:`~benchmark.federated.loop.run_rounds`: every client every
+        round, the config's cadence (:meth:`evaluate` skips when it is 0), numbers counted at the thesis's
+        byte each (:mod:`benchmark.zo.transport`). ``checkpoint``: saved there and resumed from it when it
+        exists (``identity``: the run it must belong to, by default the config's)."""
+        cfg = self.config
+        own = run_identity(asdict(cfg), method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
+        plan = RoundPlan(
+            rounds=cfg.rounds,
+            sampler=ClientSampler(self.num_clients, self.num_clients, RunSeeds(cfg.seed)),
+            lr_at=lambda _i: cfg.zo.lr,
+            eval_every=max(cfg.eval_every, 1),
+            identity=identity or own,
+            label=label or self.METHOD,
+            bytes_per_float=THESIS_NUMBER_BYTES,
+            progress=progress,
+        )
+        out = run_rounds(self, plan, checkpoint=checkpoint, on_round_end=on_round_end)
+        return zo_result(self.METHOD, out, self.log, parameters_sha256(self.model), self.extra())
+
+    def evaluate(self) -> tuple[float, float]:
+        if self.test is None or self.config.eval_every <= 0:
+            return math.nan, math.nan
+        return accuracy(self.model, self.test, self.config.zo.chunk), math.nan
+
+
+@dataclass(eq=False)
+class FedMeZOTrainer(ZOTrainer):
+    """One FedMeZO round per :meth:`train_round` (module docstring); :attr:`log` is the run so far."""
+
+    METHOD: ClassVar[str] = "fedmezo"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if sum(self.sizes) == 0:
+            raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
+        cfg = self.config
+        self.server = ScalarAverage(cfg.weighting, self.sizes)
+        self.seeds = round_seeds(cfg.seed, cfg.rounds)
+        self.holders = [k for k, n in enumerate(self.sizes) if n]
+        self.replicas = (
+            [copy.deepcopy(self.model) for _ in self.clients] if cfg.client_exec == "replicas" else None
+        )
+
+    def extra(self) -> dict[str, Any]:
+        return {**super().extra(), "weighting": self.config.weighting, "client_exec": self.config.client_exec}
+
+    def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
+        zo, wire, net, seed = self.config.zo, self.config.wire, self.transport, self.seeds[round_idx]
+        shared = None
+        if self.replicas is None:  # one perturbation serves every client: they hold the same weights and seed
+            shared = projected_gradients(self.model, [self.clients[k] for k in self.holders], seed, zo)
+        replies, losses = {}, {}  # client -> its projected gradients, its loss
+        for k in map(int, clients):
+            got = wire.decode_seed(net.down(wire.encode_seed(seed), 1))
+            if not self.sizes[k]:
+                continue
+            if shared is None:
+                proj = projected_gradients(self.replicas[k], [self.clients[k]], got, zo)
+                grads, plus = proj.grads[0], proj.plus[0]
+            else:
+                grads, plus = shared.grads[self.holders.index(k)], shared.plus[self.holders.index(k)]
+            replies[k] = wire.decode_scalars(net.up(wire.encode_scalars(grads), zo.num_z))
+            losses[k] = float(plus.mean())
+        entry = LogEntry(round_idx, seed, tuple(float(x) for x in self.server.aggregate(replies)))
+        self.log.append(entry)
+        for k in map(int, clients):
+            got = wire.decode_scalars(net.down(wire.encode_scalars(entry.average), zo.num_z))
+            if self.replicas is not None:
+                apply_update_(trainable_parameters(self.replicas[k]), seed, got, zo)
+        apply_update_(trainable_parameters(self.model), seed, entry.average, zo)
+        want = parameters_sha256(self.model) if self.replicas is not None else ""
+        for k, replica in enumerate(self.replicas or []):
+            if (got := parameters_sha256(replica)) != want:
+                raise RuntimeError(
+                    f"FedMeZO round {round_idx}: client {k}'s reconstructed weights ({got[:12]}) differ from the "
+                    f"server's ({want[:12]}); a perturbation was not restored exactly (ZOConfig.restore)"
+                )
+        n = sum(self.sizes[k] for k in losses)
+        loss = sum(self.sizes[k] * losses[k] for k in sorted(losses)) / n
+        return net.round_stats(n, loss, compute_f=2 * zo.num_z * n)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The log (module docstring: with the initial model it is the model)."""
+        return {"log": [[e.round, e.seed, list(e.average)] for e in self.log]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Replay the saved log onto the model (and the replicas), which hold the initial weights."""
+        self.log = [LogEntry(int(r), int(s), tuple(float(x) for x in a)) for r, s, a in state["log"]]
+        for model in [self.model, *(self.replicas or [])]:
+            replay(model, self.log, self.config.zo)
 
 
 def run_fedmezo(
@@ -112,85 +239,9 @@ def run_fedmezo(
     clients: Sequence[TextTensors],
     config: FedMeZOConfig,
     test: TextTensors | None = None,
-    *,
-    start_log: Sequence[LogEntry] = (),
-    progress: Progress | None = None,
-    transport: Transport | None = None,
-    after_round: Callable[[list[LogEntry], ZORound], None] | None = None,
-) -> tuple[ZORunResult, list[LogEntry]]:
+    **run,
+) -> ZORunResult:
     """Run ``config.rounds`` FedMeZO rounds from ``model`` (trained in place; in ``replicas`` mode ``model``
-    is the server's reconstruction). ``start_log`` resumes: ``model`` must already hold those updates.
-    ``after_round(log, record)`` runs after every round (checkpointing). Returns the result (the rounds run
-    by this call) and the full log."""
-    zo = config.zo
-    sizes = [len(c) for c in clients]
-    if sum(sizes) == 0:
-        raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
-    server = FedMeZOServer(config, sizes)
-    server.log = list(start_log)
-    transport = transport or Transport(config.wire)
-    wire = transport.wire
-    replicas = [copy.deepcopy(model) for _ in clients] if config.client_exec == "replicas" else None
-    initial = accuracy(model, test, zo.chunk) if test is not None and config.eval_every > 0 else None
-    done = len(server.log)
-    seeds = round_seeds(config.seed, config.rounds - done, start=done)
-    records: list[ZORound] = []
-    for i, seed in enumerate(seeds):
-        r = done + i
-        transport.begin_round(r)
-        replies: dict[int, np.ndarray] = {}
-        losses: dict[int, float] = {}
-        holders = [k for k, data in enumerate(clients) if len(data)]
-        shared = None
-        if replicas is None:  # one perturbation serves every client: they hold the same weights and seed
-            shared = projected_gradients(model, [clients[k] for k in holders], seed, zo)
-        for k in range(len(clients)):
-            got = wire.decode_seed(transport.down(wire.encode_seed(seed), 1))
-            if k not in holders:
-                continue
-            if shared is None:
-                proj = projected_gradients(replicas[k], [clients[k]], got, zo)
-                grads, plus = proj.grads[0], proj.plus[0]
-            else:
-                grads, plus = shared.grads[holders.index(k)], shared.plus[holders.index(k)]
-            replies[k] = wire.decode_scalars(transport.up(wire.encode_scalars(grads), zo.num_z))
-            losses[k] = float(plus.mean())
-        average = server.aggregate(replies)
-        entry = LogEntry(r, seed, tuple(float(x) for x in average))
-        server.log.append(entry)
-        for k in range(len(clients)):
-            got = wire.decode_scalars(transport.down(wire.encode_scalars(average), zo.num_z))
-            if replicas is not None:
-                apply_update_(trainable_parameters(replicas[k]), seed, got, zo)
-        apply_update_(trainable_parameters(model), seed, entry.average, zo)
-        if replicas is not None:
-            _check_replicas(model, replicas, r)
-        loss = sum(sizes[k] * losses[k] for k in sorted(losses)) / sum(sizes[k] for k in losses)
-        traffic = transport.rounds[-1]
-        rec = ZORound(
-            r, seed, entry.average, loss,
-            evaluate_every(model, test, r, config.rounds, config.eval_every, zo.chunk),
-            traffic.uplink_bytes, traffic.downlink_bytes,
-        )  # fmt: skip
-        records.append(rec)
-        if after_round is not None:
-            after_round(server.log, rec)
-        if progress is not None:
-            progress(r + 1, config.rounds, rec)
-    final = next((x.test_accuracy for x in reversed(records) if x.test_accuracy is not None), None)
-    result = ZORunResult(
-        "fedmezo", records, initial, final, transport.totals(), parameters_sha256(model),
-        {"client_sizes": sizes, "weighting": config.weighting, "client_exec": config.client_exec},
-    )  # fmt: skip
-    return result, server.log
-
-
-def _check_replicas(server_model: nn.Module, replicas: Sequence[nn.Module], round_index: int) -> None:
-    want = parameters_sha256(server_model)
-    for k, rep in enumerate(replicas):
-        got = parameters_sha256(rep)
-        if got != want:
-            raise RuntimeError(
-                f"FedMeZO round {round_index}: client {k}'s reconstructed weights ({got[:12]}) differ from the "
-                f"server's ({want[:12]}); a perturbation was not restored exactly (ZOConfig.restore)"
-            )
+    is the server's reconstruction); ``run``: :meth:`ZOTrainer.run`'s options (checkpoint, progress, ...).
+    The result holds the full log."""
+    return FedMeZOTrainer(model, clients, config, test).run(**run)

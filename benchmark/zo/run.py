@@ -3,29 +3,49 @@
 The record (JSON, written atomically) holds the run's configuration, the encoder's and the data's
 identities, the accuracy before training (FedNCM head) and after the last round, the measured traffic next
 to the thesis's arithmetic (Eq. 6 / Eq. 7), provenance (commit taken at start, machine, versions) and the
-wall time; the per-round curve goes to ``<record>.curve.csv``. A FedMeZO run checkpoints its log
-(``(seed, average)`` per round: with the initial model, the log *is* the model) every ``checkpoint_every``
-rounds and resumes by replaying it. The checkpoint is sealed (:func:`benchmark.io.write_sealed`: its sha256
-is checked before it is parsed, so a flipped digit of a seed or an average is an error, not another model);
-the record and the curve carry a checksum sidecar (:func:`benchmark.io.atomic_path`).
+wall time; the per-round curve goes to ``<record>.curve.csv``. Its shape is the one the recorded runs in
+runs/ have (:class:`~benchmark.zo.history.ZORound` rows, written from the round loop's history).
+
+A FedMeZO run checkpoints through the round loop (:mod:`benchmark.federated.checkpoint`, sealed: its
+sha256 is checked before it is read) every ``checkpoint_every`` rounds; its trainer state is the log
+(``(seed, average)`` per round: with the initial model, the log *is* the model), replayed on resume. The
+record and the curve carry a checksum sidecar (:func:`benchmark.io.atomic_path`).
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmark.devices import pick_device
 from benchmark.errors import ConfigError
-from benchmark.io import atomic_path, atomic_write_json, read_sealed, write_sealed
+from benchmark.federated.checkpoint import CheckpointSpec, run_identity
+from benchmark.io import atomic_path, atomic_write_json
+from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.zo.centralised import run_mezo
+from benchmark.zo.data import prepare_task
+from benchmark.zo.distmezo import DistMeZOConfig, run_distmezo
+from benchmark.zo.encoders import load_encoder
+from benchmark.zo.fedmezo import FedMeZOConfig, run_fedmezo
+from benchmark.zo.history import LogEntry, ZORunResult
+from benchmark.zo.mezo import ZOConfig, parameters_sha256
+from benchmark.zo.slora import SLoRAConfig, run_slora
+from benchmark.zo.text_model import TextClassifier, TextTensors, ncm_head_
 from benchmark.zo.transport import THESIS_NUMBER_BYTES, WireFormat, eq6_bytes_per_round
 
 ZO_METHODS = ("fedmezo", "mezo", "distmezo")
 METHODS = (*ZO_METHODS, "slora")
+#: The spec's fields that choose the task (:func:`~benchmark.zo.data.prepare_task`) and SLoRA's settings.
+TASK_FIELDS = ("clients", "alpha", "seed", "k_shot", "max_length", "test_limit")
+SLORA_FIELDS = ("rounds", "priming_fraction", "density", "rank", "lr", "local_steps", "batch_size")
+SLORA_FIELDS += ("optimizer", "seed", "eval_every")
 
 
 @dataclass(frozen=True)
@@ -60,143 +80,55 @@ class ZORunSpec:
             raise ConfigError(f"zeroth-order method {self.method!r}", f"use one of {METHODS}")
 
 
-def _provenance() -> dict[str, Any]:
-    from benchmark.provenance import git_commit, machine, package_versions
-
-    return {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
-
-
 def build_model(spec: ZORunSpec, device: str, data_root: str | Path | None):
     """The encoder, the task, and the classifier with its FedNCM head (from the clients' feature sums)."""
-    from benchmark.zo.data import prepare_task
-    from benchmark.zo.encoders import load_encoder
-    from benchmark.zo.text_model import TextClassifier, ncm_head_
-
     enc = load_encoder(spec.encoder, device="cpu")
-    task = prepare_task(
-        spec.dataset, enc.tokenizer, clients=spec.clients, alpha=spec.alpha, seed=spec.seed, k_shot=spec.k_shot,
-        max_length=spec.max_length, data_root=data_root, test_limit=spec.test_limit,
-    )  # fmt: skip
+    task_args = {k: getattr(spec, k) for k in TASK_FIELDS}
+    task = prepare_task(spec.dataset, enc.tokenizer, data_root=data_root, **task_args)
     model = TextClassifier(enc.model, enc.spec.hidden, task.classes, enc.spec.pooling, enc.spec.normalize)
-    model = model.to(device).eval()
+    model.to(device).eval()
     clients = [c.to(device) for c in task.clients]
     test = task.test.to(device)
     ncm_head_(model, clients, scale=spec.head_scale)
     return enc, task, model, clients, test
 
 
-def _zo_config(spec: ZORunSpec):
-    from benchmark.zo.fedmezo import FedMeZOConfig
-    from benchmark.zo.mezo import ZOConfig
-
-    zo = ZOConfig(lr=spec.lr, eps=spec.eps, num_z=spec.num_z)
-    return FedMeZOConfig(
-        zo, rounds=spec.rounds, seed=spec.seed, eval_every=spec.eval_every, wire=WireFormat()
-    )
-
-
-def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write a FedMeZO checkpoint (JSON, sealed)."""
-    write_sealed(path, (json.dumps(state, indent=2, sort_keys=True, default=str) + "\n").encode())
-
-
-def _load_checkpoint(path: Path | None, spec: ZORunSpec) -> dict[str, Any]:
-    """A FedMeZO checkpoint: ``{"spec", "log", "rounds", "initial_accuracy"}`` (empty when absent); its
-    sha256 is checked first (a corrupt, truncated or unsealed one is a ``CorruptFileError`` naming it)."""
-    if path is None or not path.is_file():
-        return {}
-    payload = read_sealed(path, kind="checkpoint", fix=f"delete {path} to restart the run from round 0")
-    try:
-        saved = json.loads(payload)
-        ok = saved["spec"] == asdict(spec) and len(saved["log"]) == len(saved["rounds"])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ConfigError(
-            f"checkpoint {path} is unreadable ({err})", f"delete {path} to start afresh"
-        ) from err
-    if not ok:
-        raise ConfigError(
-            f"checkpoint {path} belongs to another run (or is inconsistent)", f"delete {path} to start afresh"
-        )
-    return saved
-
-
-def _printer(spec: ZORunSpec, enabled: bool):
-    start = time.time()
-
-    def progress(done: int, total: int, rec) -> None:
-        if enabled and (done % max(total // 50, 1) == 0 or rec.test_accuracy is not None or done == total):
-            acc = f" acc {rec.test_accuracy:.2f}" if rec.test_accuracy is not None else ""
-            print(f"[{spec.method} {spec.dataset} a={spec.alpha:g}] round {done}/{total} loss "
-                  f"{rec.train_loss:.4f}{acc} ({time.time() - start:.0f} s)", flush=True)  # fmt: skip
-
-    return progress
+def _label(spec: ZORunSpec) -> str:
+    return f"{spec.method} {spec.dataset} a={spec.alpha:g}"
 
 
 def run_zo(
-    spec: ZORunSpec, model, clients, test, *, checkpoint: Path | None, checkpoint_every: int, progress
-):
-    """Dispatch to FedMeZO (resumable from its log), centralised MeZO or DistMeZO; returns (result, log)."""
-    from benchmark.zo.centralised import run_mezo
-    from benchmark.zo.distmezo import DistMeZOConfig, run_distmezo
-    from benchmark.zo.fedmezo import LogEntry, replay, run_fedmezo
-    from benchmark.zo.history import ZORound
-
-    fed = _zo_config(spec)
+    spec: ZORunSpec,
+    model: TextClassifier,
+    clients: list[TextTensors],
+    test: TextTensors,
+    *,
+    checkpoint: Path | None,
+    checkpoint_every: int = 50,
+    progress: bool = False,
+) -> tuple[ZORunResult, list[LogEntry] | None]:
+    """Run FedMeZO (checkpointed at ``checkpoint`` and resumed from it), centralised MeZO or DistMeZO;
+    returns the result and FedMeZO's log (``None`` for the others, as their records say)."""
+    zo = ZOConfig(lr=spec.lr, eps=spec.eps, num_z=spec.num_z)
+    fed = FedMeZOConfig(zo, rounds=spec.rounds, seed=spec.seed, eval_every=spec.eval_every, wire=WireFormat())
+    shown = {"progress": bool(progress), "label": _label(spec)}
     if spec.method == "mezo":
-        return run_mezo(model, clients, fed, test, progress=progress), None
+        return run_mezo(model, clients, fed, test, **shown), None
     if spec.method == "distmezo":
-        return run_distmezo(
-            model, clients, DistMeZOConfig(fed, spec.local_steps), test, progress=progress
-        ), None
-    saved = _load_checkpoint(checkpoint, spec)
-    log = [LogEntry(int(e[0]), int(e[1]), tuple(float(x) for x in e[2])) for e in saved.get("log", [])]
-    earlier = [ZORound(**{**r, "projected": tuple(r["projected"])}) for r in saved.get("rounds", [])]
-    replay(model, log, fed.zo)
-    history = list(earlier)
-    initial = {"value": saved.get("initial_accuracy")}
-
-    def after_round(full_log, rec) -> None:
-        history.append(rec)
-        if checkpoint is not None and (len(full_log) % checkpoint_every == 0 or len(full_log) == spec.rounds):
-            _save_checkpoint(checkpoint, {
-                "spec": asdict(spec), "log": [[e.round, e.seed, list(e.average)] for e in full_log],
-                "rounds": [asdict(r) for r in history], "initial_accuracy": initial["value"],
-            })  # fmt: skip
-
-    if not log and spec.eval_every > 0:
-        from benchmark.zo.text_model import accuracy
-
-        initial["value"] = accuracy(model, test)
-    result, log = run_fedmezo(model, clients, replace(fed, eval_every=spec.eval_every), test, start_log=log,
-                              progress=progress, after_round=after_round)  # fmt: skip
-    result.rounds = history
-    result.initial_accuracy = initial["value"]
-    return result, log
+        return run_distmezo(model, clients, DistMeZOConfig(fed, spec.local_steps), test, **shown), None
+    every = CheckpointSpec(checkpoint, checkpoint_every) if checkpoint is not None else None
+    identity = run_identity(asdict(spec), method=spec.method, stage="", start_round=0, rounds=spec.rounds)
+    result = run_fedmezo(model, clients, fed, test, checkpoint=every, identity=identity, **shown)
+    return result, result.log
 
 
-def _slora(spec: ZORunSpec, model, clients, test, progress_enabled: bool) -> dict[str, Any]:
-    from benchmark.zo.slora import SLoRAConfig, run_slora
-
-    cfg = SLoRAConfig(
-        rounds=spec.rounds, priming_fraction=spec.priming_fraction, density=spec.density, rank=spec.rank,
-        lr=spec.lr, local_steps=spec.local_steps, batch_size=spec.batch_size, optimizer=spec.optimizer,
-        seed=spec.seed, eval_every=spec.eval_every,
-    )  # fmt: skip
-    start = time.time()
-
-    def progress(event) -> None:
-        rec = getattr(event, "record", None)
-        if progress_enabled and rec is not None and event.kind == "round":
-            acc = f" acc {rec.test_accuracy:.2f}" if rec.test_accuracy is not None else ""
-            print(f"[slora {spec.dataset} a={spec.alpha:g}] round {rec.round + 1}/{spec.rounds} stage {rec.stage} "
-                  f"loss {rec.train_loss:.4f}{acc} ({time.time() - start:.0f} s)", flush=True)  # fmt: skip
-
-    res = run_slora(model, clients, test, cfg, progress=progress)
+def _slora(spec: ZORunSpec, model, clients, test, progress: bool) -> dict[str, Any]:
+    cfg = SLoRAConfig(**{k: getattr(spec, k) for k in SLORA_FIELDS})
+    res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec))
+    accuracies = [r.test_accuracy for r in res.history if r.test_accuracy is not None]
     return {
         "final_accuracy": res.final_accuracy,
-        "best_accuracy": max(
-            [r.test_accuracy for r in res.history if r.test_accuracy is not None], default=None
-        ),
+        "best_accuracy": max(accuracies, default=None),
         "rounds": [asdict(r) for r in res.history],
         "traffic": {
             "uplink_bytes": res.uplink_bytes,
@@ -207,30 +139,40 @@ def _slora(spec: ZORunSpec, model, clients, test, progress_enabled: bool) -> dic
     }
 
 
-def _traffic(spec: ZORunSpec, result) -> dict[str, Any]:
+def _traffic(spec: ZORunSpec, result: ZORunResult) -> dict[str, Any]:
     t = result.traffic
     rounds = max(len(result.rounds), 1)
     numbers = (t.uplink_numbers + t.downlink_numbers) / rounds
     return {
-        "uplink_bytes": t.uplink_bytes, "downlink_bytes": t.downlink_bytes,
-        "uplink_numbers": t.uplink_numbers, "downlink_numbers": t.downlink_numbers,
-        "rounds_measured": len(result.rounds), "numbers_per_round": numbers,
+        "uplink_bytes": t.uplink_bytes,
+        "downlink_bytes": t.downlink_bytes,
+        "uplink_numbers": t.uplink_numbers,
+        "downlink_numbers": t.downlink_numbers,
+        "rounds_measured": len(result.rounds),
+        "numbers_per_round": numbers,
         "wire_bytes_per_round": (t.uplink_bytes + t.downlink_bytes) / rounds,
         "thesis_bytes_per_round": numbers * THESIS_NUMBER_BYTES,
         "eq6_bytes_per_round": eq6_bytes_per_round(spec.clients, spec.num_z),
         "wire": asdict(WireFormat()),
-    }  # fmt: skip
+    }
 
 
 def train_step(
-    spec: ZORunSpec, out: str | Path, *, device: str | None = None, data_root: str | Path | None = None,
-    checkpoint: Path | None = None, checkpoint_every: int = 50, progress: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    spec: ZORunSpec,
+    out: str | Path,
+    *,
+    device: str | None = None,
+    data_root: str | Path | None = None,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 50,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
-    from benchmark.devices import pick_device
-    from benchmark.zo.mezo import parameters_sha256
-
-    prov = _provenance()  # the code that runs, taken before training
+    prov = {
+        "machine": machine(),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+    }  # before training
     dev = str(pick_device(device))
     torch.manual_seed(0)  # nothing here draws from the global RNG; fixed anyway for third-party code
     start = time.time()
@@ -239,22 +181,40 @@ def train_step(
     if spec.method == "slora":
         body = _slora(spec, model, clients, test, progress)
     else:
-        result, log = run_zo(spec, model, clients, test, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                             progress=_printer(spec, progress))  # fmt: skip
+        result, log = run_zo(
+            spec,
+            model,
+            clients,
+            test,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            progress=progress,
+        )
         initial = result.initial_accuracy
         body = {
-            "final_accuracy": result.final_accuracy, "best_accuracy": result.best_accuracy,
-            "rounds": [asdict(r) for r in result.rounds], "traffic": _traffic(spec, result),
-            "params_sha256": parameters_sha256(model), "extra": result.extra,
+            "final_accuracy": result.final_accuracy,
+            "best_accuracy": result.best_accuracy,
+            "rounds": [asdict(r) for r in result.rounds],
+            "traffic": _traffic(spec, result),
+            "params_sha256": parameters_sha256(model),
+            "extra": result.extra,
             "log_sha256": _log_digest(log) if log is not None else None,
-        }  # fmt: skip
+        }
     record = {
-        "spec": asdict(spec), "method": spec.method, "dataset": spec.dataset, "initial_accuracy": initial,
+        "spec": asdict(spec),
+        "method": spec.method,
+        "dataset": spec.dataset,
+        "initial_accuracy": initial,
         **body,
-        "encoder": asdict(enc.identity), "encoder_params": enc.spec.params, "task": task.identity,
-        "head_init": f"FedNCM class means x {spec.head_scale:g}", "device": dev,
-        "torch_threads": torch.get_num_threads(), "wall_s": time.time() - start, **prov,
-    }  # fmt: skip
+        "encoder": asdict(enc.identity),
+        "encoder_params": enc.spec.params,
+        "task": task.identity,
+        "head_init": f"FedNCM class means x {spec.head_scale:g}",
+        "device": dev,
+        "torch_threads": torch.get_num_threads(),
+        "wall_s": time.time() - start,
+        **prov,
+    }
     out = Path(out)
     with atomic_path(str(out).removesuffix(".json") + ".curve.csv", checksum=True) as tmp:
         _write_curve(tmp, record["rounds"])
@@ -262,20 +222,16 @@ def train_step(
     return record
 
 
-def _log_digest(log) -> str:
-    import hashlib
-
+def _log_digest(log: list[LogEntry]) -> str:
     text = json.dumps([[e.round, e.seed, list(e.average)] for e in log])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _write_curve(path: Path, rounds: list[dict[str, Any]]) -> None:
-    import csv
-
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["round", "train_loss", "test_accuracy", "uplink_bytes", "downlink_bytes"])
         for r in rounds:
             acc = r.get("test_accuracy")
-            w.writerow([r["round"] + 1, r.get("train_loss"), "" if acc is None else acc,
-                        r.get("uplink_bytes", 0), r.get("downlink_bytes", 0)])  # fmt: skip
+            row = [r["round"] + 1, r.get("train_loss"), "" if acc is None else acc]
+            w.writerow([*row, r.get("uplink_bytes", 0), r.get("downlink_bytes", 0)])

@@ -54,18 +54,43 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from benchmark.errors import ConfigError
-from benchmark.seeding import check_seed, torch_generator
+from benchmark.federated.history import RoundStats
+from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
+from benchmark.federated.sampling import ClientSampler
+from benchmark.seeding import RunSeeds, check_seed, torch_generator
+from benchmark.zo.history import round_rows
 from benchmark.zo.text_model import TextClassifier, TextTensors, accuracy
+from benchmark.zo.transport import Transport
 
 OPTIMIZERS = ("sgd", "adamw")
+#: SLoRAConfig's integer settings (each >= 1).
+INT_SETTINGS = ("rounds", "rank", "local_steps", "batch_size", "eval_every")
+#: How to fix each setting of :class:`SLoRAConfig` that is out of range.
+FIXES = {
+    "rounds": "use at least 1 round",
+    "priming_fraction": "give the share of rounds in stage 1, in [0, 1] (the thesis uses 0.2)",
+    "stage_1": "raise priming_fraction or rounds: SLoRA initialises LoRA from the stage-1 update",
+    "density": "use a density in (0, 1], e.g. 0.1",
+    "rank": "use a positive LoRA rank, e.g. 16",
+    "alpha": "use a positive lora_alpha, or None for alpha = rank",
+    "target_modules": "give a non-empty tuple of module names, e.g. ('query', 'value')",
+    "lr": "use a positive learning rate",
+    "local_steps": "use at least 1 local step (the thesis uses 1)",
+    "batch_size": "use a positive batch size",
+    "optimizer": f"use one of {OPTIMIZERS}",
+    "weight_decay": "use a non-negative weight decay",
+    "eval_every": "evaluate every k >= 1 rounds (the last round is always evaluated)",
+}
 MASK_STREAM = "slora_mask"
 ORDER_STREAM = "data_order"
 
@@ -89,56 +114,24 @@ class SLoRAConfig:
     eval_every: int
 
     def __post_init__(self) -> None:
-        def need(ok: bool, what: str, fix: str) -> None:
+        def need(ok: object, name: str, what: str | None = None) -> None:
             if not ok:
-                raise ConfigError(f"SLoRAConfig.{what}", fix)
+                raise ConfigError(f"SLoRAConfig.{what or f'{name}={getattr(self, name)!r}'}", FIXES[name])
 
-        need(_is_int(self.rounds) and self.rounds >= 1, f"rounds={self.rounds!r}", "use at least 1 round")
-        need(
-            0.0 <= self.priming_fraction <= 1.0,
-            f"priming_fraction={self.priming_fraction!r}",
-            "give the share of rounds in stage 1, in [0, 1] (the thesis uses 0.2)",
-        )
-        need(
-            self.priming_rounds >= 1,
-            f"priming_fraction={self.priming_fraction} gives 0 stage-1 rounds of {self.rounds}",
-            "raise priming_fraction or rounds: SLoRA initialises LoRA from the stage-1 update",
-        )
-        need(0.0 < self.density <= 1.0, f"density={self.density!r}", "use a density in (0, 1], e.g. 0.1")
-        need(
-            _is_int(self.rank) and self.rank >= 1, f"rank={self.rank!r}", "use a positive LoRA rank, e.g. 16"
-        )
-        need(
-            self.alpha is None or self.alpha > 0,
-            f"alpha={self.alpha!r}",
-            "use a positive lora_alpha, or None for alpha = rank",
-        )
-        need(
-            isinstance(self.target_modules, tuple)
-            and len(self.target_modules) > 0
-            and all(isinstance(t, str) and t for t in self.target_modules),
-            f"target_modules={self.target_modules!r}",
-            "give a non-empty tuple of module names, e.g. ('query', 'value')",
-        )
-        need(self.lr > 0, f"lr={self.lr!r}", "use a positive learning rate")
-        need(
-            _is_int(self.local_steps) and self.local_steps >= 1,
-            f"local_steps={self.local_steps!r}",
-            "use at least 1 local step (the thesis uses 1)",
-        )
-        need(
-            _is_int(self.batch_size) and self.batch_size >= 1,
-            f"batch_size={self.batch_size!r}",
-            "use a positive batch size",
-        )
-        need(self.optimizer in OPTIMIZERS, f"optimizer={self.optimizer!r}", f"use one of {OPTIMIZERS}")
-        need(self.weight_decay >= 0, f"weight_decay={self.weight_decay!r}", "use a non-negative weight decay")
+        for name in INT_SETTINGS:  # checked first: the rest computes with them
+            need(_is_int(getattr(self, name)) and getattr(self, name) >= 1, name)
+        fraction, modules = self.priming_fraction, self.target_modules
+        need(0.0 <= fraction <= 1.0, "priming_fraction")
+        zero = f"priming_fraction={fraction} gives 0 stage-1 rounds of {self.rounds}"
+        need(self.priming_rounds >= 1, "stage_1", zero)
+        need(0.0 < self.density <= 1.0, "density")
+        need(self.alpha is None or self.alpha > 0, "alpha")
+        names = isinstance(modules, tuple) and all(isinstance(t, str) and t for t in modules)
+        need(names and modules, "target_modules")
+        need(self.lr > 0, "lr")
+        need(self.optimizer in OPTIMIZERS, "optimizer")
+        need(self.weight_decay >= 0, "weight_decay")
         check_seed(self.seed, "SLoRAConfig.seed")
-        need(
-            _is_int(self.eval_every) and self.eval_every >= 1,
-            f"eval_every={self.eval_every!r}",
-            "evaluate every k >= 1 rounds (the last round is always evaluated)",
-        )
 
     @property
     def priming_rounds(self) -> int:
@@ -183,14 +176,13 @@ class SLoRAResult:
 
 @dataclass(frozen=True)
 class SLoRAEvent:
-    """What ``progress`` receives: ``kind`` is ``"round"`` (after a round's aggregation; ``model`` holds the
-    global model) or ``"switch"`` (LoRA just initialised from ΔW, before stage 2 trains; ``record`` None).
+    """What ``progress`` receives: ``kind`` is ``"round"`` (after a round's aggregation and evaluation;
+    ``model`` holds the global model) or ``"switch"`` (LoRA just initialised from ΔW, before stage 2 trains).
     ``model`` is the live working model: copy what you keep."""
 
     kind: str
     round: int
     model: TextClassifier
-    record: SLoRARound | None
 
 
 def _is_int(x: object) -> bool:
@@ -208,30 +200,6 @@ def masked_count(n: int, density: float) -> int:
 
 
 # ------------------------------------------------------------------------------------ communication
-
-
-def payload_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Payload of a message: ``Σ numel × element_size`` of its tensors."""
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-class Transport:
-    """Carries messages between the server and the clients and counts their payload bytes.
-
-    :meth:`up` (client → server) and :meth:`down` (server → client) return detached copies, so a receiver
-    only ever sees what was sent."""
-
-    def __init__(self) -> None:
-        self.uplink_bytes = 0
-        self.downlink_bytes = 0
-
-    def up(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        self.uplink_bytes += payload_bytes(tensors)
-        return [t.detach().clone() for t in tensors]
-
-    def down(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        self.downlink_bytes += payload_bytes(tensors)
-        return [t.detach().clone() for t in tensors]
 
 
 def slora_comm_arithmetic(
@@ -366,7 +334,7 @@ def lora_factors(delta: torch.Tensor, rank: int, scaling: float = 1.0) -> tuple[
 
 def lora_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The peft LoRA layers of ``model`` (name, module), in module order."""
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # local: peft (and what it loads) only where SLoRA runs
 
     return [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
 
@@ -378,7 +346,7 @@ def switch_to_lora(
     injected on ``config.target_modules`` with ``(A, B)`` from the SVD of ``ΔW = W − pretrained`` of each
     target, every encoder weight goes back to ``pretrained`` and is frozen. Returns the stage-2 trainable
     parameters (LoRA A, B per target, then the head)."""
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import LoraConfig, inject_adapter_in_model  # local: peft only where SLoRA runs
 
     stage1 = {n: p.detach().clone() for n, p in model.encoder.named_parameters()}
     lora_cfg = LoraConfig(
@@ -420,6 +388,84 @@ def switch_to_lora(
 # -------------------------------------------------------------------------------------------- run
 
 
+@dataclass(eq=False)
+class SLoRATrainer(RoundTrainer):
+    """One SLoRA round per :meth:`train_round` on ``model`` (trained in place), the switch to LoRA opening
+    round ``R1`` (module docstring). Clients without examples take no part; messages go through a
+    :class:`~benchmark.zo.transport.Transport` (the round's costs); :meth:`evaluate` gives percent."""
+
+    measures_communication: ClassVar[bool] = True
+    model: TextClassifier
+    clients: Sequence[TextTensors]
+    test: TextTensors
+    config: SLoRAConfig
+    progress: Callable[[SLoRAEvent], None] | None = None
+
+    def __post_init__(self) -> None:
+        model, clients, config = self.model, self.clients, self.config
+        self.num_clients = len(clients)
+        total = sum(len(d) for d in clients)
+        self.weights = [len(d) / total for d in clients]
+        self.transport = Transport()
+        enc_named = list(model.encoder.named_parameters())
+        self.enc_params = [p for _, p in enc_named]
+        self.head_params = list(model.head.parameters())
+        self.pretrained = {n: p.detach().clone() for n, p in enc_named}
+        masks = random_masks(enc_named, config.density, config.seed)
+        self.masks = [(masks[n], self.pretrained[n]) for n, _ in enc_named]
+        for p in model.parameters():
+            p.requires_grad_(True)
+        self.trainable: list[nn.Parameter] = self.enc_params + self.head_params
+        self.global_state = self.stage1_state()
+        self.trainable_stage2 = 0
+
+    def stage1_state(self) -> list[torch.Tensor]:
+        """Stage 1's message: the values of the masked entries, then the head."""
+        masked = [p.detach()[m] for p, (m, _) in zip(self.enc_params, self.masks, strict=True)]
+        return masked + [p.detach() for p in self.head_params]
+
+    @torch.no_grad()
+    def load(self, state: Sequence[torch.Tensor], stage1: bool) -> None:
+        """Set the trained state: stage 1's message (masked entries over the pre-trained values, then the
+        head), or the stage-2 trainable parameters in order."""
+        if not stage1:
+            for p, v in zip(self.trainable, state, strict=True):
+                p.copy_(v)
+            return
+        for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
+            p.copy_(pre)
+            p[m] = v
+        for p, v in zip(self.head_params, state[len(self.enc_params) :], strict=True):
+            p.copy_(v)
+
+    def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
+        cfg, net, stage1 = self.config, self.transport, round_idx < self.config.priming_rounds
+        if round_idx == cfg.priming_rounds:
+            self.load(self.global_state, stage1=True)
+            self.trainable = switch_to_lora(self.model, self.pretrained, cfg)
+            self.trainable_stage2 = sum(p.numel() for p in self.trainable)
+            self.global_state = [p.detach().clone() for p in self.trainable]
+            if self.progress is not None:
+                self.progress(SLoRAEvent("switch", round_idx, self.model))
+        messages, losses, weights, examples = [], [], [], 0
+        for k in (int(k) for k in clients if len(self.clients[int(k)])):
+            data = self.clients[k]
+            self.load(net.down_tensors(self.global_state), stage1)
+            gen, masks = client_generator(cfg.seed, round_idx, k), self.masks if stage1 else None
+            losses.append(local_train(self.model, self.trainable, data, cfg, gen, masks))
+            sent = self.stage1_state() if stage1 else [p.detach() for p in self.trainable]
+            messages.append(net.up_tensors(sent))
+            weights.append(self.weights[k])
+            examples += cfg.local_steps * min(cfg.batch_size, len(data))
+        self.global_state = _average(messages, weights)
+        self.load(self.global_state, stage1)
+        loss = sum(w * x for w, x in zip(weights, losses, strict=True))
+        return net.round_stats(examples, loss, compute_f=3 * examples)
+
+    def evaluate(self) -> tuple[float, float]:
+        return accuracy(self.model, self.test), math.nan
+
+
 def run_slora(
     model: TextClassifier,
     clients: Sequence[TextTensors],
@@ -427,120 +473,51 @@ def run_slora(
     config: SLoRAConfig,
     *,
     progress: Callable[[SLoRAEvent], None] | None = None,
+    show_progress: bool = False,
+    label: str = "slora",
 ) -> SLoRAResult:
     """Run SLoRA (module docstring) on a copy of ``model`` (the caller's model is left as it is) with full
-    participation of the non-empty ``clients``; returns the history and the measured and Eq. 7 bytes."""
+    participation of the non-empty ``clients`` through the round loop
+    (:func:`~benchmark.federated.loop.run_rounds`); returns the history and the measured and Eq. 7 bytes.
+    ``progress`` receives each :class:`SLoRAEvent`; ``show_progress``: the loop's progress lines."""
     if not isinstance(model, TextClassifier):
         raise ConfigError(f"run_slora model is {type(model).__name__}", "pass a benchmark.zo TextClassifier")
-    active = [(k, d) for k, d in enumerate(clients) if len(d) > 0]
-    if not active:
+    if not any(len(d) for d in clients):
         raise ConfigError("run_slora: every client is empty", "give at least one client some examples")
     if len(test) == 0:
         raise ConfigError("run_slora: the test set is empty", "pass the examples to evaluate on")
     model = copy.deepcopy(model)
     device = next(model.parameters()).device
-    active = [(k, d.to(device)) for k, d in active]
-    test = test.to(device)
-    total = sum(len(d) for _, d in active)
-    weights = [len(d) / total for _, d in active]
-    transport = Transport()
-    history: list[SLoRARound] = []
-    r1 = config.priming_rounds
-
-    enc_named = list(model.encoder.named_parameters())
-    enc_params = [p for _, p in enc_named]
-    head_params = list(model.head.parameters())
-    pretrained = {n: p.detach().clone() for n, p in enc_named}
-    masks_by_name = random_masks(enc_named, config.density, config.seed)
-    masks = [(masks_by_name[n], pretrained[n]) for n, _ in enc_named]
-    for p in model.parameters():
-        p.requires_grad_(True)
-
-    # Stage-1 state: the values of the masked entries, then the head.
-    def stage1_state() -> list[torch.Tensor]:
-        return [p.detach()[m] for p, (m, _) in zip(enc_params, masks, strict=True)] + [
-            p.detach() for p in head_params
-        ]
-
-    def stage1_load(state: Sequence[torch.Tensor]) -> None:
-        with torch.no_grad():
-            for p, (m, pre), v in zip(enc_params, masks, state, strict=False):
-                p.copy_(pre)
-                p[m] = v
-            for p, v in zip(head_params, state[len(enc_params) :], strict=True):
-                p.copy_(v)
-
-    def plain_load(params: Sequence[nn.Parameter], state: Sequence[torch.Tensor]) -> None:
-        with torch.no_grad():
-            for p, v in zip(params, state, strict=True):
-                p.copy_(v)
-
-    global_state = stage1_state()
-    trainable: list[nn.Parameter] = enc_params + head_params
-    trainable_stage2 = 0
-
-    def record(r: int, stage: int, loss: float, up0: int, down0: int) -> SLoRARound:
-        evaluate = (r + 1) % config.eval_every == 0 or r == config.rounds - 1
-        rec = SLoRARound(
-            round=r,
-            stage=stage,
-            train_loss=loss,
-            test_accuracy=accuracy(model, test) if evaluate else None,
-            uplink_bytes=transport.uplink_bytes - up0,
-            downlink_bytes=transport.downlink_bytes - down0,
-        )
-        history.append(rec)
-        if progress is not None:
-            progress(SLoRAEvent("round", r, model, rec))
-        return rec
-
-    for r in range(config.rounds):
-        stage = 1 if r < r1 else 2
-        if r == r1:
-            stage1_load(global_state)
-            trainable = switch_to_lora(model, pretrained, config)
-            trainable_stage2 = sum(p.numel() for p in trainable)
-            global_state = [p.detach().clone() for p in trainable]
-            if progress is not None:
-                progress(SLoRAEvent("switch", r, model, None))
-        up0, down0 = transport.uplink_bytes, transport.downlink_bytes
-        messages, losses = [], []
-        for k, data in active:
-            received = transport.down(global_state)
-            if stage == 1:
-                stage1_load(received)
-                loss = local_train(model, trainable, data, config, client_generator(config.seed, r, k), masks)
-                messages.append(transport.up(stage1_state()))
-            else:
-                plain_load(trainable, received)
-                loss = local_train(model, trainable, data, config, client_generator(config.seed, r, k))
-                messages.append(transport.up([p.detach() for p in trainable]))
-            losses.append(loss)
-        global_state = _average(messages, weights)
-        if stage == 1:
-            stage1_load(global_state)
-        else:
-            plain_load(trainable, global_state)
-        record(r, stage, sum(w * x for w, x in zip(weights, losses, strict=True)), up0, down0)
-
-    lora_params = trainable_stage2 - sum(p.numel() for p in head_params)
+    trainer = SLoRATrainer(model, [d.to(device) for d in clients], test.to(device), config, progress)
+    plan = RoundPlan(
+        rounds=config.rounds,
+        sampler=ClientSampler(len(clients), len(clients), RunSeeds(config.seed)),
+        lr_at=lambda _i: config.lr,
+        eval_every=config.eval_every,
+        identity={},
+        label=label,
+        bytes_per_float=trainer.enc_params[0].element_size(),
+        progress=show_progress,
+        initial_eval=False,
+    )
+    events = None if progress is None else (lambda done: progress(SLoRAEvent("round", done - 1, model)))
+    out = run_rounds(trainer, plan, on_round_end=events)
+    history = [
+        SLoRARound(row.round - 1, 1 if row.round <= config.priming_rounds else 2, row.train_loss, *rest)
+        for row, *rest in round_rows(out.history)
+    ]
+    head = sum(p.numel() for p in trainer.head_params)
     arithmetic = slora_comm_arithmetic(
         rounds=config.rounds,
         priming_fraction=config.priming_fraction,
-        clients=len(active),
+        clients=sum(1 for d in clients if len(d)),
         density=config.density,
-        model_params=sum(p.numel() for p in enc_params),
-        lora_params=max(lora_params, 0),
-        head_params=sum(p.numel() for p in head_params),
-        bytes_per_value=enc_params[0].element_size(),
+        model_params=sum(p.numel() for p in trainer.enc_params),
+        lora_params=max(trainer.trainable_stage2 - head, 0),
+        head_params=head,
+        bytes_per_value=trainer.enc_params[0].element_size(),
     )
     final = history[-1].test_accuracy
     assert final is not None  # the last round is always evaluated
-    return SLoRAResult(
-        history=history,
-        final_accuracy=final,
-        uplink_bytes=transport.uplink_bytes,
-        downlink_bytes=transport.downlink_bytes,
-        arithmetic_bytes=arithmetic,
-        trainable_params_stage2=trainable_stage2,
-    )
+    up, down = out.costs.uplink_bytes_measured, out.costs.downlink_bytes_measured
+    return SLoRAResult(history, final, up, down, arithmetic, trainer.trainable_stage2)

@@ -1,4 +1,4 @@
-"""The simulated network of a federated run: every message is encoded to bytes, and the bytes are counted.
+"""The simulated network of a federated zo run: every message is encoded, and what it carries is counted.
 
 bernier2024 §4.1.1 and Eq. 6 count FedMeZO's traffic as numbers: per round and client one seed (down), num_z
 projected gradients (up) and their average (down), "1 byte each" (§4.2.1: "8-bit numbers for the random
@@ -6,17 +6,25 @@ seeds and gradient directions"), i.e. ``K + 2·K·num_z`` bytes per round. The s
 really needs: the seed as an unsigned integer of ``seed_bytes`` and each scalar in ``scalar_dtype``
 (float64 by default, so the server's average is exactly the centralised one). Both are recorded: the
 *numbers* sent (which Eq. 6 counts) and the *bytes* on this wire. :func:`eq6_bytes_per_round` is the
-thesis's arithmetic, :meth:`Transport.totals` the measurement.
+thesis's arithmetic, the :class:`Transport` the measurement.
+
+In the one round loop (:func:`benchmark.federated.loop.run_rounds`) a round's counts are its
+:class:`~benchmark.federated.history.RoundStats` (:meth:`Transport.round_stats`): the numbers as
+``uplink_floats`` / ``downlink_floats`` (the plan's ``bytes_per_float`` is :data:`THESIS_NUMBER_BYTES`, so the
+engine's ``Costs.uplink_bytes`` is the thesis's count) and the wire bytes as ``*_bytes_measured``.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from benchmark.errors import ConfigError
+from benchmark.federated.history import RoundStats
 
 _SEED_FORMATS = {4: "<I", 8: "<Q"}
 SCALAR_DTYPES = ("float64", "float32")
@@ -52,60 +60,66 @@ class WireFormat:
         return np.frombuffer(payload, dtype=self.scalar_dtype).astype(np.float64)
 
     def encode_tensor(self, array: np.ndarray) -> bytes:
-        """A model's parameters (DistMeZO, SLoRA): raw bytes in their own dtype."""
+        """A model's parameters (DistMeZO): raw bytes in their own dtype."""
         return np.ascontiguousarray(array).tobytes()
 
 
-@dataclass
-class RoundTraffic:
-    """One round's messages: bytes and numbers (seeds, scalars or parameters) in each direction."""
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes on the wire and numbers sent, in each direction (a run's totals)."""
 
-    round: int
     uplink_bytes: int = 0
     downlink_bytes: int = 0
     uplink_numbers: int = 0
     downlink_numbers: int = 0
-    messages: int = 0
 
 
 @dataclass
 class Transport:
-    """Counts what :meth:`down` and :meth:`up` carry; a payload is returned as received (bytes in, bytes out)."""
+    """Counts what :meth:`down` and :meth:`up` carry in the current round; a payload is returned as received
+    (bytes in, bytes out; tensors in, detached copies out, so a receiver only ever sees what was sent)."""
 
     wire: WireFormat = field(default_factory=WireFormat)
-    rounds: list[RoundTraffic] = field(default_factory=list)
-
-    def begin_round(self, round_index: int) -> None:
-        self.rounds.append(RoundTraffic(round_index))
-
-    def _current(self) -> RoundTraffic:
-        if not self.rounds:
-            raise ConfigError("a message was sent outside a round", "call Transport.begin_round first")
-        return self.rounds[-1]
+    uplink_bytes: int = 0
+    downlink_bytes: int = 0
+    uplink_numbers: int = 0
+    downlink_numbers: int = 0
 
     def down(self, payload: bytes, numbers: int) -> bytes:
-        r = self._current()
-        r.downlink_bytes += len(payload)
-        r.downlink_numbers += numbers
-        r.messages += 1
+        self.downlink_bytes += len(payload)
+        self.downlink_numbers += numbers
         return bytes(payload)
 
     def up(self, payload: bytes, numbers: int) -> bytes:
-        r = self._current()
-        r.uplink_bytes += len(payload)
-        r.uplink_numbers += numbers
-        r.messages += 1
+        self.uplink_bytes += len(payload)
+        self.uplink_numbers += numbers
         return bytes(payload)
 
-    def totals(self) -> RoundTraffic:
-        out = RoundTraffic(len(self.rounds))
-        for r in self.rounds:
-            out.uplink_bytes += r.uplink_bytes
-            out.downlink_bytes += r.downlink_bytes
-            out.uplink_numbers += r.uplink_numbers
-            out.downlink_numbers += r.downlink_numbers
-            out.messages += r.messages
-        return out
+    def down_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Tensors server -> client, ``Σ numel × element_size`` bytes (SLoRA: no framing, no indices)."""
+        self.downlink_bytes += sum(t.numel() * t.element_size() for t in tensors)
+        self.downlink_numbers += sum(t.numel() for t in tensors)
+        return [t.detach().clone() for t in tensors]
+
+    def up_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Tensors client -> server (:meth:`down_tensors`)."""
+        self.uplink_bytes += sum(t.numel() * t.element_size() for t in tensors)
+        self.uplink_numbers += sum(t.numel() for t in tensors)
+        return [t.detach().clone() for t in tensors]
+
+    def round_stats(self, num_examples: int, train_loss: float, compute_f: int) -> RoundStats:
+        """The round's :class:`RoundStats` (module docstring); the counters start again from zero."""
+        stats = RoundStats(
+            num_examples=num_examples,
+            train_loss=train_loss,
+            uplink_floats=self.uplink_numbers,
+            downlink_floats=self.downlink_numbers,
+            compute_f=compute_f,
+            uplink_bytes_measured=self.uplink_bytes,
+            downlink_bytes_measured=self.downlink_bytes,
+        )
+        self.uplink_bytes = self.downlink_bytes = self.uplink_numbers = self.downlink_numbers = 0
+        return stats
 
 
 def eq6_bytes_per_round(clients: int, num_z: int) -> int:
