@@ -36,6 +36,7 @@ from enum import StrEnum
 
 from benchmark.errors import ConfigError
 from benchmark.expected import ReportedCell, parse_printed_number, truncated_thousands_agree
+from benchmark.reasons import NotRunReason, ReasonKind
 
 __all__ = [
     "ACCURACY_FLOOR",
@@ -97,6 +98,8 @@ class Verdict:
     tolerance: float | None
     ours_printed: str | None = None
     reason: str | None = None
+    #: The typed reason of a NOT RUN cell (``reason`` is its text); ``None`` otherwise.
+    not_run: NotRunReason | None = None
 
     @property
     def passed(self) -> bool:
@@ -163,14 +166,15 @@ def judge(
     ours_values: Sequence[float] | None,
     *,
     substitute: bool,
-    not_run_reason: str | None,
+    not_run_reason: NotRunReason | None,
     departures: Sequence[str] = (),
 ) -> Verdict:
     """Verdict for one reported cell (tolerance policy of ``expected/README.md``).
 
     ``ours_values``: our result per seed, in the cell's unit (accuracy in percent points, GB for
-    ``comm_gb``...), or ``None`` together with a non-empty ``not_run_reason``. Giving both, or neither, is a
-    :class:`ConfigError`: a cell is either run or explicitly not run. ``substitute`` marks a run with
+    ``comm_gb``...), or ``None`` together with a ``not_run_reason`` (a typed
+    :class:`~benchmark.reasons.NotRunReason`). Giving both, or neither, is a :class:`ConfigError`: a cell is
+    either run or explicitly not run. ``substitute`` marks a run with
     substitute weights (the flat 3-point rule for accuracy; the SUBSTITUTE- label for every cell).
     An illegible paper value cannot be judged and gives NOT RUN with that reason.
 
@@ -180,10 +184,9 @@ def judge(
     adds ``printed_truncated`` (:func:`benchmark.expected.truncated_thousands_agree`).
     """
     if not_run_reason is not None:
-        if not isinstance(not_run_reason, str) or not not_run_reason.strip():
-            raise ConfigError(
-                f"{cell.key}: not_run_reason must be a non-empty explanation", "say why it cannot run"
-            )
+        if not isinstance(not_run_reason, NotRunReason):
+            raise ConfigError(f"{cell.key}: not_run_reason must be a NotRunReason, got {not_run_reason!r}",
+                              "say why it cannot run with a typed reason (benchmark/reasons.py)")  # fmt: skip
         if ours_values is not None:
             raise ConfigError(
                 f"{cell.key}: both ours_values and not_run_reason given", "a cell is either run or not run"
@@ -195,7 +198,8 @@ def judge(
         )
     mean, std, n = ours_stats(ours_values)
     if cell.mean is None:
-        return _not_run(cell, f"paper value illegible (raw: {cell.raw!r})", ours=(mean, std, n))
+        why = NotRunReason(ReasonKind.ILLEGIBLE, "the printed value", f"paper value illegible (raw: {cell.raw!r})")
+        return _not_run(cell, why, ours=(mean, std, n))
     delta = mean - cell.mean
     if cell.comparison == "exact":
         ours_printed = round_like_printed(
@@ -274,7 +278,7 @@ def _departure_reason(departures: Sequence[str]) -> str:
     return "matches only under a departure from the stated setup: " + "; ".join(parts)
 
 
-def _not_run(cell: ReportedCell, reason: str, ours: tuple[float, float, int] | None = None) -> Verdict:
+def _not_run(cell: ReportedCell, reason: NotRunReason, ours: tuple[float, float, int] | None = None) -> Verdict:
     mean, std, n = ours if ours is not None else (None, None, 0)
     return Verdict(
         cell=cell.key,
@@ -287,5 +291,6 @@ def _not_run(cell: ReportedCell, reason: str, ours: tuple[float, float, int] | N
         n_ours=n,
         delta=None,
         tolerance=None,
-        reason=reason,
+        reason=reason.render(),
+        not_run=reason,
     )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from benchmark.jobs import Job, register_job
+from benchmark.reasons import NotRunReason
 from benchmark.runners import Runner, register_runner
 from benchmark.runners._features import collect_runs
 from benchmark.runners.fl_train import training_allowed
@@ -75,7 +76,7 @@ class ToyRunner(Runner):
     def plan(self, spec, rule, plan, config):
         plan.method = rule.params["methods"][plan.cell.protocol["method"]]
         if not training_allowed(config):
-            plan.reason = "toy training needs a GPU (or cpu_training=true)"
+            plan.not_run = NotRunReason("needs training", "toy training", "toy training needs a GPU (or cpu_training=true)")
             return plan
         plan.jobs = tuple(ToyJob(plan.method, s) for s in spec.seeds)
         plan.status = "planned"
