@@ -129,3 +129,11 @@ def test_a_spec_states_a_typed_reason(tmp_path) -> None:
     (tmp_path / "table4.yaml").write_text(text.replace("  kind: not a result\n", "  kind: budget\n"))
     with pytest.raises(BenchmarkError, match=r"table4\.yaml:\d+: field 'not_run_reason': unknown NOT RUN reason kind"):
         load_spec("table4", tmp_path)
+
+
+def test_a_figures_reason_stays_text(tmp_path) -> None:
+    """Figures keep text reasons: the planner's typed reason reaches them rendered (FLB_OFFLINE=1: conftest)."""
+    from benchmark.figures.legate2023_runs import features_reason
+
+    why = features_reason({"data_root": str(tmp_path)})
+    assert isinstance(why, str) and why.startswith("dataset files absent: cifar10") and "flb data fetch cifar10" in why
