@@ -214,21 +214,8 @@ def judge(
             deps.append("printed_truncated")
             ours_printed = f"{cell.printed} (cut from {mean:,.0f})"
         tol = unit * float(Decimal(1).scaleb(p.exponent - p.decimals))
-        status = _status(ok, substitute, deps)
-        return Verdict(
-            cell=cell.key,
-            status=status,
-            rule="exact-at-printed-precision",
-            paper_mean=cell.mean,
-            paper_std_used=None,
-            ours_mean=mean,
-            ours_std=std,
-            n_ours=n,
-            delta=delta,
-            tolerance=tol,
-            ours_printed=ours_printed,
-            reason=_departure_reason(deps) if status in DEPARTURE_PASSES else None,
-        )
+        return _verdict(cell, _status(ok, substitute, deps), "exact-at-printed-precision", None, (mean, std, n),
+                        delta, tol, departures=deps, ours_printed=ours_printed)  # fmt: skip
     paper_std = cell.std if (cell.std is not None and cell.std_over == "seeds") else 0.0
     if substitute:
         tol = SUBSTITUTE_TOLERANCE
@@ -237,20 +224,8 @@ def judge(
         tol = max(SIGMA_FACTOR * math.sqrt(paper_std**2 + std**2), ACCURACY_FLOOR)
         rule = "accuracy"
     ok = abs(delta) <= tol + _SLACK
-    status = _status(ok, substitute, departures)
-    return Verdict(
-        cell=cell.key,
-        status=status,
-        rule=rule,
-        paper_mean=cell.mean,
-        paper_std_used=paper_std,
-        ours_mean=mean,
-        ours_std=std,
-        n_ours=n,
-        delta=delta,
-        tolerance=tol,
-        reason=_departure_reason(departures) if status in DEPARTURE_PASSES else None,
-    )
+    return _verdict(cell, _status(ok, substitute, departures), rule, paper_std, (mean, std, n), delta, tol,
+                    departures=departures)  # fmt: skip
 
 
 def shown_status(status: str, recorded: bool) -> str:
@@ -279,18 +254,21 @@ def _departure_reason(departures: Sequence[str]) -> str:
 
 
 def _not_run(cell: ReportedCell, reason: NotRunReason, ours: tuple[float, float, int] | None = None) -> Verdict:
-    mean, std, n = ours if ours is not None else (None, None, 0)
-    return Verdict(
-        cell=cell.key,
-        status=Status.NOT_RUN,
-        rule="not-run",
-        paper_mean=cell.mean,
-        paper_std_used=None,
-        ours_mean=mean,
-        ours_std=std,
-        n_ours=n,
-        delta=None,
-        tolerance=None,
-        reason=reason.render(),
-        not_run=reason,
-    )
+    stats = ours if ours is not None else (None, None, 0)
+    return _verdict(cell, Status.NOT_RUN, "not-run", None, stats, None, None, not_run=reason)
+
+
+def _verdict(
+    cell: ReportedCell, status: Status, rule: str, paper_std: float | None,
+    ours: tuple[float | None, float | None, int], delta: float | None, tolerance: float | None, *,
+    departures: Sequence[str] = (), ours_printed: str | None = None, not_run: NotRunReason | None = None,
+) -> Verdict:
+    """The one place a :class:`Verdict` is made: ``ours`` is (mean, std, n); its ``reason`` is the NOT RUN
+    reason's text, or for ``PASS*`` / ``SUBSTITUTE-PASS*`` the departures it matches under."""
+    mean, std, n = ours
+    if not_run is not None:
+        reason: str | None = not_run.render()
+    else:
+        reason = _departure_reason(departures) if status in DEPARTURE_PASSES else None
+    return Verdict(cell.key, status, rule, cell.mean, paper_std, mean, std, n, delta, tolerance, ours_printed, reason,
+                   not_run)  # fmt: skip
