@@ -7,7 +7,7 @@ full one, a ``table_subset=stratified100`` or ``cell_filter`` build, a build of 
 of all of them. So
 
 * the configuration is read from the check reports themselves (:func:`build_config`: their ``tier``, which
-  names a subset, their ``settings`` when present, the cells ``not selected by cell_filter``), never from
+  names a subset, their ``settings`` when present, the cells whose typed reason is ``not selected``), never from
   the ``--command`` a user types (:func:`check_command` refuses one that contradicts them);
 * every page it writes records that configuration in a comment (:data:`CONFIG_MARK`), so the next run can
   compare (:func:`read_committed` also reads the pages written before the mark existed);
@@ -27,11 +27,11 @@ from typing import Any
 
 from benchmark.errors import BenchmarkError, DiskFullError, NotWritableError
 from benchmark.io import atomic_path
+from benchmark.reasons import ReasonKind, reason_from_json
 
 #: The comment every generated page and the README section end with (format: :meth:`Built.mark`).
 CONFIG_MARK = re.compile(r"<!-- flb report: built with `--config ([^`]*)` \((\d+) targets?\) -->")
 _TIER_NOTE = re.compile(r"\((\S+) subset")
-_CELL_FILTER = re.compile(r"not selected by cell_filter=(?P<q>['\"])(?P<v>.*?)(?P=q)")
 _LEGACY_PAGE_TIER = re.compile(r"\(tier `([^`]*)`\)")
 _LEGACY_STAMP = re.compile(r"Produced [^`]* by `([^`]*)`")
 _INDEX_LINK = re.compile(r"\[([\w.-]+)\]\(\./\1\.md\)")
@@ -94,9 +94,9 @@ def build_config(report: Mapping[str, Any]) -> BuildConfig:
     cell_filter = settings.get("cell_filter")
     if cell_filter is None:
         for c in report.get("cells") or []:
-            m = _CELL_FILTER.search(str(c.get("reason") or ""))
-            if m:
-                cell_filter = m.group("v")
+            why = reason_from_json(c.get("not_run"))
+            if why is not None and why.kind is ReasonKind.NOT_SELECTED:
+                cell_filter = why.missing
                 break
     return BuildConfig(base.tier, subset, str(cell_filter) if cell_filter else None, training_setting(settings))
 

@@ -36,6 +36,7 @@ from enum import StrEnum
 
 from benchmark.errors import ConfigError
 from benchmark.expected import ReportedCell, parse_printed_number, truncated_thousands_agree
+from benchmark.reasons import NotRunReason, ReasonKind
 
 __all__ = [
     "ACCURACY_FLOOR",
@@ -97,6 +98,8 @@ class Verdict:
     tolerance: float | None
     ours_printed: str | None = None
     reason: str | None = None
+    #: The typed reason of a NOT RUN cell (``reason`` is its text); ``None`` otherwise.
+    not_run: NotRunReason | None = None
 
     @property
     def passed(self) -> bool:
@@ -163,14 +166,15 @@ def judge(
     ours_values: Sequence[float] | None,
     *,
     substitute: bool,
-    not_run_reason: str | None,
+    not_run_reason: NotRunReason | None,
     departures: Sequence[str] = (),
 ) -> Verdict:
     """Verdict for one reported cell (tolerance policy of ``expected/README.md``).
 
     ``ours_values``: our result per seed, in the cell's unit (accuracy in percent points, GB for
-    ``comm_gb``...), or ``None`` together with a non-empty ``not_run_reason``. Giving both, or neither, is a
-    :class:`ConfigError`: a cell is either run or explicitly not run. ``substitute`` marks a run with
+    ``comm_gb``...), or ``None`` together with a ``not_run_reason`` (a typed
+    :class:`~benchmark.reasons.NotRunReason`). Giving both, or neither, is a :class:`ConfigError`: a cell is
+    either run or explicitly not run. ``substitute`` marks a run with
     substitute weights (the flat 3-point rule for accuracy; the SUBSTITUTE- label for every cell).
     An illegible paper value cannot be judged and gives NOT RUN with that reason.
 
@@ -180,10 +184,9 @@ def judge(
     adds ``printed_truncated`` (:func:`benchmark.expected.truncated_thousands_agree`).
     """
     if not_run_reason is not None:
-        if not isinstance(not_run_reason, str) or not not_run_reason.strip():
-            raise ConfigError(
-                f"{cell.key}: not_run_reason must be a non-empty explanation", "say why it cannot run"
-            )
+        if not isinstance(not_run_reason, NotRunReason):
+            raise ConfigError(f"{cell.key}: not_run_reason must be a NotRunReason, got {not_run_reason!r}",
+                              "say why it cannot run with a typed reason (benchmark/reasons.py)")  # fmt: skip
         if ours_values is not None:
             raise ConfigError(
                 f"{cell.key}: both ours_values and not_run_reason given", "a cell is either run or not run"
@@ -195,7 +198,8 @@ def judge(
         )
     mean, std, n = ours_stats(ours_values)
     if cell.mean is None:
-        return _not_run(cell, f"paper value illegible (raw: {cell.raw!r})", ours=(mean, std, n))
+        why = NotRunReason(ReasonKind.ILLEGIBLE, "the printed value", f"paper value illegible (raw: {cell.raw!r})")
+        return _not_run(cell, why, ours=(mean, std, n))
     delta = mean - cell.mean
     if cell.comparison == "exact":
         ours_printed = round_like_printed(
@@ -210,21 +214,8 @@ def judge(
             deps.append("printed_truncated")
             ours_printed = f"{cell.printed} (cut from {mean:,.0f})"
         tol = unit * float(Decimal(1).scaleb(p.exponent - p.decimals))
-        status = _status(ok, substitute, deps)
-        return Verdict(
-            cell=cell.key,
-            status=status,
-            rule="exact-at-printed-precision",
-            paper_mean=cell.mean,
-            paper_std_used=None,
-            ours_mean=mean,
-            ours_std=std,
-            n_ours=n,
-            delta=delta,
-            tolerance=tol,
-            ours_printed=ours_printed,
-            reason=_departure_reason(deps) if status in DEPARTURE_PASSES else None,
-        )
+        return _verdict(cell, _status(ok, substitute, deps), "exact-at-printed-precision", None, (mean, std, n),
+                        delta, tol, departures=deps, ours_printed=ours_printed)  # fmt: skip
     paper_std = cell.std if (cell.std is not None and cell.std_over == "seeds") else 0.0
     if substitute:
         tol = SUBSTITUTE_TOLERANCE
@@ -233,20 +224,8 @@ def judge(
         tol = max(SIGMA_FACTOR * math.sqrt(paper_std**2 + std**2), ACCURACY_FLOOR)
         rule = "accuracy"
     ok = abs(delta) <= tol + _SLACK
-    status = _status(ok, substitute, departures)
-    return Verdict(
-        cell=cell.key,
-        status=status,
-        rule=rule,
-        paper_mean=cell.mean,
-        paper_std_used=paper_std,
-        ours_mean=mean,
-        ours_std=std,
-        n_ours=n,
-        delta=delta,
-        tolerance=tol,
-        reason=_departure_reason(departures) if status in DEPARTURE_PASSES else None,
-    )
+    return _verdict(cell, _status(ok, substitute, departures), rule, paper_std, (mean, std, n), delta, tol,
+                    departures=departures)  # fmt: skip
 
 
 def shown_status(status: str, recorded: bool) -> str:
@@ -274,18 +253,22 @@ def _departure_reason(departures: Sequence[str]) -> str:
     return "matches only under a departure from the stated setup: " + "; ".join(parts)
 
 
-def _not_run(cell: ReportedCell, reason: str, ours: tuple[float, float, int] | None = None) -> Verdict:
-    mean, std, n = ours if ours is not None else (None, None, 0)
-    return Verdict(
-        cell=cell.key,
-        status=Status.NOT_RUN,
-        rule="not-run",
-        paper_mean=cell.mean,
-        paper_std_used=None,
-        ours_mean=mean,
-        ours_std=std,
-        n_ours=n,
-        delta=None,
-        tolerance=None,
-        reason=reason,
-    )
+def _not_run(cell: ReportedCell, reason: NotRunReason, ours: tuple[float, float, int] | None = None) -> Verdict:
+    stats = ours if ours is not None else (None, None, 0)
+    return _verdict(cell, Status.NOT_RUN, "not-run", None, stats, None, None, not_run=reason)
+
+
+def _verdict(
+    cell: ReportedCell, status: Status, rule: str, paper_std: float | None,
+    ours: tuple[float | None, float | None, int], delta: float | None, tolerance: float | None, *,
+    departures: Sequence[str] = (), ours_printed: str | None = None, not_run: NotRunReason | None = None,
+) -> Verdict:
+    """The one place a :class:`Verdict` is made: ``ours`` is (mean, std, n); its ``reason`` is the NOT RUN
+    reason's text, or for ``PASS*`` / ``SUBSTITUTE-PASS*`` the departures it matches under."""
+    mean, std, n = ours
+    if not_run is not None:
+        reason: str | None = not_run.render()
+    else:
+        reason = _departure_reason(departures) if status in DEPARTURE_PASSES else None
+    return Verdict(cell.key, status, rule, cell.mean, paper_std, mean, std, n, delta, tolerance, ours_printed, reason,
+                   not_run)  # fmt: skip

@@ -47,7 +47,7 @@ class CheckoutFiles:
 
 
 def checkout_files(basedir: str | Path) -> CheckoutFiles:
-    """The config and schema of the checkout whose Snakefile is in ``basedir`` (Snakemake's ``workflow.basedir``),
+    """The config and schema of the checkout whose ``workflow/Snakefile`` is in ``basedir`` (its folder),
     so that a second checkout sharing the environment runs with its own config."""
     root = Path(basedir).resolve().parent
     return CheckoutFiles(root, root / "config" / "config.yaml", root / "workflow" / "schemas" / "config.schema.yaml")

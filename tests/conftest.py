@@ -209,3 +209,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         print("\n".join(lines), file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: The runner plug-ins the tests install (tests/plugins/toy_plugin.py).
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+@pytest.fixture
+def runner_plugin(monkeypatch):
+    """``install(module)``: the runner plug-in ``module`` of tests/plugins/ imported as ``$FLB_RUNNER_MODULES``
+    names it (returned); the runner and job registries are restored afterwards, the module forgotten."""
+    from benchmark import jobs, runners
+
+    runners.load_runners()  # the real ones first, so that the restored registries hold them
+    monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
+    monkeypatch.setattr(jobs, "JOB_KINDS", dict(jobs.JOB_KINDS))
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    installed: list[str] = []
+
+    def install(module: str):
+        sys.modules.pop(module, None)
+        monkeypatch.setenv("FLB_RUNNER_MODULES", module)
+        runners.load_runners()
+        installed.append(module)
+        return sys.modules[module]
+
+    yield install
+    for module in installed:
+        sys.modules.pop(module, None)

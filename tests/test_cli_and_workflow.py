@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,20 @@ def _dry_run(target: str, tmp_path: Path) -> str:
 def test_snakemake_dry_run_smoke(tmp_path) -> None:
     out = _dry_run("smoke", tmp_path)
     assert "collect" in out or "Nothing to be done" in out
+
+
+def test_top_level_snakefile_runs_the_workflow(tmp_path) -> None:
+    """The repository root's Snakefile (an include of workflow/Snakefile, issue 25) plans a target with this
+    checkout's config and finds the default profile (rerun-incomplete) through profiles/default."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "fedcof_table5", "-s", str(ROOT / "Snakefile"),
+         "--directory", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300, env={**os.environ, "FLB_OFFLINE": "1"},
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert f"Using workflow specific profile {ROOT / 'profiles' / 'default'}" in out
+    assert "paper_table" in out and (tmp_path / "results" / "plans" / "fedcof_table5.json").is_file()
 
 
 def test_pointer_json_shape(tmp_path) -> None:

@@ -49,7 +49,7 @@ def test_cost_cell_plans_partition_and_class_count_jobs(real_data_root) -> None:
 
 def test_cost_cell_without_the_dataset_keeps_the_reason_in_the_plan(tmp_path) -> None:
     _, plan = _plan(str(tmp_path))
-    assert plan.jobs == () and isinstance(plan.params["partition"], str)
+    assert plan.jobs == () and plan.params["partition_unavailable"]["kind"] == "missing data"
     got = cost_result(
         "fedcof", "3", _cell_dict(plan.cell), pairs=pairs_from_jobs(plan), data_root=str(tmp_path)
     )

@@ -35,7 +35,7 @@ def _run(paper: str, table: str, cell_id: str, root) -> tuple:
     c = next(c for c in _cells(paper, table) if c.id == cell_id)
     res = cost_result(paper, table, _as_dict(c), data_root=None if root is None else str(root))
     if res.status == "not_run":
-        return c, res, judge(c, None, substitute=False, not_run_reason=res.reason)
+        return c, res, judge(c, None, substitute=False, not_run_reason=res.not_run)
     return c, res, judge(c, list(res.values), substitute=False, not_run_reason=None, departures=res.departures)
 
 

@@ -58,7 +58,7 @@ def compute_snapshot(data_root: str) -> dict[str, dict[str, Any]]:
                     cell, list(res.values), substitute=False, not_run_reason=None, departures=res.departures
                 )
             else:
-                v = judge(cell, None, substitute=False, not_run_reason=res.reason)
+                v = judge(cell, None, substitute=False, not_run_reason=res.not_run)
             outcome = {
                 "verdict": str(v.status),
                 "ours": [repr(x) for x in res.values],

@@ -211,8 +211,8 @@ def fresh_availability():
 
 def test_offline_blocker_names_the_fetch_command(tmp_path, fresh_availability) -> None:
     reason = availability.dataset_blocker("emnist", str(tmp_path))  # FLB_OFFLINE=1 (conftest)
-    assert reason is not None and f"`flb data fetch emnist --data-root {tmp_path}`" in reason
-    assert "emnist-byclass-t" in reason and "FLB_DATA_ROOT" in reason
+    assert reason is not None and f"`flb data fetch emnist --data-root {tmp_path}`" in reason.render()
+    assert "emnist-byclass-t" in reason.render() and "FLB_DATA_ROOT" in reason.render()
 
 
 def test_online_the_workflow_fetches_instead(tmp_path, monkeypatch, fresh_availability) -> None:

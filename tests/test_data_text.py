@@ -431,4 +431,5 @@ def test_mnli_absent_offline_names_the_fetch_command(tmp_path) -> None:
     finally:
         for fn in cached:
             fn.cache_clear()
-    assert reason is not None and f"`flb data fetch mnli --data-root {tmp_path}`" in reason
+    assert reason is not None and f"`flb data fetch mnli --data-root {tmp_path}`" in reason.render()
+    assert reason.command == f"flb data fetch mnli --data-root {tmp_path}" and reason.missing == "mnli"

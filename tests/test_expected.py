@@ -27,6 +27,7 @@ from benchmark.expected import (
     parse_printed_number,
 )
 from benchmark.papers import PAPER_FILES, papers_dir
+from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.verdict import (
     ACCURACY_FLOOR,
     SUBSTITUTE_TOLERANCE,
@@ -678,21 +679,23 @@ def test_truncated_cost_cell(ours: float, expect: Status) -> None:
 
 @pytest.mark.parametrize("substitute", [False, True])
 def test_not_run_is_never_a_pass(substitute: bool) -> None:
-    v = judge(_cell(), None, substitute=substitute, not_run_reason="needs 30 GB of 224px CIFAR tensors")
-    assert v.status is Status.NOT_RUN and not v.passed
+    why = NotRunReason(ReasonKind.NEEDS_TRAINING, "extraction", "needs 30 GB of 224px CIFAR tensors")
+    v = judge(_cell(), None, substitute=substitute, not_run_reason=why)
+    assert v.status is Status.NOT_RUN and not v.passed and v.not_run == why
     assert v.reason == "needs 30 GB of 224px CIFAR tensors" and v.ours_mean is None and v.n_ours == 0
     illegible = _cell(mean=None, std=None, illegible=True, raw="4..10", printed="4..10")
     v = judge(illegible, [85.4], substitute=substitute, not_run_reason=None)
     assert v.status is Status.NOT_RUN and "illegible" in str(v.reason) and not v.passed
+    assert v.not_run is not None and v.not_run.kind is ReasonKind.ILLEGIBLE
 
 
 def test_judge_refuses_ambiguous_calls() -> None:
     with pytest.raises(ConfigError, match="both"):
-        judge(_cell(), [85.4], substitute=False, not_run_reason="no GPU")
+        judge(_cell(), [85.4], substitute=False, not_run_reason=NotRunReason("needs training", "a GPU", "no GPU"))
     with pytest.raises(ConfigError, match="no ours_values"):
         judge(_cell(), None, substitute=False, not_run_reason=None)
-    with pytest.raises(ConfigError, match="non-empty"):
-        judge(_cell(), None, substitute=False, not_run_reason="  ")
+    with pytest.raises(ConfigError, match="must be a NotRunReason"):  # a reason is typed, never bare text
+        judge(_cell(), None, substitute=False, not_run_reason="no GPU")
     with pytest.raises(ConfigError):
         judge(_cell(), [], substitute=False, not_run_reason=None)
 

@@ -1,92 +1,21 @@
 """The build uses the ledger of recorded runs (issue 24, :mod:`benchmark.tables.records`): a planned job that a
 record matches is filled from it instead of running, and every cell it fills says so.
 
-A toy runner plug-in (loaded through ``$FLB_RUNNER_MODULES``, as in tests/test_runner_plugins.py) plans one job
+A toy runner plug-in (tests/plugins/toy_ledger_runner.py, loaded through ``$FLB_RUNNER_MODULES``) plans one job
 per seed for one cell of legate2023 Table 3, only when training is allowed (``cpu_training``), like the real
 training runners; its job appends its path to ``executed.log`` when it runs, so a test sees which jobs ran."""
 
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmark import jobs as jobs_module
-from benchmark import runners
 from benchmark.errors import CorruptFileError
 from benchmark.ledger import Provenance, marker_path, write_record
 from benchmark.workflow import load_config
-
-TOY_MODULE = '''
-"""A toy training runner: one job per seed writing a fixed accuracy, planned only when training is allowed."""
-from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar
-
-from benchmark.jobs import Job, register_job
-from benchmark.runners import Runner, register_runner
-from benchmark.runners._features import collect_runs
-from benchmark.runners.fl_train import training_allowed
-from benchmark.tidy import make_row, write_tidy
-
-
-@register_job
-@dataclass(frozen=True)
-class ToyJob(Job):
-    KIND: ClassVar[str] = "toy_ledger"
-    PATTERN: ClassVar[str] = "results/runs/toy_ledger/{method}/seed{seed}.csv"
-    method: str
-    seed: int
-
-    def execute(self, config):
-        with open("executed.log", "a") as log:
-            log.write(self.path + "\\n")
-        write_tidy([make_row(method=self.method, metric="accuracy", value=40.0 + self.seed, unit="percent",
-                             seed=self.seed, weights="n/a")], self.path)
-
-
-@register_job
-@dataclass(frozen=True)
-class ToyEvalJob(Job):
-    """Reads its training run's weights (which no record keeps)."""
-    KIND: ClassVar[str] = "toy_ledger_eval"
-    PATTERN: ClassVar[str] = "results/runs/toy_ledger/{method}/seed{seed}/eval.csv"
-    method: str
-    seed: int
-
-    def inputs(self):
-        return (ToyJob(self.method, self.seed),)
-
-    def execute(self, config):
-        with open("executed.log", "a") as log:
-            log.write(self.path + "\\n")
-        write_tidy([make_row(method=self.method, metric="accuracy", value=50.0 + self.seed, unit="percent",
-                             seed=self.seed, weights="n/a")], self.path)
-
-
-class ToyRunner(Runner):
-    name = "toy_ledger"
-    needs_data = False
-
-    def plan(self, spec, rule, plan, config):
-        plan.method = rule.params["methods"][plan.cell.protocol["method"]]
-        if not training_allowed(config):
-            plan.reason = "toy training needs a GPU (or cpu_training=true)"
-            return plan
-        plan.jobs = tuple(ToyJob(plan.method, s) for s in spec.seeds)
-        plan.status = "planned"
-        return plan
-
-    def collect(self, spec, plan, labels, settings):
-        return collect_runs(spec, plan)
-
-
-register_runner(ToyRunner())
-'''
 
 TOY_SPEC = """\
 target: toy_ledger
@@ -109,21 +38,12 @@ PROVENANCE_FIELDS = ("provenance", "recorded", "stale", "recorded_counts")
 
 
 @pytest.fixture
-def toy(tmp_path, monkeypatch):
-    """The toy runner installed (registries restored afterwards); the spec in ``tmp_path/specs``."""
-    runners.load_runners()
-    monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
-    monkeypatch.setattr(jobs_module, "JOB_KINDS", dict(jobs_module.JOB_KINDS))
-    monkeypatch.delitem(sys.modules, "toy_ledger_runner", raising=False)
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / "toy_ledger_runner.py").write_text(textwrap.dedent(TOY_MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
-    monkeypatch.setenv("FLB_RUNNER_MODULES", "toy_ledger_runner")
+def toy(tmp_path, runner_plugin):
+    """The toy training runner plug-in installed (tests/plugins/toy_ledger_runner.py; registries restored
+    afterwards); the spec in ``tmp_path/specs``."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "toy_ledger.yaml").write_text(TOY_SPEC)
-    runners.load_runners()
-    yield sys.modules["toy_ledger_runner"]
-    sys.modules.pop("toy_ledger_runner", None)
+    return runner_plugin("toy_ledger_runner")
 
 
 def build(work: Path, specs: Path, ledger: Path, monkeypatch, **config: Any) -> dict[str, Any]:

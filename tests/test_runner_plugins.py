@@ -1,62 +1,17 @@
 """Runner plug-ins (:mod:`benchmark.runners`): a runner is one module that registers itself; adding a toy one
-(written here as a module file, loaded through ``$FLB_RUNNER_MODULES``) makes a toy table cell run end to end
+(tests/plugins/toy_runner.py, loaded through ``$FLB_RUNNER_MODULES``) makes a toy table cell run end to end
 through the same plan -> jobs -> assembly path as the real runners, with no other file touched."""
 
 from __future__ import annotations
 
 import json
 import sys
-import textwrap
 
 import pytest
 
-from benchmark import jobs as jobs_module
 from benchmark import runners
 from benchmark.errors import ConfigError
 from benchmark.workflow import load_config
-
-TOY_MODULE = '''
-"""A toy runner: one job per seed writing a fixed accuracy for the cell's method."""
-from dataclasses import dataclass
-from typing import ClassVar
-
-from benchmark.jobs import Job, register_job
-from benchmark.runners import Runner, register_runner
-from benchmark.runners._features import collect_runs
-from benchmark.tidy import make_row, write_tidy
-
-VALUE = {value}
-
-
-@register_job
-@dataclass(frozen=True)
-class ToyJob(Job):
-    KIND: ClassVar[str] = "toy"
-    PATTERN: ClassVar[str] = "results/runs/toy/{{method}}/seed{{seed}}.csv"
-    method: str
-    seed: int
-
-    def execute(self, config):
-        write_tidy([make_row(method=self.method, metric="accuracy", value=VALUE + self.seed, unit="percent",
-                             seed=self.seed, weights="n/a")], self.path)
-
-
-class ToyRunner(Runner):
-    name = "toy"
-    needs_data = False
-
-    def plan(self, spec, rule, plan, config):
-        plan.method = rule.params["methods"][plan.cell.protocol["method"]]
-        plan.jobs = tuple(ToyJob(plan.method, s) for s in spec.seeds)
-        plan.status = "planned"
-        return plan
-
-    def collect(self, spec, plan, labels, settings):
-        return collect_runs(spec, plan)
-
-
-register_runner(ToyRunner())
-'''
 
 TOY_SPEC = """\
 target: toy_table
@@ -73,24 +28,13 @@ runners:
 
 
 @pytest.fixture
-def toy(tmp_path, monkeypatch):
-    """The toy runner module on sys.path and in $FLB_RUNNER_MODULES; registries restored afterwards."""
-    runners.load_runners()  # the real ones first, so that the restored registry holds them
-    monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
-    monkeypatch.setattr(jobs_module, "JOB_KINDS", dict(jobs_module.JOB_KINDS))
-    monkeypatch.delitem(sys.modules, "toy_runner", raising=False)
-
-    def install(value: float) -> None:
-        (tmp_path / "mods").mkdir(exist_ok=True)
-        (tmp_path / "mods" / "toy_runner.py").write_text(textwrap.dedent(TOY_MODULE.format(value=value)))
-        monkeypatch.syspath_prepend(str(tmp_path / "mods"))
-        monkeypatch.setenv("FLB_RUNNER_MODULES", "toy_runner")
-
+def toy(tmp_path, monkeypatch, runner_plugin):
+    """``toy()`` installs the toy runner plug-in (tests/plugins/toy_runner.py: 40 + seed per seed); the spec is
+    in ``tmp_path/specs``, the working folder ``tmp_path``."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "toy_table.yaml").write_text(TOY_SPEC)
     monkeypatch.chdir(tmp_path)
-    yield install
-    sys.modules.pop("toy_runner", None)
+    return lambda: runner_plugin("toy_runner")
 
 
 def test_a_toy_runner_module_fills_a_toy_cell_end_to_end(tmp_path, toy) -> None:
@@ -98,7 +42,7 @@ def test_a_toy_runner_module_fills_a_toy_cell_end_to_end(tmp_path, toy) -> None:
     from benchmark.tables.execute import run_target
     from benchmark.tables.plan import read_plan
 
-    toy(40.0)
+    toy()
     jobs = run_target("toy_table", load_config(), tmp_path / "results", folder=tmp_path / "specs")
     assert [j.path for j in jobs] == [f"results/runs/toy/toy_ncm/seed{s}.csv" for s in (0, 1, 2)]
     assert all((tmp_path / j.path).is_file() for j in jobs)
@@ -135,9 +79,9 @@ def test_snakemake_runs_a_plugin_job_through_its_generated_rule(tmp_path, toy) -
 
     import pandas as pd
 
-    toy(40.0)
+    toy()
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "mods"), str(root)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "tests" / "plugins"), str(root)])}
     out = tmp_path / "work" / "results/runs/toy/toy_ncm/seed1.csv"
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "-s", str(root / "workflow" / "Snakefile"),

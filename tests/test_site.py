@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import shutil
 import sys
 import types
@@ -17,6 +18,7 @@ from benchmark.site.build import MARKER, PAGES, build_site, main
 from benchmark.site.inputs import Cell, load_figure_status, load_figures
 
 FIXTURE = Path(__file__).parent / "data" / "site"
+ROOT = Path(__file__).resolve().parents[1]
 STAMP = Stamp("2026-01-01 00:00 UTC", "test machine", "0123456789abcdef", "flb site (test)")
 
 
@@ -38,6 +40,31 @@ def test_every_page_is_written(tmp_path):
     assert (site / "assets" / "figures" / "fedcof_fig9.png").read_bytes() == (
         FIXTURE / "results" / "figures" / "fedcof_fig9.png"
     ).read_bytes()
+
+
+def test_the_pages_share_one_style_sheet(tmp_path):
+    """The CSS is written once, style.css beside the pages, and every page links it instead of repeating it."""
+    site = build(tmp_path)
+    assert (site / render.STYLESHEET).read_text() == render.CSS.lstrip("\n")
+    for name in PAGES:
+        text = read(site, name)
+        assert '<link rel="stylesheet" href="style.css">' in text and "<style" not in text, name
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_the_committed_snapshot_is_what_the_renderer_writes(name):
+    """docs/report/ (a snapshot of a CI-tier build) has the structure the renderer writes now: each page is
+    render.page() of its own title, navigation and body, and its style.css is render.CSS."""
+    import re
+
+    snapshot = ROOT / "docs" / "report"
+    assert (snapshot / render.STYLESHEET).read_text() == render.CSS.lstrip("\n")
+    text = (snapshot / name).read_text(encoding="utf-8")
+    title = re.search(r"<title>(.*?)</title>", text)
+    body = re.search(r"<main>\n(.*)\n</main></body></html>\n$", text, re.S)
+    assert title and body, name
+    title_text = html.unescape(title.group(1))
+    assert render.page(title_text, body.group(1), here=name) == text
 
 
 def test_verdict_badges_have_their_classes(tmp_path):

@@ -37,6 +37,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -122,6 +123,28 @@ class Cell:
         if self.ours is not None:
             return self.ours
         return self.computed if self.verdict in (MATCH, MATCH_ALT) else self.stated
+
+
+#: Where a cost cell is: (paper, table, row, method, column, cell id), the first fields of :class:`Cell`.
+Where = tuple[str, str, str, str, str, str]
+
+
+def _searched(
+    where: Where, printed: PrintedNumber, evaluate: Callable[[frozenset[str]], Any], found: tuple[Any, ...],
+    *, inputs: str, note: str = "",
+) -> Cell:
+    """The :class:`Cell` of a recomputation whose departures were searched: ``found`` is what :func:`reproduce`
+    returns (value, departures, verdict, ours, ours' departures) or :func:`_search` (the first three)."""
+    value, deps, verdict, *rest = found
+    ours, ours_deps = rest if rest else (None, ())
+    return Cell(*where, printed, evaluate(frozenset()), value, deps, verdict, inputs, note, ours, ours_deps)
+
+
+def _stated_only(where: Where, printed: PrintedNumber, value: float, *, inputs: str, note_if_off: str = "") -> Cell:
+    """The :class:`Cell` of a cost recomputed by its stated formula alone (no departure searched): ``match``
+    when ``value`` prints as the paper's number, else ``mismatch`` with ``note_if_off``."""
+    ok = printed.agrees(value)
+    return Cell(*where, printed, value, value, (), MATCH if ok else MISMATCH, inputs, "" if ok else note_if_off)
 
 
 def _search(
@@ -338,13 +361,9 @@ def legate2023_table2_cells(source: tuple[str, str] = ("legate2023", "2")) -> li
                 return legate2023_comm_gb(row, method, deps, base_params=p_fit)
             return legate2023_comm_gb(row, method, deps)
 
-        value, deps, verdict, ours, ours_deps = reproduce(
-            printed,
-            evaluate,
-            _legate_options(row, method, column),
-            fitted=(cv.BASE_PARAMS_INFERRED.name,),
-        )
-        dep_set = frozenset(deps)
+        options = _legate_options(row, method, column)
+        found = reproduce(printed, evaluate, options, fitted=(cv.BASE_PARAMS_INFERRED.name,))
+        dep_set = frozenset(found[1])
         rounds = _rounds(row, method, dep_set)
         inputs = f"R={rounds}, F={_participation(row, method, dep_set):g}"
         if column == COMM_GB and method in _FT_LIKE:
@@ -352,25 +371,9 @@ def legate2023_table2_cells(source: tuple[str, str] = ("legate2023", "2")) -> li
             inputs += f", P={p}"
         if column == COMPUTE:
             inputs += f", N={dataset_facts(_T2_ROWS[row][0]).num_train}"
-        cells.append(
-            Cell(
-                paper="legate2023",
-                table="Table 2",
-                row=row,
-                method=method,
-                column=column,
-                cell_id=cell_id,
-                printed=printed,
-                stated=evaluate(frozenset()),
-                computed=value,
-                departures=deps,
-                verdict=verdict,
-                inputs=inputs,
-                note=_LEGATE_NOTES.get((row, method, column), ""),
-                ours=ours,
-                ours_departures=ours_deps,
-            )
-        )
+        note = _LEGATE_NOTES.get((row, method, column), "")
+        where = ("legate2023", "Table 2", row, method, column, cell_id)
+        cells.append(_searched(where, printed, evaluate, found, inputs=inputs, note=note))
     return cells
 
 
@@ -627,22 +630,8 @@ def fedcof_table5_cells() -> list[Cell]:
         row, method, _ = cell_id.split("/")
         printed = printed_value("fedcof", "5", cell_id)
         value = floats[method] * cv.BYTES_FP32 / cv.MB_DECIMAL
-        cells.append(
-            Cell(
-                paper="fedcof",
-                table="Table 5",
-                row=row,
-                method=method,
-                column="comm MB (mobilenet_v2)",
-                cell_id=cell_id,
-                printed=printed,
-                stated=value,
-                computed=value,
-                departures=(),
-                verdict=MATCH if printed.agrees(value) else MISMATCH,
-                inputs=f"K={k}, C_k={c} for every client, d={d}",
-            )
-        )
+        where = ("fedcof", "Table 5", row, method, "comm MB (mobilenet_v2)", cell_id)
+        cells.append(_stated_only(where, printed, value, inputs=f"K={k}, C_k={c} for every client, d={d}"))
     return cells
 
 
@@ -673,29 +662,15 @@ def fedcof_table6_fedlp_cells() -> list[Cell]:
             directions = 2 if cv.BOTH_DIRECTIONS.name in deps else 1
             return traffic.nbytes(cv.BYTES_FP32, directions=directions) / cv.MB_DECIMAL
 
-        value, deps, verdict = _search(printed, evaluate, [cv.BOTH_DIRECTIONS.name])
+        found = _search(printed, evaluate, [cv.BOTH_DIRECTIONS.name])
         note = ""
-        if verdict == MISMATCH and c == 200:
+        if found[2] == MISMATCH and c == 200:
             note = "both directions give 4915.2; 4916 = 2 x 2458 (the rounded CIFAR-100 value doubled)"
-        if verdict == MISMATCH and dataset == "inat_120k":
+        if found[2] == MISMATCH and dataset == "inat_120k":
             note = "uplink 3.4e7, both 6.9e7 MB; 1.6e6 not reproduced"
-        cells.append(
-            Cell(
-                paper="fedcof",
-                table="Table 6",
-                row=dataset,
-                method="fed_lp",
-                column="comm MB (squeezenet1_1)",
-                cell_id=cell_id,
-                printed=printed,
-                stated=evaluate(frozenset()),
-                computed=value,
-                departures=deps,
-                verdict=verdict,
-                inputs=f"R={rounds}, clients/round={clients:g}, head=512x{c}",
-                note=note,
-            )
-        )
+        where = ("fedcof", "Table 6", dataset, "fed_lp", "comm MB (squeezenet1_1)", cell_id)
+        inputs = f"R={rounds}, clients/round={clients:g}, head=512x{c}"
+        cells.append(_searched(where, printed, evaluate, found, inputs=inputs, note=note))
     return cells
 
 
@@ -720,31 +695,16 @@ def legate2023ws_table1_compute_cells() -> list[Cell]:
         def evaluate(deps: frozenset[str], row: str = row, method: str = method) -> float:
             return legate2023_compute_f(row, method, deps)
 
-        value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, _legate_options(row, method, COMPUTE))
+        found = reproduce(printed, evaluate, _legate_options(row, method, COMPUTE))
+        _, deps, verdict, ours, _ = found
         rounds = _rounds(row, method, frozenset(deps))
         note = ""
         if verdict == MISMATCH and method != "fedncm":
             implied = printed.value / (ours / rounds)
             note = f"Eq. 5/6 would need R = {implied:.0f} at F = {_participation(row, method, frozenset()):g}"
-        cells.append(
-            Cell(
-                paper="legate2023ws",
-                table="Table 1",
-                row=row,
-                method=method,
-                column=COMPUTE,
-                cell_id=cell_id,
-                printed=printed,
-                stated=evaluate(frozenset()),
-                computed=value,
-                departures=deps,
-                verdict=verdict,
-                inputs=f"NeurIPS Eq. 5/6, R={rounds}, F={_participation(row, method, frozenset(deps)):g}",
-                note=note,
-                ours=ours,
-                ours_departures=ours_deps,
-            )
-        )
+        inputs = f"NeurIPS Eq. 5/6, R={rounds}, F={_participation(row, method, frozenset(deps)):g}"
+        where = ("legate2023ws", "Table 1", row, method, COMPUTE, cell_id)
+        cells.append(_searched(where, printed, evaluate, found, inputs=inputs, note=note))
     return cells
 
 
@@ -825,29 +785,13 @@ def fedcof_training_cells() -> list[Cell]:
             ) -> float:
                 return fedcof_training_mb(b, ds, r, deps)
 
-            value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, TRAINING_OPTIONS)
-            cells.append(
-                Cell(
-                    paper="fedcof",
-                    table=f"Table {table}",
-                    row=dataset,
-                    method=method,
-                    column=f"comm MB ({backbone})",
-                    cell_id=cell_id,
-                    printed=printed,
-                    stated=evaluate(frozenset()),
-                    computed=value,
-                    departures=deps,
-                    verdict=verdict,
-                    inputs=f"R={rounds}, {FEDCOF_CLIENTS_PER_ROUND} clients/round, "
-                    f"P={feature_extractor_params(backbone)} (torchvision) + head",
-                    note=""
-                    if verdict != MISMATCH
-                    else _training_note(printed, backbone, dataset, rounds, value),
-                    ours=ours,
-                    ours_departures=ours_deps,
-                )
-            )
+            found = reproduce(printed, evaluate, TRAINING_OPTIONS)
+            value, _, verdict, _, _ = found
+            note = "" if verdict != MISMATCH else _training_note(printed, backbone, dataset, rounds, value)
+            inputs = (f"R={rounds}, {FEDCOF_CLIENTS_PER_ROUND} clients/round, "
+                      f"P={feature_extractor_params(backbone)} (torchvision) + head")  # fmt: skip
+            where = ("fedcof", f"Table {table}", dataset, method, f"comm MB ({backbone})", cell_id)
+            cells.append(_searched(where, printed, evaluate, found, inputs=inputs, note=note))
     return cells
 
 
@@ -867,33 +811,17 @@ def fedcof_table7_init_ft_cells(init_mb: Mapping[tuple[str, str], float]) -> lis
         def evaluate(deps: frozenset[str], ds: str = dataset, first: float = first) -> float:
             return first + fedcof_training_mb("resnet18", ds, FEDCOF_FINETUNE_ROUNDS, deps)
 
-        value, deps, verdict, ours, ours_deps = reproduce(printed, evaluate, TRAINING_OPTIONS)
+        found = reproduce(printed, evaluate, TRAINING_OPTIONS)
         note = ""
-        if verdict == MISMATCH:
+        if found[2] == MISMATCH:
             ft = fedcof_training_mb(
                 "resnet18", dataset, FEDCOF_FINETUNE_ROUNDS, frozenset({cv.BOTH_DIRECTIONS.name})
             )
             if printed.agrees(ft):
                 note = f"fine-tuning alone, both directions, gives {ft / 1e3:.3f}k: the {first:.1f} MB of the {label} stage are not counted"
-        cells.append(
-            Cell(
-                paper="fedcof",
-                table="Table 7",
-                row=dataset,
-                method=method,
-                column="comm MB (resnet18)",
-                cell_id=cell_id,
-                printed=printed,
-                stated=evaluate(frozenset()),
-                computed=value,
-                departures=deps,
-                verdict=verdict,
-                inputs=f"init {first:.2f} MB + R={FEDCOF_FINETUNE_ROUNDS}, {FEDCOF_CLIENTS_PER_ROUND} clients/round",
-                note=note,
-                ours=ours,
-                ours_departures=ours_deps,
-            )
-        )
+        inputs = f"init {first:.2f} MB + R={FEDCOF_FINETUNE_ROUNDS}, {FEDCOF_CLIENTS_PER_ROUND} clients/round"
+        where = ("fedcof", "Table 7", dataset, method, "comm MB (resnet18)", cell_id)
+        cells.append(_searched(where, printed, evaluate, found, inputs=inputs, note=note))
     return cells
 
 
@@ -933,38 +861,28 @@ def bernier2024_table4_1_cells() -> list[Cell]:
     for cell_id in reported_costs("bernier2024", "4_1"):
         dataset, method, split, _ = cell_id.split("/")
         printed = printed_value("bernier2024", "4_1", cell_id)
+        where = ("bernier2024", "Table 4.1", dataset, method, "comm (GB)", cell_id)
         if method == "fedmezo":
             rounds_cell = table[f"{dataset}/{method}/{split}/rounds"]
             assert rounds_cell.mean is not None
             rounds = int(rounds_cell.mean)
             value = fedmezo_comm_gb(rounds)
             per_client_round = printed.value * 1e9 / (rounds * BERNIER_CLIENTS)
-            ok = printed.agrees(value)
-            cells.append(
-                Cell(
-                    paper="bernier2024", table="Table 4.1", row=dataset, method=method, column="comm (GB)",
-                    cell_id=cell_id, printed=printed, stated=value, computed=value, departures=(),
-                    verdict=MATCH if ok else MISMATCH,
-                    inputs=f"R={rounds}, K={BERNIER_CLIENTS}, num_z={BERNIER_NUM_Z}",
-                    note="" if ok else f"the printed value is {per_client_round:.2f} bytes per client per round "
-                    f"(Eq. 6: {1 + 2 * BERNIER_NUM_Z}), i.e. Eq. 6 with num_z = 1",
-                )
-            )  # fmt: skip
+            cells.append(_stated_only(
+                where, printed, value, inputs=f"R={rounds}, K={BERNIER_CLIENTS}, num_z={BERNIER_NUM_Z}",
+                note_if_off=f"the printed value is {per_client_round:.2f} bytes per client per round "
+                f"(Eq. 6: {1 + 2 * BERNIER_NUM_Z}), i.e. Eq. 6 with num_z = 1",
+            ))  # fmt: skip
             continue
         value = slora_comm_gb()
-        ok = printed.agrees(value)
         lora_needed = (printed.value - slora_comm_gb(0)) / ((SLORA_ROUNDS - r1) * BERNIER_CLIENTS)
-        cells.append(
-            Cell(
-                paper="bernier2024", table="Table 4.1", row=dataset, method=method, column="comm (GB)",
-                cell_id=cell_id, printed=printed, stated=value, computed=value, departures=(),
-                verdict=MATCH if ok else MISMATCH,
-                inputs=f"R={SLORA_ROUNDS} ({r1} priming at density {SLORA_DENSITY}), K={BERNIER_CLIENTS}, "
-                f"model 355M params, LoRA_size={LORA_QV_PARAMS} params (rank {SLORA_RANK} on W_q, W_v)",
-                note="" if ok else f"Eq. 7 would need LoRA_size = {lora_needed:.4f} GB per client and round "
-                f"({lora_needed * 1e9 / cv.BYTES_FP32 / 1e6:.1f}M parameters)",
-            )
-        )  # fmt: skip
+        cells.append(_stated_only(
+            where, printed, value,
+            inputs=f"R={SLORA_ROUNDS} ({r1} priming at density {SLORA_DENSITY}), K={BERNIER_CLIENTS}, "
+            f"model 355M params, LoRA_size={LORA_QV_PARAMS} params (rank {SLORA_RANK} on W_q, W_v)",
+            note_if_off=f"Eq. 7 would need LoRA_size = {lora_needed:.4f} GB per client and round "
+            f"({lora_needed * 1e9 / cv.BYTES_FP32 / 1e6:.1f}M parameters)",
+        ))  # fmt: skip
     return cells
 
 

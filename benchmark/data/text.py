@@ -123,6 +123,18 @@ def _locate(
     raise AssertionError("unreachable")  # pragma: no cover - ensure_present raised
 
 
+def _verified_file(
+    root: Path, dataset: str, folders: Sequence[str], name: str, *, download: bool | None, how_to_get: str
+) -> tuple[str, str, Path]:
+    """``(folder, digest, path)`` of the file ``name`` of ``dataset``: found in the first of ``folders`` that
+    holds it, or downloaded (:func:`_locate`), then verified (checksums before anything is read)."""
+    folder = _locate(
+        root, folders, name, dataset=dataset, download=download, downloader=public_downloader(dataset),
+        how_to_get=how_to_get,
+    )  # fmt: skip
+    return folder, verify_dataset_files(root, folder, [name]), root / folder / name
+
+
 def _identity(dataset: str, split: str, rule: str, digest: str) -> str:
     return sha256_bytes(f"{IDENTITY_VERSION} {dataset} {split} {rule} {digest}".encode())
 
@@ -270,14 +282,9 @@ def load_sst2(root: Path, split: str, download: bool | None = None) -> DatasetSp
     Reads ``text/SST-2/<split>.tsv`` (GLUE) or ``text/sst2_glue_reformatted/<split>.tsv``; see
     :func:`parse_sst2_tsv` for the column handling.
     """
-    name = f"{split}.tsv"
-    folder = _locate(
-        root, SST2_FOLDERS, name, dataset="sst2", download=download,
-        downloader=public_downloader("sst2"),
-        how_to_get=_HOW_SST2,
-    )  # fmt: skip
-    digest = verify_dataset_files(root, folder, [name])
-    path = root / folder / name
+    folder, digest, path = _verified_file(
+        root, "sst2", SST2_FOLDERS, f"{split}.tsv", download=download, how_to_get=_HOW_SST2
+    )
     texts, labels = parse_sst2_tsv(read_verified_text(path), path)
     checksum = _identity("sst2", split, "glue-tsv", digest)
     return _text_split("sst2", split, texts, labels, SST2_CLASSES, checksum, {"folder": folder})
@@ -342,14 +349,9 @@ def parse_sst_trees(text: str, path: Path) -> tuple[list[str], list[int]]:
 )
 def load_sst5(root: Path, split: str, download: bool | None = None) -> DatasetSplit:
     """SST-5: the root label (0-4) of each PTB tree of ``train``/``dev``/``test`` (8,544 / 1,101 / 2,210)."""
-    name = f"{split}.txt"
-    folder = _locate(
-        root, SST5_FOLDERS, name, dataset="sst5", download=download,
-        downloader=public_downloader("sst5"),
-        how_to_get=_HOW_SST5,
-    )  # fmt: skip
-    digest = verify_dataset_files(root, folder, [name])
-    path = root / folder / name
+    folder, digest, path = _verified_file(
+        root, "sst5", SST5_FOLDERS, f"{split}.txt", download=download, how_to_get=_HOW_SST5
+    )
     texts, labels = parse_sst_trees(read_verified_text(path), path)
     checksum = _identity("sst5", split, "ptb-root-label,lrb-rrb->parens", digest)
     return _text_split("sst5", split, texts, labels, SST5_CLASSES, checksum, {"folder": folder})
@@ -437,14 +439,9 @@ def load_mnli(root: Path, split: str, download: bool | None = None) -> DatasetSp
     GLUE's test labels are not public; MeZO / LM-BFF (Malladi et al. 2023, Gao et al. 2021) report MNLI on
     ``dev_matched``, which is this loader's evaluation split.
     """
-    name = f"{split}.tsv"
-    folder = _locate(
-        root, MNLI_FOLDERS, name, dataset="mnli", download=download,
-        downloader=public_downloader("mnli"),
-        how_to_get=_HOW_MNLI,
-    )  # fmt: skip
-    digest = verify_dataset_files(root, folder, [name])
-    path = root / folder / name
+    folder, digest, path = _verified_file(
+        root, "mnli", MNLI_FOLDERS, f"{split}.tsv", download=download, how_to_get=_HOW_MNLI
+    )
     premises, hypotheses, labels, skipped = parse_mnli_tsv(_verified_lines(path), path)
     checksum = _identity("mnli", split, "glue-tsv:sentence1,sentence2,gold_label", digest)
     meta: dict[str, object] = {

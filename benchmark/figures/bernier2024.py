@@ -71,15 +71,12 @@ register_figure(FigureSpec(
     name="bernier2024_fig4_1", paper="bernier2024", label="Figure 4.1", line=598,
     title="FedMeZO protocol: the server's seed shared with every client", reason="a diagram of the protocol (no data)",
 ))  # fmt: skip
-register_figure(FigureSpec(
-    name="bernier2024_fig4_2", paper="bernier2024", label="Figure 4.2", line=611,
-    title="FedMeZO vs DistMeZO naive: final accuracy per task (non-IID)",
-    draw=_draw("bernier2024_fig4_2"), inputs=_inputs("bernier2024_fig4_2"),
-    unavailable=lambda config: _unavailable(config, "bernier2024_fig4_2"),
-))  # fmt: skip
-register_figure(FigureSpec(
-    name="bernier2024_fig4_3", paper="bernier2024", label="Figure 4.3", line=657,
-    title="FedMeZO and SLoRA, IID and non-IID: accuracy vs rounds",
-    draw=_draw("bernier2024_fig4_3"), inputs=_inputs("bernier2024_fig4_3"),
-    unavailable=lambda config: _unavailable(config, "bernier2024_fig4_3"),
-))  # fmt: skip
+for _name, _line, _title in (
+    ("bernier2024_fig4_2", 611, "FedMeZO vs DistMeZO naive: final accuracy per task (non-IID)"),
+    ("bernier2024_fig4_3", 657, "FedMeZO and SLoRA, IID and non-IID: accuracy vs rounds"),
+):
+    register_figure(FigureSpec(
+        name=_name, paper="bernier2024", label=f"Figure {_name.removeprefix('bernier2024_fig').replace('_', '.')}",
+        line=_line, title=_title, draw=_draw(_name), inputs=_inputs(_name),
+        unavailable=lambda config, name=_name: _unavailable(config, name),
+    ))  # fmt: skip

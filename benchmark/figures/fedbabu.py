@@ -71,18 +71,13 @@ for _name, (_line, _title) in _CENTRAL.items():
     ))  # fmt: skip
 
 # ------------------------------------------------------------------------------ data distributions (every tier)
-register_figure(FigureSpec(
-    name="fedbabu_fig10", paper=PAPER, label="Figure 10", line=704,
-    title="Dirichlet (beta = 1.0) CIFAR-100 over 100 clients: train / test images per client and class "
-          "(this suite's partitioner, real labels)",
-    draw=parts.draw_dirichlet("fedbabu_fig10"),
-))  # fmt: skip
-register_figure(FigureSpec(
-    name="fedbabu_fig11", paper=PAPER, label="Figure 11", line=704,
-    title="Dirichlet (beta = 0.5) CIFAR-100 over 100 clients: train / test images per client and class "
-          "(this suite's partitioner, real labels)",
-    draw=parts.draw_dirichlet("fedbabu_fig11"),
-))  # fmt: skip
+for _number, _beta in ((10, "1.0"), (11, "0.5")):
+    register_figure(FigureSpec(
+        name=f"fedbabu_fig{_number}", paper=PAPER, label=f"Figure {_number}", line=704,
+        title=f"Dirichlet (beta = {_beta}) CIFAR-100 over 100 clients: train / test images per client and class "
+              "(this suite's partitioner, real labels)",
+        draw=parts.draw_dirichlet(f"fedbabu_fig{_number}"),
+    ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedbabu_fig14", paper=PAPER, label="Figure 14", line=839,
     title="CIFAR-10 over 10 clients with s = 10 and s = 2 shards per client: training images per client and "

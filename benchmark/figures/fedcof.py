@@ -39,6 +39,11 @@ def _lazy(module: str, attr: str):
     return call
 
 
+def _parts(module: str, draw: str, inputs: str, unavailable: str) -> dict[str, Any]:
+    """A figure's ``draw``, ``inputs`` and ``unavailable``: the functions of those names in ``module`` (:func:`_lazy`)."""
+    return {"draw": _lazy(module, draw), "inputs": _lazy(module, inputs), "unavailable": _lazy(module, unavailable)}
+
+
 _NOISE = "benchmark.figures.fedcof_noise"
 _ABL = "benchmark.figures.fedcof_ablation"
 _CURVES = "benchmark.figures.fedcof_curves"
@@ -56,21 +61,19 @@ register_figure(FigureSpec(
 register_figure(FigureSpec(
     name="fedcof_fig3", paper="fedcof", label="Fig. 3", line=388,
     title="Fine-tuning (FedAdam, FedAvg) after FedNCM / Fed3R / FedCOF initialisation vs from a random head",
-    draw=_lazy(_CURVES, "draw_fig3"), inputs=_lazy(_CURVES, "fig3_inputs"),
-    unavailable=_lazy(_CURVES, "fig3_unavailable"),
+    **_parts(_CURVES, "draw_fig3", "fig3_inputs", "fig3_unavailable"),
 ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedcof_fig4", paper="fedcof", label="Fig. 4", line=420,
     title="LP (FedAvg) after the multi-round initialisation, vs rounds and communication "
     "(substitute: CIFAR-100, substitute SqueezeNet; the paper: Cars ViT-B/16, iNat-120K)",
-    draw=_lazy(_CURVES, "draw_fig4"), inputs=_lazy(_CURVES, "lp_inputs"),
-    unavailable=_lazy(_CURVES, "lp_unavailable"),
+    **_parts(_CURVES, "draw_fig4", "lp_inputs", "lp_unavailable"),
 ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedcof_fig5", paper="fedcof", label="Fig. 5", line=424,
     title="FedCOF vs number of clients and Dirichlet alpha; several means per client "
     "(CIFAR-100, substitute SqueezeNet: the caption names no dataset)",
-    draw=_lazy(_ABL, "draw"), inputs=_lazy(_ABL, "inputs"), unavailable=_lazy(_ABL, "unavailable"),
+    **_parts(_ABL, "draw", "inputs", "unavailable"),
 ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedcof_fig6", paper="fedcof", label="Fig. 6", line=800,
@@ -80,8 +83,7 @@ register_figure(FigureSpec(
 register_figure(FigureSpec(
     name="fedcof_fig7", paper="fedcof", label="Fig. 7", line=824,
     title="LP (FedAvg) after a training-free initialisation, CIFAR-100 panel (substitute SqueezeNet)",
-    draw=_lazy(_CURVES, "draw_fig7"), inputs=_lazy(_CURVES, "lp_inputs"),
-    unavailable=_lazy(_CURVES, "lp_unavailable"),
+    **_parts(_CURVES, "draw_fig7", "lp_inputs", "lp_unavailable"),
 ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedcof_fig8", paper="fedcof", label="Fig. 8", line=904,
@@ -93,10 +95,10 @@ register_figure(FigureSpec(
     name="fedcof_fig9", paper="fedcof", label="Fig. 9", line=942,
     title="FedCOF with noisy class counts (uniform, Gaussian, Laplace) vs epsilon, CIFAR-100, "
     "100 clients, Dirichlet 0.1 (substitute SqueezeNet)",
-    draw=_lazy(_NOISE, "draw_fig9"), inputs=_lazy(_NOISE, "inputs_fig9"), unavailable=_lazy(_NOISE, "unavailable"),
+    **_parts(_NOISE, "draw_fig9", "inputs_fig9", "unavailable"),
 ))  # fmt: skip
 register_figure(FigureSpec(
     name="fedcof_fig10", paper="fedcof", label="Fig. 10", line=946,
     title="Class counts of one client, real and noisy (uniform, Laplace; epsilon = 0.1), CIFAR-100",
-    draw=_lazy(_NOISE, "draw_fig10"), inputs=_lazy(_NOISE, "inputs_fig10"), unavailable=_lazy(_NOISE, "unavailable"),
+    **_parts(_NOISE, "draw_fig10", "inputs_fig10", "unavailable"),
 ))  # fmt: skip

@@ -103,7 +103,7 @@ def features_reason(config: Config) -> str | None:
 
     missing = dataset_blocker(DATASET, config.get("data_root"))
     if missing:
-        return missing
+        return missing.render()
     weights, why = choose_weights(BACKBONE, config.get("data_root"), config.get("weights_dir"))
     if weights is None:
         return why

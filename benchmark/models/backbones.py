@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torchvision.models as tvm
@@ -109,64 +110,53 @@ def backbone_spec(name: str) -> BackboneSpec:
     return BACKBONES.get(name)
 
 
-register_backbone(
-    BackboneSpec(
-        name="squeezenet1_1",
-        feature_dim=512,
-        build=lambda: tvm.squeezenet1_1(weights=None),
-        wrap=lambda net: PooledFeatures(net.features),
-        torchvision_url=tvm.SqueezeNet1_1_Weights.IMAGENET1K_V1.url,
-        state_prefix="features.",
-        substitute=SubstituteFile(
-            "squeezenet1_1-deepscale-caffe-v1.1-features.safetensors",
-            "f2618aac86e5825c591b19d8935dadbb68b3dd3cf53ddfa163b47d3f48beb195",
-            "features.",
-            "DeepScale SqueezeNet v1.1 (Caffe), input convention folded into conv1; not torchvision's run",
-        ),
-        default_gamma=1.0,
+def _pooled_features(net: nn.Module) -> nn.Module:
+    return PooledFeatures(net.features)
+
+
+def _torchvision_backbone(
+    name: str, feature_dim: int, weights: Any, *, wrap: Callable[[nn.Module], nn.Module] = _pooled_features,
+    substitute: SubstituteFile | None = None, default_gamma: float = 1.0,
+) -> BackboneSpec:
+    """Register torchvision's ``name`` (built with ``weights=None``; the papers' checkpoint is ``weights``'
+    IMAGENET1K_V1). The default body pools ``net.features``, the only part a checkpoint's ``features.`` keys
+    fill; another ``wrap`` keeps the whole net."""
+    constructor = getattr(tvm, name)
+    return register_backbone(
+        BackboneSpec(
+            name=name,
+            feature_dim=feature_dim,
+            build=lambda: constructor(weights=None),
+            wrap=wrap,
+            torchvision_url=weights.IMAGENET1K_V1.url,
+            state_prefix="features." if wrap is _pooled_features else "",
+            substitute=substitute,
+            default_gamma=default_gamma,
+        )
     )
-)
-register_backbone(
-    BackboneSpec(
-        name="resnet18",
-        feature_dim=512,
-        build=lambda: tvm.resnet18(weights=None),
-        wrap=ResNetBody,
-        torchvision_url=tvm.ResNet18_Weights.IMAGENET1K_V1.url,
-        state_prefix="",
-        substitute=None,
-        default_gamma=1.0,
-    )
-)
-register_backbone(
-    BackboneSpec(
-        name="mobilenet_v2",
-        feature_dim=1280,
-        build=lambda: tvm.mobilenet_v2(weights=None),
-        wrap=lambda net: PooledFeatures(net.features),
-        torchvision_url=tvm.MobileNet_V2_Weights.IMAGENET1K_V1.url,
-        state_prefix="features.",
-        substitute=SubstituteFile(
-            "mobilenet_v2-tonylins-imagenet-features.safetensors",
-            "9ffd08f7cdff46d4a60bc5640e3e35aa7ff2951f5a163b26334443c78bed8a27",
-            "features.",
-            "tonylins/pytorch-mobilenet-v2 ImageNet training, keys renamed; not torchvision's IMAGENET1K_V1",
-        ),
-        default_gamma=0.1,
-    )
-)
-register_backbone(
-    BackboneSpec(
-        name="vit_b_16",
-        feature_dim=768,
-        build=lambda: tvm.vit_b_16(weights=None),
-        wrap=ViTClassToken,
-        torchvision_url=tvm.ViT_B_16_Weights.IMAGENET1K_V1.url,
-        state_prefix="",
-        substitute=None,
-        default_gamma=1.0,
-    )
-)
+
+
+_torchvision_backbone(
+    "squeezenet1_1", 512, tvm.SqueezeNet1_1_Weights,
+    substitute=SubstituteFile(
+        "squeezenet1_1-deepscale-caffe-v1.1-features.safetensors",
+        "f2618aac86e5825c591b19d8935dadbb68b3dd3cf53ddfa163b47d3f48beb195",
+        "features.",
+        "DeepScale SqueezeNet v1.1 (Caffe), input convention folded into conv1; not torchvision's run",
+    ),
+)  # fmt: skip
+_torchvision_backbone("resnet18", 512, tvm.ResNet18_Weights, wrap=ResNetBody)
+_torchvision_backbone(
+    "mobilenet_v2", 1280, tvm.MobileNet_V2_Weights,
+    substitute=SubstituteFile(
+        "mobilenet_v2-tonylins-imagenet-features.safetensors",
+        "9ffd08f7cdff46d4a60bc5640e3e35aa7ff2951f5a163b26334443c78bed8a27",
+        "features.",
+        "tonylins/pytorch-mobilenet-v2 ImageNet training, keys renamed; not torchvision's IMAGENET1K_V1",
+    ),
+    default_gamma=0.1,
+)  # fmt: skip
+_torchvision_backbone("vit_b_16", 768, tvm.ViT_B_16_Weights, wrap=ViTClassToken)
 
 
 def _load_into(net: nn.Module, state: dict[str, torch.Tensor], prefix: str, origin: str) -> None:

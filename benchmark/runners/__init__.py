@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.reasons import NotRunReason
 
 if TYPE_CHECKING:
     from benchmark.expected import ReportedCell
@@ -40,14 +41,19 @@ DECLARED_ONLY: tuple[str, ...] = ()
 @dataclass
 class CellResult:
     """What a runner made of one planned cell: ``values`` (one per seed) are what the verdict judges;
-    ``rows`` are its tidy rows; ``reason`` set means NOT RUN (with no values)."""
+    ``rows`` are its tidy rows; ``not_run`` set means NOT RUN (with no values; :attr:`reason` is its text)."""
 
     values: list[float] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     departures: tuple[str, ...] = ()
-    reason: str | None = None
+    not_run: NotRunReason | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """The NOT RUN reason's text, ``None`` for a cell that ran."""
+        return self.not_run.render() if self.not_run is not None else None
 
 
 class Runner:
@@ -76,7 +82,8 @@ class Runner:
         return None
 
     def plan(self, spec: TableSpec, rule: RunnerRule, plan: CellPlan, config: Mapping[str, Any]) -> CellPlan:
-        """Fill ``plan.jobs`` (and ``protocol``) and set ``status = "planned"``, or set ``reason``."""
+        """Fill ``plan.jobs`` (and ``protocol``) and set ``status = "planned"``, or set ``not_run`` (a
+        :class:`~benchmark.reasons.NotRunReason`)."""
         raise NotImplementedError
 
     def collect(

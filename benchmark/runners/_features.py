@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import CellResult
 
 if TYPE_CHECKING:
@@ -64,9 +65,23 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     for rec in runs[runs["method"] == plan.method].to_dict("records"):
         rec.update(paper=spec.paper, table=spec.table, cell=plan.cell.id)
         rows.append(rec)
-    return CellResult(values, rows, reason=None if values else "the runs produced no value for this cell")
+    why = None if values else NotRunReason(ReasonKind.NO_VALUE, "a value", "the runs produced no value for this cell")
+    return CellResult(values, rows, not_run=why)
 
 
 def _accuracy(runs: Any, method: Any) -> Any:
     """The rows of ``runs`` that are a value of the cell: ``method``'s accuracy, status ok."""
     return runs[(runs["method"] == method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+
+
+def no_protocol(key: str, where: str) -> NotRunReason:
+    """A training cell whose setting ``key`` (``<dataset>`` or ``<dataset>@<size>``) the spec maps to no
+    protocol (``where``: the protocol file)."""
+    return NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a training protocol for {key}",
+                        f"no training protocol for {key} in this spec ({where})")  # fmt: skip
+
+
+def protocol_elsewhere(name: str, protocol: tuple[Any, Any], cell: tuple[Any, Any]) -> NotRunReason:
+    """A training cell whose spec maps it to protocol ``name`` of another (dataset, backbone) than its own."""
+    return NotRunReason(ReasonKind.PROTOCOL_MISMATCH, f"a protocol for {cell[0]} x {cell[1]}",
+                        f"protocol {name} is for {protocol[0]} x {protocol[1]}, not {cell[0]} x {cell[1]}")  # fmt: skip

@@ -7,8 +7,8 @@ the fedcof sharder's partitions, seeds of the table) are jobs: for such a cell t
 the :class:`~benchmark.jobs.PartitionJob` of the partition (``dirichlet_fedcof`` on the full train split, the
 same file a closed-form run on it reads) and a :class:`ClassCountsJob` that counts each client's classes in
 it. At assembly :meth:`CostRunner.collect` reads those counts; it loads no dataset. A cell whose partition
-cannot be drawn here (dataset absent) plans no job and keeps the reason, found while planning, in the plan
-(``params["partition"]``).
+cannot be drawn here (dataset absent) plans no job and keeps the typed reason, found while planning, in the plan
+(``params["partition_unavailable"]``, :meth:`~benchmark.reasons.NotRunReason.to_dict`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, parse_partition_tag, partition_tag, register_job
+from benchmark.reasons import NotRunReason
 from benchmark.runners import CellResult, Runner, register_runner
 
 
@@ -85,9 +86,9 @@ def pairs_from_jobs(plan: Any) -> Any:
     from benchmark.tables.cost_runner import ClassPairs
 
     def source(need: Any) -> Any:
-        recorded = plan.params.get("partition")
-        if isinstance(recorded, str):
-            return recorded
+        unavailable = plan.params.get("partition_unavailable")
+        if unavailable is not None:
+            return NotRunReason.from_dict(unavailable)
         jobs = [j for j in plan.jobs if isinstance(j, ClassCountsJob)]
         if not jobs or [j.seed for j in jobs] != list(need.seeds):
             raise ConfigError(
@@ -129,7 +130,9 @@ class CostRunner(Runner):
         need = needs_partitions(spec.expected_paper, spec.expected_table, _cell_dict(plan.cell), spec.seeds)
         if need is not None:
             reason = need.unavailable(config.get("data_root"))
-            plan.params = {**plan.params, "partition": reason or need.partition}
+            plan.params = {**plan.params, "partition": need.partition}
+            if reason is not None:
+                plan.params["partition_unavailable"] = reason.to_dict()
             plan.jobs = () if reason else class_counts_jobs(need)
         plan.status = "planned"
         return plan
@@ -157,7 +160,7 @@ class CostRunner(Runner):
             "facts_from_torchvision": res.facts_from_torchvision, "departures": list(res.departures),
         }  # fmt: skip
         if res.status != "ok":
-            out.reason = res.reason
+            out.not_run = res.not_run
             return out
         out.values = list(res.values)
         out.departures = res.departures

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.jobs import Job, register_job
+from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
 
@@ -167,13 +168,15 @@ class FedMeZORunner(Runner):
         )
         plan.params = dict(rule.params)
         if metric == "rounds":
-            plan.reason = ("the thesis prints the rounds it trained to convergence but states no convergence "
-                           "criterion; this suite uses the printed count as its round budget (an input, not a "
-                           "measurement)")  # fmt: skip
+            plan.not_run = NotRunReason(
+                ReasonKind.INPUT_NOT_STATED, "a convergence criterion",
+                "the thesis prints the rounds it trained to convergence but states no convergence criterion; this "
+                "suite uses the printed count as its round budget (an input, not a measurement)",
+            )  # fmt: skip
             return plan
         missing = dataset_blocker(plan.dataset, config.get("data_root"))
         if missing:
-            plan.reason = missing
+            plan.not_run = missing
             return plan
         part = proto.get("partition") or {}
         alpha = float(part.get("alpha", 100.0))
@@ -183,7 +186,7 @@ class FedMeZORunner(Runner):
             else SLORA_ROUNDS
         )
         if rounds <= 0:
-            plan.reason = "the cell states no round count"
+            plan.not_run = NotRunReason(ReasonKind.INPUT_NOT_STATED, "round count", "the cell states no round count")
             return plan
         seeds = spec.seeds
         full = [zo_job(plan.dataset, plan.method, alpha, rounds, s, config) for s in seeds]
@@ -194,12 +197,16 @@ class FedMeZORunner(Runner):
         elif metric == "accuracy":
             if not training_allowed(config):
                 size = run_size(full[0], _train_examples(plan.dataset, full[0].k_shot, config))
-                plan.reason = (f"{plan.method} fine-tuning of {plan.model} ({len(seeds)} seed(s)): {size}; run with "
-                               "--config cpu_training=true (with zo_k_shot=16 on a CPU) or device=cuda")  # fmt: skip
+                plan.not_run = needs_training(
+                    f"{plan.method} fine-tuning", f"{plan.method} fine-tuning of {plan.model} ({len(seeds)} seed(s)): {size}",
+                    fix="run with --config cpu_training=true (with zo_k_shot=16 on a CPU) or device=cuda",
+                    command="--config cpu_training=true",
+                )  # fmt: skip
                 return plan
             plan.jobs = tuple(full)
         else:
-            plan.reason = f"metric {metric!r} is not produced by the fedmezo runner"
+            plan.not_run = NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"metric {metric!r}",
+                                        f"metric {metric!r} is not produced by the fedmezo runner")  # fmt: skip
             return plan
         plan.protocol = "bernier2024"
         plan.status = "planned"

@@ -24,8 +24,9 @@ from typing import Any, ClassVar
 from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
+from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs
+from benchmark.runners._features import collect_runs, no_protocol, protocol_elsewhere
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
 RECORDED_LR_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid" / "train"
@@ -288,18 +289,19 @@ class FLTrainRunner(Runner):
         key = _protocol_key(plan.dataset, image_size)
         name = plan.params.get("protocols", {}).get(key)
         if name is None:
-            plan.reason = f"no training protocol for {key} in this spec (benchmark/protocols/fl_train.yaml)"
+            plan.not_run = no_protocol(key, "benchmark/protocols/fl_train.yaml")
             return plan
         proto = get_train_protocol(name)
         if (proto.dataset, proto.backbone) != (plan.dataset, plan.model):
-            plan.reason = f"protocol {name} is for {proto.dataset} x {proto.backbone}, not {plan.dataset} x {plan.model}"
+            plan.not_run = protocol_elsewhere(name, (proto.dataset, proto.backbone), (plan.dataset, plan.model))
             return plan
         method, algorithm = _method_algorithm(str(plan.method), plan.cell.protocol.get("fl_algorithm"))
         if method not in proto.methods or algorithm not in proto.algorithms:
-            plan.reason = (
+            plan.not_run = NotRunReason(
+                ReasonKind.NOT_IMPLEMENTED, f"{method} under {algorithm} in {name}",
                 f"training protocol {name} has no {method} under {algorithm} (methods: {', '.join(proto.methods)}; "
-                f"algorithms: {', '.join(proto.algorithms)})"
-            )
+                f"algorithms: {', '.join(proto.algorithms)})",
+            )  # fmt: skip
             return plan
         plan.protocol = name
         plan.method = method
@@ -308,9 +310,8 @@ class FLTrainRunner(Runner):
             est = cell_estimate(
                 proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size
             )
-            plan.reason = (
-                f"full-model training ({name}: {method} under {algorithm}) needs a GPU: {est}; run with "
-                "--config device=cuda or the slurm profile (or cpu_training=true to train on this CPU)"
+            plan.not_run = needs_training(
+                "full-backbone training", f"full-model training ({name}: {method} under {algorithm}) needs a GPU: {est}"
             )
             return plan
         alg = proto.algorithm(algorithm)

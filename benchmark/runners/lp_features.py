@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.jobs import FLRunJob, partition_tag
+from benchmark.reasons import outside_ci_tier
 from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs, seeded_jobs
+from benchmark.runners._features import collect_runs, no_protocol, protocol_elsewhere, seeded_jobs
 
 
 def _protocol_key(dataset: Any, image_size: Any) -> str:
@@ -41,20 +42,17 @@ class LPFeaturesRunner(Runner):
         key = _protocol_key(plan.dataset, plan.cell.protocol.get("image_size"))
         name = plan.params.get("protocols", {}).get(key)
         if name is None:
-            plan.reason = f"no training protocol for {key} in this spec (benchmark/fl/protocols.py)"
+            plan.not_run = no_protocol(key, "benchmark/fl/protocols.py")
             return plan
         fl = get_protocol(name)
         if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
-            plan.reason = (
-                f"protocol {name} is for {fl.dataset} x {fl.backbone}, not {plan.dataset} x {plan.model}"
-            )
+            plan.not_run = protocol_elsewhere(name, (fl.dataset, fl.backbone), (plan.dataset, plan.model))
             return plan
         fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
         pair = f"{name}/{plan.method}"
         if config.get("tier", "full") == "ci" and pair not in config.get("ci_training", []):
-            plan.reason = (
-                f"outside the CI tier (training run {pair}: minutes to an hour of CPU per seed, see "
-                "config 'ci_training'); runs with --config tier=full"
+            plan.not_run = outside_ci_tier(
+                f"training run {pair}", "minutes to an hour of CPU per seed, see config 'ci_training'"
             )
             return plan
         plan.protocol = name

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.jobs import Job, register_job
+from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
 
@@ -178,35 +179,40 @@ def _num(value: Any) -> str:
 
 
 def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str, seeds: tuple[int, ...],
-              config: Mapping[str, Any]) -> tuple[tuple[Job, ...], str | None]:  # fmt: skip
+              config: Mapping[str, Any]) -> tuple[tuple[Job, ...], NotRunReason | None]:  # fmt: skip
     """The jobs of one fedbabu cell (one per seed), or ``((), reason)``."""
     for key, why in UNSUPPORTED.items():
         value = proto.get(key)
         if value not in (None, "none") and (key, value) not in SUPPORTED_VALUES:
-            return (), f"{why} ({key}={value!r})"
+            return (), _not_implemented(f"{key}={value!r}", f"{why} ({key}={value!r})")
     if dataset == "emnist":
-        return (), ("the 1,488-client EMNIST partition of fedbabu App. Table 19 (about 450 images per client) is not "
-                    "stated precisely enough to rebuild, and the gzip release has no writer ids")  # fmt: skip
+        return (), NotRunReason(
+            ReasonKind.INPUT_NOT_STATED, "the 1,488-client EMNIST partition",
+            "the 1,488-client EMNIST partition of fedbabu App. Table 19 (about 450 images per client) is not stated "
+            "precisely enough to rebuild, and the gzip release has no writer ids",
+        )  # fmt: skip
     if algorithm == "local_only":  # each client alone for LOCAL_ONLY_EPOCHS epochs (benchmark/pfl/local_only.py)
         proto = {**proto, "participation": 1.0, "local_epochs": 1, "rounds": LOCAL_ONLY_EPOCHS,
                  "stage": "initial" if proto.get("stage") == "local_only" else proto.get("stage")}  # fmt: skip
     if proto.get("server_update") not in (None, "none") or float(proto.get("server_data_fraction") or 0) > 0:
-        return (), "FedBABU+ with server data (fedbabu Tables 2/21, p > 0) is not implemented"
+        return (), _not_implemented("FedBABU+ with server data",
+                                    "FedBABU+ with server data (fedbabu Tables 2/21, p > 0) is not implemented")  # fmt: skip
     part = proto.get("partition") or {}
     if part.get("kind") == "shards" and part.get("shards_per_user"):
         scheme, param = "shards", str(int(part["shards_per_user"]))
     elif part.get("kind") == "dirichlet" and part.get("beta"):
         scheme, param = "dirichlet", _num(part["beta"])
     else:
-        return (), f"partition {part!r} states no s or beta"
+        return (), NotRunReason(ReasonKind.INPUT_NOT_STATED, "s or beta", f"partition {part!r} states no s or beta")
     if proto.get("setting") == "centralized":  # Table 9: epochs over the union of the clients' data
         proto = {**proto, "participation": 1.0, "local_epochs": 1, "rounds": int(proto["centralized_epochs"])}
     for key in ("participation", "local_epochs", "rounds"):
         if proto.get(key) is None:
-            return (), f"the cell states no {key}"
+            return (), NotRunReason(ReasonKind.INPUT_NOT_STATED, key, f"the cell states no {key}")
     head_init = HEAD_INITS.get(str(proto.get("head_init", "pytorch_default_he_uniform")))
     if head_init is None:
-        return (), f"head_init {proto.get('head_init')!r} is not implemented"
+        what = f"head_init {proto.get('head_init')!r}"
+        return (), _not_implemented(what, f"{what} is not implemented")
     from benchmark.pfl.models import pfl_model_info
 
     base = dict(
@@ -230,8 +236,13 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
                   ft_epochs=int(proto.get("finetune_epochs", 5)), ft_lr=_num(proto.get("finetune_lr") or 1e-3),
                   ft_momentum=_num(proto.get("finetune_momentum", 0.9)))  # fmt: skip
     else:
-        return (), f"stage {stage!r} with classifier {classifier!r} is not implemented"
+        what = f"stage {stage!r} with classifier {classifier!r}"
+        return (), _not_implemented(what, f"{what} is not implemented")
     return tuple(PFLEvalJob(**base, seed=s, **ev) for s in seeds), None
+
+
+def _not_implemented(what: str, detail: str) -> NotRunReason:
+    return NotRunReason(ReasonKind.NOT_IMPLEMENTED, what, detail)
 
 
 def estimate(job: _PFLFields, per_client: int, seeds: int) -> str:
@@ -263,7 +274,7 @@ class PFLRunner(Runner):
         plan.weights = "none (trained from scratch)"
         algorithm = rule.params.get("methods", {}).get(proto.get("method"))
         if algorithm is None:
-            plan.reason = f"method {proto.get('method')!r} is not implemented by the pfl runner"
+            plan.not_run = not_implemented_method(proto.get("method"), "the pfl runner")
             return plan
         plan.method = algorithm
         from benchmark.errors import UnknownNameError
@@ -272,29 +283,30 @@ class PFLRunner(Runner):
 
         if proto.get("model_readings"):
             readings = "; ".join(f"{r['value']} ({r['source']})" for r in proto["model_readings"])
-            plan.reason = f"the paper names more than one network for this table: {readings}"
+            plan.not_run = NotRunReason(ReasonKind.INPUT_NOT_STATED, "which network the table used",
+                                        f"the paper names more than one network for this table: {readings}")  # fmt: skip
             return plan
         try:
             pfl_model_info(str(plan.model))
         except UnknownNameError as err:
-            plan.reason = f"{err.what}; {err.fix}"
+            plan.not_run = NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a model {plan.model}", err.what, err.fix)
             return plan
         if algorithm not in ALGORITHMS:
-            plan.reason = f"algorithm {algorithm!r} is not implemented in benchmark/pfl/algorithms.py"
+            plan.not_run = _not_implemented(f"algorithm {algorithm!r}",
+                                            f"algorithm {algorithm!r} is not implemented in benchmark/pfl/algorithms.py")  # fmt: skip
             return plan
         missing = dataset_blocker(plan.dataset, config.get("data_root"))
         if missing:
-            plan.reason = missing
+            plan.not_run = missing
             return plan
         jobs, why = cell_jobs(proto, algorithm, plan.model, plan.dataset, spec.seeds, config)
         if why:
-            plan.reason = why
+            plan.not_run = why
             return plan
         if not training_allowed(config):
             size = estimate(jobs[0], int(proto.get("train_per_client") or 500), len(spec.seeds))
-            plan.reason = (
-                f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}; run with "
-                "--config device=cuda or the slurm profile (or cpu_training=true to train on this CPU)"
+            plan.not_run = needs_training(
+                "training from scratch", f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}"
             )
             return plan
         plan.jobs = jobs

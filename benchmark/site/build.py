@@ -3,8 +3,8 @@
     flb site --results results --findings expected/known_findings.yaml --out results/report
 
 Writes ``index.html`` (per paper: table verdict totals, claims verdicts, figures built / not run; a stamp of
-when, where and at which commit), one page per paper (``legate2023.html`` ...) and ``provenance.html``, with
-the figures' PNGs copied to ``assets/``. The site is built in a temporary folder beside ``--out`` and then
+when, where and at which commit), one page per paper (``legate2023.html`` ...) and ``provenance.html``, the
+style sheet they share (``style.css``) and the figures' PNGs copied to ``assets/``. The site is built in a temporary folder beside ``--out`` and then
 swapped in, so a reader never sees half a site; ``--out`` must be absent or a site this command built (it
 holds :data:`MARKER`), so that no other folder is ever replaced. A failed write (disk full, read-only) is one
 error naming the folder; the temporary folder is removed and the previous site stays as it was. The pages
@@ -53,6 +53,7 @@ def write_site(folder: Path, inputs: Inputs, sources: Sequence[Source], stamp: S
     }
     for paper in PAPERS:
         pages[f"{paper}.html"] = render.paper_page(paper, inputs, stamp, assets, ids)
+    (folder / render.STYLESHEET).write_text(render.CSS.lstrip("\n"), encoding="utf-8")
     out = []
     for name, text in pages.items():
         (folder / name).write_text(portable(text), encoding="utf-8")

@@ -1,4 +1,5 @@
-"""HTML of the report's pages (issue 14): every text goes through :func:`html.escape`; CSS is inline; links are
+"""HTML of the report's pages (issue 14): every text goes through :func:`html.escape`; the CSS is one file,
+:data:`STYLESHEET` beside the pages, that every page links (issue 25: the pages no longer repeat it); links are
 relative (the site is opened offline, from any folder). No JavaScript: NOT RUN cells, long provenance lists and
 evidence fold into ``<details>``.
 
@@ -41,6 +42,9 @@ VERDICT_CLASS: Mapping[str, str] = {
     "HOLDS": "v-pass",
     "DOES NOT HOLD": "v-fail",
 }
+
+#: The site's style sheet, written once beside the pages (:func:`benchmark.site.build.write_site`): :data:`CSS`.
+STYLESHEET = "style.css"
 
 CSS = """
 :root { --pass:#1e7b34; --subpass:#8fd19e; --star:#f0b429; --fail:#c62828; --subfail:#ef7d22; --notrun:#9e9e9e; }
@@ -139,7 +143,7 @@ def missing(what: str, command: str) -> str:
 
 
 def page(title: str, body: str, *, here: str) -> str:
-    """A whole page: head with inline CSS, the navigation bar, ``body``."""
+    """A whole page: head linking the style sheet (:data:`STYLESHEET`), the navigation bar, ``body``."""
     links = [
         ("index.html", "Overview"),
         *((f"{p}.html", p) for p in PAPERS),
@@ -151,7 +155,7 @@ def page(title: str, body: str, *, here: str) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<link rel="icon" href="data:,">'
-        f"<title>{e(title)}</title><style>{CSS}</style></head>\n"
+        f'<title>{e(title)}</title><link rel="stylesheet" href="{STYLESHEET}"></head>\n'
         f"<body><nav>{nav}</nav><main>\n{body}\n</main></body></html>\n"
     )
 

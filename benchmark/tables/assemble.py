@@ -139,7 +139,7 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
             fl_algorithm=proto.get("fl_algorithm"), partition=part.get("kind"), alpha=part.get("alpha"),
             clients=proto.get("clients"), participation=proto.get("participation"),
         )  # fmt: skip
-        res = CellResult(reason=cp.reason if cp.status == "not_run" else None)
+        res = CellResult(not_run=cp.not_run if cp.status == "not_run" else None)
         if cp.status == "planned":
             runner = get_runner(str(cp.runner))
             if runner is None:
@@ -164,7 +164,7 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
                 )
             )
         verdict = judge(
-            cell, res.values or None, substitute=cp.substitute, not_run_reason=res.reason,
+            cell, res.values or None, substitute=cp.substitute, not_run_reason=res.not_run,
             departures=res.departures,
         )  # fmt: skip
         report.outcomes.append(CellOutcome(cp, res.values, verdict, res.note, res.extra))
@@ -304,6 +304,7 @@ def _write_outputs(
             "note": o.note,
             **o.extra,
             **o.recorded_json(),
+            **({"not_run": o.verdict.not_run.to_dict()} if o.verdict.not_run is not None else {}),
         }
         for o in report.outcomes
     ]

@@ -9,31 +9,35 @@ reachable (:func:`dataset_fetch_planned`), and NOT RUN with the command that get
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
+from benchmark.reasons import NotRunReason, ReasonKind
 
 # The model and data modules import torch / torchvision; they are imported where needed, so that
 # assembling a table whose cells need neither (most of them) starts in a second, not in five.
 
 
 @functools.cache
-def dataset_missing(name: str, root: str | None = None) -> str | None:
-    """None when ``name`` loads from the data root (without downloading), else the reason it cannot."""
+def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
+    """None when ``name`` loads from the data root (without downloading), else the reason it cannot: its
+    files are absent (``missing data``) or the suite has no loader for it (``not implemented``)."""
     from benchmark.data.registry import dataset_info, load_dataset
 
     try:
         info = dataset_info(name)
     except UnknownNameError as err:
-        return f"no loader for dataset {name!r} ({err.what})"
+        return NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a loader for {name}",
+                            f"no loader for dataset {name!r} ({err.what})")  # fmt: skip
     try:
         for split in info.splits:
             if split in ("train", "test"):
                 load_dataset(name, split, root, download=False)
     except DataMissingError as err:
-        return f"dataset files absent: {err.what}"
+        return NotRunReason(ReasonKind.MISSING_DATA, name, f"dataset files absent: {err.what}")
     return None
 
 
@@ -55,8 +59,8 @@ def dataset_fetch_planned(name: str, root: str | None = None) -> bool:
     return name in SOURCES and dataset_missing(name, root) is not None and online()
 
 
-def dataset_blocker(name: str, root: str | None = None) -> str | None:
-    """None when the cell's dataset is here or will be fetched; else the NOT RUN reason, which names
+def dataset_blocker(name: str, root: str | None = None) -> NotRunReason | None:
+    """None when the cell's dataset is here or will be fetched; else the NOT RUN reason, whose fix names
     the command that gets the data (``flb data fetch NAME``) or where to get it when there is no download."""
     from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
 
@@ -64,13 +68,15 @@ def dataset_blocker(name: str, root: str | None = None) -> str | None:
     if missing is None or dataset_fetch_planned(name, root):
         return None
     if name in SOURCES:
-        return (
-            f"{missing}; the network is not reachable (or FLB_OFFLINE=1), so it was not fetched: run "
-            f"`{fetch_command(name, root)}` where there is network, or set FLB_DATA_ROOT "
-            "(--config data_root=...) to a folder holding it"
+        command = fetch_command(name, root)
+        return dataclasses.replace(
+            missing,
+            fix=f"the network is not reachable (or FLB_OFFLINE=1), so it was not fetched: run `{command}` where "
+            "there is network, or set FLB_DATA_ROOT (--config data_root=...) to a folder holding it",
+            command=command,
         )
     if name in NO_DOWNLOAD:
-        return f"{missing}; no public download: {NO_DOWNLOAD[name]}"
+        return dataclasses.replace(missing, fix=f"no public download: {NO_DOWNLOAD[name]}")
     return missing
 
 
@@ -87,20 +93,48 @@ def weights_fetch_planned(model: str) -> bool:
     return not hub_checkpoint_path(spec.torchvision_url).is_file() and online()
 
 
-@functools.cache
-def choose_weights(model: str, root: str | None = None, wdir: str | None = None) -> tuple[str | None, str]:
-    """The weights a paper cell with ``model`` runs with here: ``(source or None, explanation)``.
-
-    The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
-    reachable; otherwise the substitute file when one exists; otherwise None.
-    """
+def weights_blocker(model: str, root: str | None = None, wdir: str | None = None) -> NotRunReason | None:
+    """None when :func:`choose_weights` finds weights for ``model``; else the NOT RUN reason: no backbone of
+    that name, no checkpoint and no substitute, or the substitute file not in the weights folder."""
     from benchmark.models.backbones import backbone_spec
     from benchmark.models.weights import hub_checkpoint_path
 
     try:
         spec = backbone_spec(model)
     except UnknownNameError as err:
-        return None, f"no backbone {model!r} in the registry ({err.what})"
+        return NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a backbone {model}",
+                            f"no backbone {model!r} in the registry ({err.what})")  # fmt: skip
+    ckpt = hub_checkpoint_path(spec.torchvision_url)
+    if ckpt.is_file() or online():
+        return None
+    if spec.substitute is None:
+        command = f"flb data fetch --weights {model}"
+        return NotRunReason(
+            ReasonKind.MISSING_WEIGHTS, model,
+            f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
+            "no substitute exists", fix=f"run `{command}` where there is network", command=command,
+        )  # fmt: skip
+    folder = weights_dir(wdir, root)
+    if (folder / spec.substitute.filename).is_file():
+        return None
+    return missing_weights_reason(model, ckpt, spec.substitute.filename, folder)
+
+
+@functools.cache
+def choose_weights(model: str, root: str | None = None, wdir: str | None = None) -> tuple[str | None, str]:
+    """The weights a paper cell with ``model`` runs with here: ``(source or None, explanation)``.
+
+    The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
+    reachable; otherwise the substitute file when one exists; otherwise None, and the explanation is the
+    text of :func:`weights_blocker`'s reason.
+    """
+    from benchmark.models.backbones import backbone_spec
+    from benchmark.models.weights import hub_checkpoint_path
+
+    blocker = weights_blocker(model, root, wdir)
+    if blocker is not None:
+        return None, blocker.render()
+    spec = backbone_spec(model)
     ckpt = hub_checkpoint_path(spec.torchvision_url)
     if ckpt.is_file():
         return "torchvision", f"torchvision checkpoint {ckpt.name}"
@@ -109,32 +143,26 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
             "torchvision",
             f"torchvision checkpoint {ckpt.name} (fetched by `flb data fetch --weights {model}`)",
         )
-    if spec.substitute is None:
-        return (
-            None,
-            f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
-            f"no substitute exists; run `flb data fetch --weights {model}` where there is network",
-        )
-    folder = weights_dir(wdir, root)
-    if (folder / spec.substitute.filename).is_file():
-        return (
-            "substitute",
-            f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent; "
-            f"`flb data fetch --weights {model}` gets it where there is network)",
-        )
-    return None, missing_weights_reason(model, ckpt, spec.substitute.filename, folder)
-
-
-def missing_weights_reason(model: str, ckpt: Path, substitute: str, folder: Path) -> str:
-    """The NOT RUN reason of a cell whose model has neither torchvision's checkpoint ``ckpt`` nor its
-    ``substitute`` file in the weights ``folder``: it names both ways to get weights, the substitute
-    folder setting (``FLB_WEIGHTS_DIR`` / config ``weights_dir``) and the torchvision fetch."""
+    assert spec.substitute is not None  # weights_blocker: no checkpoint and no substitute is a blocker
     return (
-        f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
-        f"the substitute {substitute} is not in the weights folder {folder}; point FLB_WEIGHTS_DIR "
-        f"(--config weights_dir=...) at the folder holding {substitute}, or run "
-        f"`flb data fetch --weights {model}` where there is network"
+        "substitute",
+        f"substitute weights {spec.substitute.filename} (torchvision's {ckpt.name} absent; "
+        f"`flb data fetch --weights {model}` gets it where there is network)",
     )
+
+
+def missing_weights_reason(model: str, ckpt: Path, substitute: str, folder: Path) -> NotRunReason:
+    """The NOT RUN reason of a cell whose model has neither torchvision's checkpoint ``ckpt`` nor its
+    ``substitute`` file in the weights ``folder``: its fix names both ways to get weights, the substitute
+    folder setting (``FLB_WEIGHTS_DIR`` / config ``weights_dir``) and the torchvision fetch."""
+    command = f"flb data fetch --weights {model}"
+    return NotRunReason(
+        ReasonKind.MISSING_SUBSTITUTE, model,
+        f"no weights for {model}: torchvision's {ckpt.name} is not in the torch hub cache ({ckpt.parent}) and "
+        f"the substitute {substitute} is not in the weights folder {folder}",
+        fix=f"point FLB_WEIGHTS_DIR (--config weights_dir=...) at the folder holding {substitute}, or run "
+        f"`{command}` where there is network", command=command,
+    )  # fmt: skip
 
 
 def describe_root(root: str | None = None) -> Path:

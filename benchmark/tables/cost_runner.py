@@ -42,6 +42,7 @@ from benchmark.costs import paper_cells as pc
 from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
 from benchmark.errors import ConfigError
 from benchmark.expected import parse_printed_number
+from benchmark.reasons import NotRunReason, ReasonKind
 
 PASSING = (pc.MATCH, pc.MATCH_ALT)
 
@@ -57,7 +58,8 @@ class CostResult:
     counted on torchvision's constructors. ``departures`` names the departures from the paper's stated
     setup that ``values`` were computed under (``benchmark/costs/conventions.py``; empty for the stated
     formula): a match under any of them is ``PASS*``, not ``PASS``. ``status`` is ``not_run`` (with
-    ``reason``) for a cell this runner has no cost model for, or whose input the paper does not state.
+    ``not_run``, a typed reason; ``reason`` is its text) for a cell this runner has no cost model for, or whose
+    input the paper does not state.
     """
 
     status: str
@@ -66,12 +68,17 @@ class CostResult:
     classification: str = ""
     departures: tuple[str, ...] = ()
     note: str = ""
-    reason: str | None = None
+    not_run: NotRunReason | None = None
     model_facts: str = ""
     facts_from_torchvision: bool = False
     partition_hashes: tuple[str | None, ...] = ()
     data_checksum: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str | None:
+        """The NOT RUN reason's text, ``None`` for a cell with a value."""
+        return self.not_run.render() if self.not_run is not None else None
 
     @property
     def passes(self) -> bool:
@@ -142,13 +149,18 @@ def _from_cell(c: pc.Cell, facts: str, torchvision: bool) -> CostResult:
     )
 
 
-def _input_not_stated(res: CostResult, what: str) -> CostResult:
-    """A cell whose recomputation rests on an input the paper does not state (``what``): judged only when it
-    matches (the chosen input then reproduces it); otherwise NOT RUN, since a FAIL would be a finding about
-    our guess, not about the paper."""
+def _input_not_stated(res: CostResult, what: str, why: str) -> CostResult:
+    """A cell whose recomputation rests on an input the paper does not state (``what``; ``why``: what the paper
+    gives and what we chose): judged only when it matches (the chosen input then reproduces it); otherwise NOT
+    RUN, since a FAIL would be a finding about our guess, not about the paper."""
     if res.passes:
         return res
-    return replace(res, status="not_run", reason=f"input not stated: {what}. {res.note}")
+    why_not = NotRunReason(ReasonKind.INPUT_NOT_STATED, what, f"input not stated: {what} ({why}). {res.note}")
+    return replace(res, status="not_run", not_run=why_not)
+
+
+def _no_cost_model(detail: str) -> CostResult:
+    return CostResult("not_run", not_run=NotRunReason(ReasonKind.NOT_IMPLEMENTED, "a cost model", detail))
 
 
 def _pick(cells: Sequence[pc.Cell], **match: str) -> pc.Cell:
@@ -205,8 +217,9 @@ def _legate(
     if workshop and cell["metric"] == "compute_f":
         return _input_not_stated(
             res,
-            "the round counts of the compute column (legate2023ws states neither Eq. 5-6 nor rounds; the "
-            "NeurIPS version's Table 4 rounds, imposed here, do not reproduce this cell)",
+            "the round counts of the compute column",
+            "legate2023ws states neither Eq. 5-6 nor rounds; the NeurIPS version's Table 4 rounds, imposed here, do "
+            "not reproduce this cell",
         )
     return res
 
@@ -250,7 +263,7 @@ class PartitionNeed:
         """The scheme and parameters (``benchmark.jobs.partition_tag`` input)."""
         return {"scheme": self.SCHEME, "alpha": self.alpha, "num_clients": self.num_clients}
 
-    def unavailable(self, data_root: str | None) -> str | None:
+    def unavailable(self, data_root: str | None) -> NotRunReason | None:
         """Why the partitions cannot be drawn here (the dataset is absent, or not the fedcof sharder's
         partition); ``None`` when they can. Loads the dataset (planning, never assembly)."""
         from benchmark.tables.availability import dataset_missing
@@ -259,12 +272,13 @@ class PartitionNeed:
         if missing:
             return missing
         if self.kind != "dirichlet":
-            return f"partition {self.kind!r}: only the fedcof Dirichlet sharder is replayed"
+            return NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a replay of partition {self.kind!r}",
+                                f"partition {self.kind!r}: only the fedcof Dirichlet sharder is replayed")  # fmt: skip
         return None
 
 
 #: Where pair counts come from: a :class:`PartitionNeed` -> the pairs of each seed, or why there are none.
-PairsSource = Callable[[PartitionNeed], "Replayed | str"]
+PairsSource = Callable[[PartitionNeed], "Replayed | NotRunReason"]
 
 
 def partition_need(cell: Mapping[str, Any], seeds: Sequence[int]) -> PartitionNeed:
@@ -306,7 +320,7 @@ def replay_in_process(data_root: str | None) -> PairsSource:
     """A :data:`PairsSource` that draws the partitions here from the labels under ``data_root`` (what the
     partition and class-count jobs compute, without files)."""
 
-    def source(need: PartitionNeed) -> Replayed | str:
+    def source(need: PartitionNeed) -> Replayed | NotRunReason:
         return need.unavailable(data_root) or _replayed_pairs(need, data_root)
 
     return source
@@ -327,20 +341,17 @@ def needs_partitions(
     return None
 
 
-def _needs_partition(res: CostResult, missing: str) -> CostResult:
+def _needs_partition(res: CostResult, missing: NotRunReason) -> CostResult:
     """A partition-dependent cost whose partition cannot be rebuilt here: judged only when the stated
     (partition-free) formula already prints as the paper's number; otherwise NOT RUN, since the pair count
     that would reproduce it could only be inferred from the printed numbers (the note says what it gives)."""
     if res.classification == pc.MATCH:
         return res
-    return replace(
-        res,
-        status="not_run",
-        reason=(
-            "the cost depends on the partition's (client, class) pairs and the partition cannot be rebuilt "
-            f"here ({missing}); an inferred pair count is not a check. {res.note}"
-        ),
+    detail = (
+        "the cost depends on the partition's (client, class) pairs and the partition cannot be rebuilt "
+        f"here ({missing.render()}); an inferred pair count is not a check. {res.note}"
     )
+    return replace(res, status="not_run", not_run=NotRunReason(missing.kind, missing.missing, detail))
 
 
 def _fedcof_free(
@@ -352,9 +363,9 @@ def _fedcof_free(
     facts = f"feature dimension d = {d} ({model}); K and C from fedcof §5 / App. H; no parameter counts"
     printed = parse_printed_number(str(cell["printed"]))
     got = pairs(partition_need(cell, seeds))
-    if isinstance(got, str):  # no partition here: the stated value, and what the inferred pairs give
+    if isinstance(got, NotRunReason):  # no partition here: the stated value, and what the inferred pairs give
         res = _from_cell(ref, facts, torchvision=False)
-        how = f"pair count inferred from the printed cells, not replayed: {got}"
+        how = f"pair count inferred from the printed cells, not replayed: {got.render()}"
         return _needs_partition(replace(res, note=f"{res.note}; {how}"), got)
     replayed, checksum = got
     facts_k = dataset_facts(dataset)
@@ -412,9 +423,9 @@ def _fedcof_init_ft(cell: Mapping[str, Any], pairs: PairsSource, seeds: Sequence
     facts = _training_facts("resnet18")
     init_cell = {**cell, "protocol": {**cell["protocol"], "method": init_id}}
     got = pairs(partition_need(init_cell, seeds))
-    if isinstance(got, str):
+    if isinstance(got, NotRunReason):
         res = _from_cell(ref, facts, torchvision=True)
-        res = replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got}")
+        res = replace(res, note=f"{res.note}; the initialisation's pair count is inferred: {got.render()}")
         return _needs_partition(res, got)
     d = feature_dim("resnet18")
     first = _fedcof_free(
@@ -501,7 +512,7 @@ def _fedcof(
         return _fedcof_init_ft(cell, pairs, seeds)
     if method in pc.FEDCOF_TRAINING_FREE:
         return _fedcof_free(cell, feature_dim(model), pairs, seeds, model)
-    return CostResult("not_run", reason=f"no cost model for fedcof Table {table} method {method!r}")
+    return _no_cost_model(f"no cost model for fedcof Table {table} method {method!r}")
 
 
 @functools.cache
@@ -522,8 +533,9 @@ def _bernier(
     if c.method == "slora":
         return _input_not_stated(
             res,
-            "the LoRA size of Eq. 7 (the thesis gives only rank 16; LoRA on W_q and W_v of RoBERTa-large's 24 "
-            "layers is our guess, and no stated input reproduces the printed GB)",
+            "the LoRA size of Eq. 7",
+            "the thesis gives only rank 16; LoRA on W_q and W_v of RoBERTa-large's 24 layers is our guess, and no "
+            "stated input reproduces the printed GB",
         )
     return res
 
@@ -553,6 +565,6 @@ def cost_result(
     table = str(table)
     model = _COST_MODELS.get((paper, table))
     if model is None:
-        return CostResult("not_run", reason=f"no cost model for {paper} Table {table}")
+        return _no_cost_model(f"no cost model for {paper} Table {table}")
     source = pairs if pairs is not None else replay_in_process(data_root)
     return model(cell, paper, table, source, tuple(seeds))

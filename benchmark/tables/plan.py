@@ -17,12 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import ConfigError
+from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.expected import ReportedCell, load_table
 from benchmark.io import atomic_write_text, sha256_bytes
 from benchmark.jobs import Job, job_from_dict, job_to_dict
+from benchmark.reasons import (
+    NotRunReason,
+    ReasonKind,
+    not_implemented_method,
+    outside_ci_tier,
+    reason_from_json,
+)
 from benchmark.runners import get_runner
-from benchmark.tables.availability import choose_weights, dataset_blocker
+from benchmark.tables.availability import choose_weights, dataset_blocker, weights_blocker
 from benchmark.tables.records import RecordedJob, StaleRecord
 from benchmark.tables.spec import SPEC_DIR, TableSpec, load_spec
 
@@ -34,7 +41,8 @@ class CellPlan:
     cell: ReportedCell  # the reported cell (its protocol is the table's, overlaid by the cell's own)
     runner: str | None
     status: str  # "planned" | "not_run"
-    reason: str = ""
+    #: Why the cell is NOT RUN (typed; :attr:`reason` is its text); ``None`` for a planned cell.
+    not_run: NotRunReason | None = None
     method: str | None = None  # the suite's method name
     dataset: str | None = None
     model: str | None = None
@@ -48,6 +56,11 @@ class CellPlan:
     #: :mod:`benchmark.tables.records`).
     recorded: tuple[RecordedJob, ...] = ()
     stale: tuple[StaleRecord, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """The NOT RUN reason's text (:meth:`NotRunReason.render`), ``""`` for a planned cell."""
+        return self.not_run.render() if self.not_run is not None else ""
 
     @property
     def substitute(self) -> bool:
@@ -120,16 +133,17 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         return CellPlan(cell, None, "not_run", spec.not_run_reason)
     wanted = config.get("cell_filter")
     if wanted and not re.search(str(wanted), cell.id):
-        return CellPlan(cell, rule.runner, "not_run", f"not selected by cell_filter={wanted!r}")
+        why = NotRunReason(ReasonKind.NOT_SELECTED, str(wanted), f"not selected by cell_filter={wanted!r}")
+        return CellPlan(cell, rule.runner, "not_run", why)
     differ = protocol_disagreements(spec, cell)
     if differ:
-        return CellPlan(
-            cell, rule.runner, "not_run", f"the runner cannot take the cell's protocol: {'; '.join(differ)}"
-        )
+        why = NotRunReason(ReasonKind.PROTOCOL_MISMATCH, "a runner protocol matching the cell's",
+                           f"the runner cannot take the cell's protocol: {'; '.join(differ)}")  # fmt: skip
+        return CellPlan(cell, rule.runner, "not_run", why)
     if cell.illegible or cell.mean is None:
-        return CellPlan(
-            cell, rule.runner, "not_run", "the printed value is illegible or absent (see expected/)"
-        )
+        why = NotRunReason(ReasonKind.ILLEGIBLE, "the printed value",
+                           "the printed value is illegible or absent (see expected/)")  # fmt: skip
+        return CellPlan(cell, rule.runner, "not_run", why)
     runner = get_runner(rule.runner)
     if runner is not None and not runner.needs_data:
         return runner.plan(spec, rule, CellPlan(cell, rule.runner, "not_run"), config)
@@ -141,25 +155,26 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
         cell, rule.runner, "not_run", dataset=dataset, model=model, method=method, params=dict(rule.params)
     )
     if method is None:
-        plan.reason = f"method {proto.get('method')!r} is not implemented by the {rule.runner} runner"
+        plan.not_run = not_implemented_method(proto.get("method"), f"the {rule.runner} runner")
         return plan
     root, wdir = config.get("data_root"), config.get("weights_dir")
     missing = dataset_blocker(dataset, root)  # None also when a fetch_data job will get it
     if missing:
-        plan.reason = missing
+        plan.not_run = missing
         return plan
-    weights, why = choose_weights(model, root, wdir)
+    weights, _ = choose_weights(model, root, wdir)
     if weights is None:
-        plan.reason = why
+        plan.not_run = weights_blocker(model, root, wdir)
         return plan
     plan.weights = weights
     tier = config.get("tier", "full")
     allowed = [tuple(x) for x in config.get("ci_closed_form", [])]
     if tier == "ci" and (dataset, model) not in allowed:
-        plan.reason = ci_reason(dataset, model, allowed)
+        plan.not_run = ci_reason(dataset, model, allowed)
         return plan
     if runner is None:
-        plan.reason = f"runner {rule.runner!r} does not run on this machine yet"
+        plan.not_run = NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"the {rule.runner} runner",
+                                    f"runner {rule.runner!r} does not run on this machine yet")  # fmt: skip
         return plan
     return runner.plan(spec, rule, plan, config)
 
@@ -172,10 +187,10 @@ CI_EXCLUDED_WHY: dict[str, str] = {
 }
 
 
-def ci_reason(dataset: str | None, model: str | None, allowed: list[tuple[str, ...]]) -> str:
+def ci_reason(dataset: str | None, model: str | None, allowed: list[tuple[str, ...]]) -> NotRunReason:
     """The NOT RUN reason of a closed-form cell outside the CI tier."""
     why = CI_EXCLUDED_WHY.get(str(model), f"CI extracts features only for {allowed}")
-    return f"outside the CI tier ({dataset} x {model}: {why}); runs with --config tier=full"
+    return outside_ci_tier(f"{dataset} x {model}", why)
 
 
 def choose_preprocess(presets: Mapping[str, str], dataset: str | None, image_size: Any = None) -> str | None:
@@ -243,7 +258,8 @@ def _cell_plan_dict(p: CellPlan) -> dict[str, Any]:
     """A cell of the plan file; ``recorded`` and ``stale`` only when not empty, so that a plan using no record
     is the same file (and name) as before the ledger existed."""
     out = {
-        "cell": p.cell.id, "runner": p.runner, "status": p.status, "reason": p.reason, "method": p.method,
+        "cell": p.cell.id, "runner": p.runner, "status": p.status,
+        "not_run": p.not_run.to_dict() if p.not_run is not None else None, "method": p.method,
         "dataset": p.dataset, "model": p.model, "weights": p.weights, "protocol": p.protocol,
         "params": p.params, "jobs": [job_to_dict(j) for j in p.jobs],
     }  # fmt: skip
@@ -351,7 +367,7 @@ def read_plan(target: str, results: Path = Path("results"), path: Path | str | N
                 cells[c["cell"]],
                 c["runner"],
                 c["status"],
-                c["reason"],
+                _plan_reason(path, target, c),
                 method=c["method"],
                 dataset=c["dataset"],
                 model=c["model"],
@@ -372,8 +388,16 @@ def read_plan(target: str, results: Path = Path("results"), path: Path | str | N
 
 #: The fields of a plan file and of each of its cells (:func:`plan_json`).
 _PLAN_FIELDS = {"target", "spec_folder", "settings", "cells"}
-_CELL_FIELDS = {"cell", "runner", "status", "reason", "method", "dataset", "model", "weights", "protocol", "params",
+_CELL_FIELDS = {"cell", "runner", "status", "not_run", "method", "dataset", "model", "weights", "protocol", "params",
                 "jobs"}  # fmt: skip
+
+
+def _plan_reason(path: Path, target: str, cell: Mapping[str, Any]) -> NotRunReason | None:
+    """The typed NOT RUN reason of a plan file's cell; a malformed one is a :class:`ConfigError` naming the file."""
+    try:
+        return reason_from_json(cell["not_run"])
+    except BenchmarkError as err:
+        raise ConfigError(f"plan file {path}: cell {cell['cell']!r}: {err.what}", _replan_fix(target)) from None
 
 
 def _load_plan_file(target: str, path: Path) -> dict[str, Any]:

@@ -263,8 +263,9 @@ def _adopt_recorded(cell: Any, spec: Any, config: Mapping[str, Any], led: _Ledge
             unmaterialise(r.job, led.root)
         return dataclasses.replace(
             cell,
-            reason=f"{cell.reason}; the ledger's record is stale, not used: "
-            + "; ".join(f"{ledger_name(r)} ({r.label()})" for r in stale),
+            not_run=cell.not_run.with_note(
+                "the ledger's record is stale, not used: " + "; ".join(f"{ledger_name(r)} ({r.label()})" for r in stale)
+            ),
             stale=tuple(StaleRecord(r.job.path, ledger_name(r), r.label()) for r in stale),
         )
     if all(r is not None and led.usable(j) is not None for j, r in zip(trained.jobs, records, strict=True)):

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.errors import UnknownNameError
+from benchmark.errors import BenchmarkError, UnknownNameError
+from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import Runner, load_runners, runner_names
 from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
 from benchmark.suggest import did_you_mean
@@ -61,6 +62,10 @@ class RunnerRule:
         return True
 
 
+#: The reason of a cell no runner takes, when the spec states none.
+NO_RUNNER = NotRunReason(ReasonKind.NO_RUNNER, "a runner for the cell", "no runner in this suite fills this cell yet")
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """A paper table target."""
@@ -72,7 +77,7 @@ class TableSpec:
     seeds: tuple[int, ...]
     runners: tuple[RunnerRule, ...]
     aliases: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    not_run_reason: str = "no runner in this suite fills this cell yet"
+    not_run_reason: NotRunReason = NO_RUNNER
     notes: tuple[str, ...] = ()
 
     @property
@@ -95,7 +100,7 @@ SPEC_KEYS: dict[str, str] = {
     "expected": "expected/ file, relative to expected/",
     "runners": "list of {runner, when, <runner params>}",
     "seeds": "distinct non-negative integers (default [0])",
-    "not_run_reason": "reason of the cells no runner takes",
+    "not_run_reason": "reason of the cells no runner takes: text (kind 'no runner'), or {kind, missing, detail}",
     "aliases": "dataset / model: the paper's name -> the suite's",
     "notes": "list of notes printed under the table",
 }
@@ -128,7 +133,7 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
     src = read_yaml(path)
     top = Where.of(src)
     raw = check_mapping(src.data, top, allowed=SPEC_KEYS, required=REQUIRED)
-    for key in ("target", "paper", "expected", "not_run_reason"):
+    for key in ("target", "paper", "expected"):
         if key in raw:
             _text(raw[key], top.at(key))
     coerce(raw["table"], str | int, top.at("table"))
@@ -151,9 +156,30 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
         seeds=seeds,
         runners=tuple(rules),
         aliases=aliases,
-        not_run_reason=raw.get("not_run_reason", TableSpec.not_run_reason),
+        not_run_reason=_not_run_reason(raw["not_run_reason"], top.at("not_run_reason"))
+        if "not_run_reason" in raw
+        else NO_RUNNER,
         notes=tuple(notes),
     )
+
+
+#: The fields of a spec's ``not_run_reason`` mapping (:class:`benchmark.reasons.NotRunReason`).
+_REASON_KEYS = {"kind": "a NOT RUN kind (benchmark/reasons.py)", "missing": "the item that is missing",
+                "detail": "the reason's text", "fix": "how to fill the cells", "command": "the command in fix"}  # fmt: skip
+
+
+def _not_run_reason(value: Any, where: Where) -> NotRunReason:
+    """A spec's ``not_run_reason``: a text is a reason of kind ``no runner`` (the spec routes no runner to the
+    cell); a mapping gives the kind, the missing item and the text (issue 25: reasons are typed)."""
+    if isinstance(value, str):
+        return NotRunReason(ReasonKind.NO_RUNNER, "a runner for the cell", _text(value, where))
+    raw = check_mapping(value, where, allowed=_REASON_KEYS, required=("kind", "missing", "detail"))
+    for key, text in raw.items():
+        _text(text, where.at(key))
+    try:
+        return NotRunReason.from_dict(raw)
+    except BenchmarkError as err:
+        raise where.error(err.what, err.fix) from None
 
 
 def _text(value: Any, where: Where) -> str:

@@ -2,11 +2,11 @@
 
 It says what the run showed and what it could not: cells run / ``PASS`` / ``PASS*`` (a match only under a
 named departure) / ``FAIL`` split into explained (listed in ``expected/known_findings.yaml``) and unexplained,
-and the ``NOT RUN`` cells grouped by reason. Reasons are free text written where a cell is planned
-(:mod:`benchmark.tables.plan`, :mod:`benchmark.tables.cost_runner`); :func:`reason_group` folds them into a
-few groups (no data for X, no weights for X, needs full-backbone training, input not stated, ...) and says
-which command, if any, would fill a group. The summary ends with the command for the largest group that a
-command can fill.
+and the ``NOT RUN`` cells grouped by reason. Reasons are typed values (:mod:`benchmark.reasons`, issue 25)
+made where a cell is planned or assembled and stored in the checks file's ``not_run`` field; :func:`reason_group`
+folds them by kind into a few groups (no data for X, no weights for X, needs full-backbone training, input not
+stated, ...) and says which command, if any, would fill a group; no reason's text is parsed. The summary ends
+with the command for the largest group that a command can fill.
 
 One vocabulary (issue 23): the counts line names the seven verdicts exactly as the tables and the checks
 file do (``PASS``, ``PASS*``, ``SUBSTITUTE-PASS``, ``SUBSTITUTE-PASS*``, ``FAIL``, ``SUBSTITUTE-FAIL``,
@@ -16,11 +16,12 @@ file do (``PASS``, ``PASS*``, ``SUBSTITUTE-PASS``, ``SUBSTITUTE-PASS*``, ``FAIL`
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from benchmark.reasons import NotRunReason, ReasonKind
 
 #: Verdict strings (benchmark.verdict.Status values) in the order the summary prints them (the tables' order).
 VERDICTS = ("PASS", "PASS*", "SUBSTITUTE-PASS", "SUBSTITUTE-PASS*", "FAIL", "SUBSTITUTE-FAIL", "NOT RUN")
@@ -51,47 +52,69 @@ class ReasonGroup:
     why_not: str = ""
 
 
-def reason_group(reason: str | None, target: str) -> ReasonGroup:
-    """The group of a NOT RUN ``reason`` of ``target``'s cell, with the command that would fill it."""
-    text = " ".join((reason or "").split())
-    run = f"snakemake --cores all {target}"
-    if "input not stated: " in text:
-        what = re.split(r" \(|;", text.split("input not stated: ", 1)[1], maxsplit=1)[0].strip(" .")
-        return ReasonGroup(f"input not stated ({what})", None, "the paper has to state it; no run can")
-    if m := re.search(r"dataset files absent: ([\w.-]+)", text):
-        name = m.group(1).rstrip(":")
-        if fetch := re.search(r"`(flb data fetch [^`]+)`", text):
-            return ReasonGroup(f"no data for {name}", f"{fetch.group(1)} && {run}   # where there is network")
-        return ReasonGroup(
-            f"no data for {name}",
-            f"put {name} under $FLB_DATA_ROOT (layout: README.md, Data), then {run} "
-            "--config data_root=$FLB_DATA_ROOT",
-        )
-    if m := re.search(r"\b([\w-]+) is not available on this machine", text):
-        return ReasonGroup(f"no data for {m.group(1)}", None, "no loader or files for it in this suite")
-    if m := re.search(r"no weights for ([\w.-]+)", text):
-        substitute = "FLB_WEIGHTS_DIR" in text  # the model has a substitute file, not found in the folder
-        return ReasonGroup(
-            f"no weights for {m.group(1)}",
-            ("point FLB_WEIGHTS_DIR (--config weights_dir=...) at its substitute's folder, or " if substitute else "")
-            + f"put torchvision's {m.group(1)} checkpoint in the torch hub cache (or allow the download), "
-            f"then {run}",
-        )  # fmt: skip
-    if "full-model training" in text and "needs a GPU" in text:
-        return ReasonGroup(
-            "needs full-backbone training (GPU; estimates in the table's reasons)",
-            f"{run} --config device=cuda   # on a GPU machine, or with the slurm profile (docs/cluster.md)",
-        )
-    if "outside the CI tier" in text:
-        return ReasonGroup("outside the CI tier", f"{run} --config tier=full")
-    if "not implemented" in text:
-        return ReasonGroup("not implemented in this suite", None, "needs code, not a run")
-    if "protocol table" in text or "descriptive dataset table" in text:
-        return ReasonGroup("not a result table", None, "nothing to reproduce")
-    if "illegible" in text:
-        return ReasonGroup("paper value illegible", None, "see expected/")
-    head = re.split(r"[;:(]", text, maxsplit=1)[0].strip() or "no reason given"
-    return ReasonGroup(shorten(head, 70), None, "see the table's notes")
+def _run(target: str) -> str:
+    return f"snakemake --cores all {target}"
+
+
+def _data(r: NotRunReason, target: str) -> ReasonGroup:
+    if r.command is not None:
+        return ReasonGroup(f"no data for {r.missing}", f"{r.command} && {_run(target)}   # where there is network")
+    return ReasonGroup(f"no data for {r.missing}", f"put {r.missing} under $FLB_DATA_ROOT (layout: README.md, Data), "
+                       f"then {_run(target)} --config data_root=$FLB_DATA_ROOT")  # fmt: skip
+
+
+def _weights(r: NotRunReason, target: str) -> ReasonGroup:
+    substitute = r.kind is ReasonKind.MISSING_SUBSTITUTE  # the model has a substitute file, not in the folder
+    return ReasonGroup(
+        f"no weights for {r.missing}",
+        ("point FLB_WEIGHTS_DIR (--config weights_dir=...) at its substitute's folder, or " if substitute else "")
+        + f"put torchvision's {r.missing} checkpoint in the torch hub cache (or allow the download), "
+        f"then {_run(target)}",
+    )
+
+
+#: Per kind of reason (:class:`benchmark.reasons.ReasonKind`): its group, from the typed reason and the target.
+_GROUPS: dict[ReasonKind, Callable[[NotRunReason, str], ReasonGroup]] = {
+    ReasonKind.MISSING_DATA: _data,
+    ReasonKind.MISSING_WEIGHTS: _weights,
+    ReasonKind.MISSING_SUBSTITUTE: _weights,
+    ReasonKind.NEEDS_TRAINING: lambda r, t: ReasonGroup(
+        f"needs {r.missing} (GPU; estimates in the table's reasons)",
+        f"{_run(t)} --config device=cuda   # on a GPU machine, or with the slurm profile (docs/cluster.md)",
+    ),
+    ReasonKind.OUTSIDE_TIER: lambda r, t: ReasonGroup("outside the CI tier", f"{_run(t)} --config tier=full"),
+    ReasonKind.INPUT_NOT_STATED: lambda r, t: ReasonGroup(
+        f"input not stated ({r.missing})", None, "the paper has to state it; no run can"
+    ),
+    ReasonKind.NOT_IMPLEMENTED: lambda r, t: ReasonGroup("not implemented in this suite", None, "needs code, not a run"),
+    ReasonKind.NO_RUNNER: lambda r, t: ReasonGroup(
+        "no runner of this suite fills it", None, "the table's spec routes no runner to it (paper_tables/)"
+    ),
+    ReasonKind.NOT_A_RESULT: lambda r, t: ReasonGroup("not a result table", None, "nothing to reproduce"),
+    ReasonKind.ILLEGIBLE: lambda r, t: ReasonGroup("paper value illegible", None, "see expected/"),
+    ReasonKind.PROTOCOL_MISMATCH: lambda r, t: ReasonGroup(
+        "the runner cannot take the cell's protocol", None, "see the table's reasons"
+    ),
+    ReasonKind.NOT_SELECTED: lambda r, t: ReasonGroup(
+        f"not selected by cell_filter={r.missing!r}", None, "the build's cell_filter leaves it out"
+    ),
+    ReasonKind.NO_VALUE: lambda r, t: ReasonGroup("the runs produced no value", None, "see the table's reasons"),
+}
+
+
+def reason_group(reason: NotRunReason, target: str) -> ReasonGroup:
+    """The group of a NOT RUN cell of ``target`` with the typed ``reason``, and the command that would fill
+    it: chosen by the reason's kind, named by its missing item (no text is parsed; issue 25)."""
+    return _GROUPS[reason.kind](reason, target)
+
+
+def cell_group(cell: Mapping[str, Any], target: str) -> ReasonGroup:
+    """The group of a NOT RUN cell of a checks file: from its typed ``not_run`` field; a cell of a checks file
+    written before reasons were typed (no such field) is its own group, named by its text."""
+    if cell.get("not_run") is not None:
+        return reason_group(NotRunReason.from_dict(cell["not_run"]), target)
+    text = shorten(str(cell.get("reason") or "no reason given"), 70)
+    return ReasonGroup(text, None, f"an older checks file: rebuild it with {_run(target)} for typed reasons")
 
 
 def _count(cells: Sequence[Mapping[str, Any]], verdicts: Sequence[str]) -> int:
@@ -140,7 +163,7 @@ def summary_lines(
                      f"expected/known_findings.yaml, {len(unexplained)} unexplained")  # fmt: skip
     if _count(cells, ("PASS*", "SUBSTITUTE-PASS*")) or _count(cells, ("SUBSTITUTE-PASS", "SUBSTITUTE-FAIL")):
         lines.append("  (PASS*: a match only under a named departure; SUBSTITUTE-*: run with substitute weights)")
-    groups: Counter[ReasonGroup] = Counter(reason_group(c.get("reason"), target) for c in not_run)
+    groups: Counter[ReasonGroup] = Counter(cell_group(c, target) for c in not_run)
     if groups:
         lines.append(f"  NOT RUN by reason (every reason in full: results/tables/{target}.md):")
         ranked = groups.most_common()

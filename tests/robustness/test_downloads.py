@@ -415,7 +415,10 @@ def test_wrong_weights_dir_reason_names_the_weights_setting_and_the_fetch(tmp_pa
             f"FLB_WEIGHTS_DIR (--config weights_dir=...) at the folder holding {sub}, or run "
             "`flb data fetch --weights squeezenet1_1` where there is network"
         )
-        group = reason_group(reason, "table3")
+        blocker = availability.weights_blocker("squeezenet1_1", None, str(wrong))
+        assert blocker is not None and blocker.render() == reason and blocker.command == (
+            "flb data fetch --weights squeezenet1_1")
+        group = reason_group(blocker, "table3")
         assert group.name == "no weights for squeezenet1_1"
         assert group.command.startswith("point FLB_WEIGHTS_DIR (--config weights_dir=...) at its substitute's "
                                         "folder, or put torchvision's squeezenet1_1 checkpoint")  # fmt: skip
@@ -424,7 +427,7 @@ def test_wrong_weights_dir_reason_names_the_weights_setting_and_the_fetch(tmp_pa
         assert availability.choose_weights("resnet18", None, str(wrong)) == (None, (
             f"no weights for resnet18: torchvision's {r18.name} is not in the torch hub cache ({r18.parent}) and "
             "no substitute exists; run `flb data fetch --weights resnet18` where there is network"))  # fmt: skip
-        assert reason_group(availability.choose_weights("resnet18", None, str(wrong))[1], "t").command == (
+        assert reason_group(availability.weights_blocker("resnet18", None, str(wrong)), "t").command == (
             "put torchvision's resnet18 checkpoint in the torch hub cache (or allow the download), then "
             "snakemake --cores all t"
         )

@@ -16,7 +16,6 @@ import signal
 import struct
 import subprocess
 import sys
-import textwrap
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,47 +211,6 @@ def test_case1_a_checkpoint_without_checksum_is_refused(tmp_path, tree_guard):
 
 
 # ================================================================================ case 2: result files
-TOY_MODULE = '''
-"""A toy runner (tests/test_runner_plugins.py's): one job per seed writing the cell's accuracy."""
-from dataclasses import dataclass
-from typing import ClassVar
-
-from benchmark.jobs import Job, register_job
-from benchmark.runners import Runner, register_runner
-from benchmark.runners._features import collect_runs
-from benchmark.tidy import make_row, write_tidy
-
-
-@register_job
-@dataclass(frozen=True)
-class IntegrityToyJob(Job):
-    KIND: ClassVar[str] = "integrity_toy"
-    PATTERN: ClassVar[str] = "results/runs/toy/{method}/seed{seed}.csv"
-    method: str
-    seed: int
-
-    def execute(self, config):
-        write_tidy([make_row(method=self.method, metric="accuracy", value=60.125 + self.seed, unit="percent",
-                             seed=self.seed, weights="n/a", note="a, quoted; note")], self.path)
-
-
-class ToyRunner(Runner):
-    name = "integrity_toy"
-    needs_data = False
-
-    def plan(self, spec, rule, plan, config):
-        plan.method = "toy_ncm"
-        plan.jobs = tuple(IntegrityToyJob(plan.method, s) for s in spec.seeds)
-        plan.status = "planned"
-        return plan
-
-    def collect(self, spec, plan, labels, settings):
-        return collect_runs(spec, plan)
-
-
-register_runner(ToyRunner())
-'''
-
 TOY_SPEC = """\
 target: toy_table
 paper: legate2023
@@ -267,28 +225,19 @@ runners:
 
 
 @pytest.fixture
-def toy_build(tmp_path, monkeypatch):
-    """A built toy target in ``tmp_path`` (plan, three run files with their sidecars, tidy, tables, checks)."""
-    from benchmark import jobs as jobs_module
-    from benchmark import runners
+def toy_build(tmp_path, monkeypatch, runner_plugin):
+    """A built toy target in ``tmp_path`` (plan, three run files with their sidecars, tidy, tables, checks) of the
+    toy runner plug-in tests/plugins/integrity_toy_runner.py."""
     from benchmark.tables.execute import run_target
     from benchmark.workflow import load_config
 
-    runners.load_runners()
-    monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
-    monkeypatch.setattr(jobs_module, "JOB_KINDS", dict(jobs_module.JOB_KINDS))
-    monkeypatch.delitem(sys.modules, "integrity_toy_runner", raising=False)
-    (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / "integrity_toy_runner.py").write_text(textwrap.dedent(TOY_MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
-    monkeypatch.setenv("FLB_RUNNER_MODULES", "integrity_toy_runner")
+    runner_plugin("integrity_toy_runner")
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "toy_table.yaml").write_text(TOY_SPEC)
     monkeypatch.chdir(tmp_path)
     run_target("toy_table", load_config(), tmp_path / "results", folder=tmp_path / "specs")
     assert cli.main(["table", "toy_table"]) == 0
-    yield tmp_path / "results"
-    sys.modules.pop("integrity_toy_runner", None)
+    return tmp_path / "results"
 
 
 @pytest.mark.parametrize("sidecar", [True, False], ids=["with-checksum", "old-file-without-checksum"])

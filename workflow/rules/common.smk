@@ -11,7 +11,7 @@ from benchmark.tables.spec import list_specs
 
 PY = "python -m benchmark.cli"
 PLOTS = "python -m benchmark.apps.plots"
-CONDA_ENV = str(Path(workflow.basedir).parent / "env" / "environment.yml")
+CONDA_ENV = str(CHECKOUT.root / "env" / "environment.yml")
 PATHS = " ".join(  # quoted: a path with spaces stays one argument
     f"--{flag} {wf.shell_word(config[key])}"
     for flag, key in (("data-root", "data_root"), ("weights-dir", "weights_dir"), ("cache-dir", "cache_dir"))
