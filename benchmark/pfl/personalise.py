@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.pfl.local import State, client_accuracies, sgd_epochs
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.trainer import State, client_accuracies, sgd_epochs
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,17 @@ class FineTune:
         return f"{self.part}-e{self.epochs}-lr{self.lr:g}-m{self.momentum:g}"
 
 
-def personalise(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                states: Callable[[int], State], ft: FineTune, seed: int, eval_batch: int = 128,
-                clients: list[int] | None = None) -> np.ndarray:  # fmt: skip
+def personalise(
+    model: torch.nn.Module,
+    train: DeviceImages,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    ft: FineTune,
+    seed: int,
+    eval_batch: int = 128,
+    clients: list[int] | None = None,
+) -> np.ndarray:
     """Per-client accuracy (percent) after fine-tuning each client's copy (module docstring). ``states(i)``
     must return a fresh dict (it is loaded, never mutated)."""
     out = []
@@ -55,17 +63,35 @@ def personalise(model: torch.nn.Module, train: DeviceImages, test: DeviceImages,
         body_lr = ft.lr if ft.part in ("full", "body") else 0.0
         head_lr = ft.lr if ft.part in ("full", "head") else 0.0
         if ft.epochs > 0:
-            sgd_epochs(model, train, split.train[i], epochs=ft.epochs, batch_size=ft.batch_size, body_lr=body_lr,
-                       head_lr=head_lr, momentum=ft.momentum, weight_decay=0.0, seed=seed,
-                       keys=(0xF7, i))  # fmt: skip
+            sgd_epochs(
+                model,
+                train,
+                split.train[i],
+                epochs=ft.epochs,
+                batch_size=ft.batch_size,
+                body_lr=body_lr,
+                head_lr=head_lr,
+                momentum=ft.momentum,
+                weight_decay=0.0,
+                seed=seed,
+                keys=(0xF7, i),
+            )
         tuned = {k: v.detach().clone() for k, v in model.state_dict().items()}
         out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])
     return np.asarray(out)
 
 
-def ncm_accuracy(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                 states: Callable[[int], State], num_classes: int, seed: int, batch: int = 128,
-                 metric: str = "cosine") -> np.ndarray:  # fmt: skip
+def ncm_accuracy(
+    model: torch.nn.Module,
+    train: DeviceImages,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    num_classes: int,
+    seed: int,
+    batch: int = 128,
+    metric: str = "cosine",
+) -> np.ndarray:
     """Per-client nearest-class-mean accuracy on body features (module docstring)."""
     out = []
     model.eval()
