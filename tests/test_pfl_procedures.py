@@ -21,7 +21,7 @@ from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.pfl import algorithms
 from benchmark.pfl.centralised import CentralRecipe, train_centralised
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.local import epoch_batches, sgd_step
+from benchmark.pfl.local import LocalSGD, epoch_batches, sgd_step
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure, list_procedures
@@ -141,11 +141,11 @@ def test_fedrep_update_trains_the_head_then_the_body_with_one_optimiser(tiny):
     data, split = tiny
     t = trainer(tiny, "fedrep")
     model, start = t.model, t.client_state(0)
-    kw = {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "batch_size": 25, "seed": 0, "keys": (0, 0)}
 
-    def run(**more) -> dict[str, torch.Tensor]:
+    def run(head_epochs: int, body_epochs: int = 1) -> dict[str, torch.Tensor]:
         model.load_state_dict(start)
-        fedrep_update(model, data, split.train[0], **kw, **more)
+        sgd = LocalSGD(head_epochs, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
+        fedrep_update(model, data, split.train[0], sgd, (0, 0), body_epochs)
         return {k: v.clone() for k, v in model.state_dict().items()}
 
     body = lambda s: {k: v for k, v in s.items() if not is_head(k)}
@@ -262,12 +262,12 @@ def test_per_fedavg_restores_the_parameters_before_the_meta_step(tiny):
     data, split = tiny
     t = trainer(tiny, "per_fedavg")
     start = t.client_state(0)
-    kw = {"epochs": 1, "lr": 0.05, "momentum": 0.9, "batch_size": 25, "seed": 0, "keys": (0, 0)}
+    sgd = LocalSGD(1, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], beta=0.0, **kw)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.0)
     assert same(t.model.state_dict(), start)
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], beta=0.05, **kw)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.05)
     assert differs(t.model.state_dict(), start)
 
 

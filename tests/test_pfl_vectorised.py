@@ -29,7 +29,7 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundStats
 from benchmark.pfl.data import NORMALISATION, DeviceImages
-from benchmark.pfl.local import client_accuracies
+from benchmark.pfl.local import LocalSGD, client_accuracies
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.personalise import FineTune, personalise
@@ -148,6 +148,9 @@ def test_fedbabu_float32_head_bit_identical_over_rounds_body_close() -> None:
     assert not any(torch.equal(vec.broadcast[k], start[k]) for k in start if "weight" in k)  # the body moved
 
 
+SGD = LocalSGD(1, 50, 0.1, 0.1, momentum=0.9, weight_decay=0.0, seed=0)
+
+
 def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
     sizes = (50, 50)
     loop, vec = trainer("fedavg", sizes=sizes, bn="standard"), trainer("fedavg", sizes=sizes, bn="standard")
@@ -158,15 +161,13 @@ def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
     assert row_vec == row_loop  # the same code path: bit-identical
     assert all(torch.equal(vec.broadcast[k], loop.broadcast[k]) for k in loop.broadcast)
     with pytest.raises(ConfigError, match="buffers"):
-        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], epochs=1, batch_size=50,
-                     body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0, keys=[(0, 0)])  # fmt: skip
+        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], SGD, [(0, 0)])
     assert "procedure 'fedrep'" in loop_reason(trainer("fedrep", sizes=sizes))
     ok = trainer("fedavg", sizes=(50, 30))
     assert loop_reason(ok) is None
     with pytest.raises(ConfigError, match="unequal sizes"):
-        lockstep_sgd(ok.model, ok.train, [ok.client_state(0), ok.client_state(1)], list(ok.split.train), epochs=1,
-                     batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0,
-                     keys=[(0, 0), (0, 1)])  # fmt: skip
+        starts = [ok.client_state(0), ok.client_state(1)]
+        lockstep_sgd(ok.model, ok.train, starts, list(ok.split.train), SGD, [(0, 0), (0, 1)])
 
 
 def test_personalise_vectorised_equals_personalise() -> None:

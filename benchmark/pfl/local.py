@@ -11,6 +11,7 @@ centralised training all train and evaluate through these functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -69,36 +70,45 @@ def clone_state(model: torch.nn.Module) -> State:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+@dataclass(frozen=True)
+class LocalSGD:
+    """One local update's optimiser and batches (the reference's ``LocalUpdate.train`` arguments): ``epochs``
+    passes over the client's augmented data in batches of ``batch_size`` drawn from the run ``seed``, a fresh
+    SGD with the body at ``body_lr`` and the head at ``head_lr`` (0: the part is not trained), ``momentum``,
+    ``weight_decay``."""
+
+    epochs: int
+    batch_size: int
+    body_lr: float
+    head_lr: float
+    momentum: float
+    weight_decay: float
+    seed: int
+
+
 def sgd_epochs(
     model: torch.nn.Module,
     data: DeviceImages,
     idx: np.ndarray,
-    *,
-    epochs: int,
-    batch_size: int,
-    body_lr: float,
-    head_lr: float,
-    momentum: float,
-    weight_decay: float,
-    seed: int,
+    sgd: LocalSGD,
     keys: tuple[int, ...],
     prox: tuple[float, State] | None = None,
 ) -> float:
-    """The reference's ``LocalUpdate.train``: a fresh SGD with body / head groups, ``epochs`` passes over the
-    client's augmented data (epoch ``e``'s batches keyed ``(seed, *keys, e)``), and with ``prox = (mu,
-    anchor)`` FedProx's ``mu/2 * ||w - anchor||^2`` over the parameters in ``anchor``. Returns the mean loss."""
+    """The reference's ``LocalUpdate.train``: ``sgd`` with body / head groups over the client's images ``idx``
+    (epoch ``e``'s batches keyed ``(seed, *keys, e)``), and with ``prox = (mu, anchor)`` FedProx's
+    ``mu/2 * ||w - anchor||^2`` over the parameters in ``anchor``. Returns the mean loss."""
     model.train()
     body = [p for n, p in model.named_parameters() if not is_head(n)]
     head = [p for n, p in model.named_parameters() if is_head(n)]
-    groups = [{"params": body, "lr": body_lr}, {"params": head, "lr": head_lr}]
-    opt = torch.optim.SGD(groups, momentum=momentum, weight_decay=weight_decay)
+    groups = [{"params": body, "lr": sgd.body_lr}, {"params": head, "lr": sgd.head_lr}]
+    opt = torch.optim.SGD(groups, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
     anchor = []
     if prox is not None:
         named = dict(model.named_parameters())
         anchor = [(named[k], prox[1][k]) for k in named if k in prox[1]]
     losses = []
-    for e in range(epochs):
-        for x, y in epoch_batches(data, idx, batch_size, seed, *keys, e):
+    for e in range(sgd.epochs):
+        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e):
             loss = F.cross_entropy(model(x), y)
             if anchor:
                 loss = loss + prox[0] / 2 * sum(((p - a) ** 2).sum() for p, a in anchor)

@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from benchmark.pfl.local import State, client_accuracies, clone_state, epoch_batches, weighted_mean
+from benchmark.pfl.local import State, client_accuracies, clone_state, epoch_batches, sgd_step, weighted_mean
 from benchmark.pfl.trainer import PFLResult, PFLTrainer, Selection
 
 MILESTONES = (80, 120)
@@ -47,9 +46,7 @@ def train_local_only(trainer: PFLTrainer) -> PFLResult:
             for x, y in epoch_batches(
                 trainer.train, trainer.split.train[i], cfg.batch_size, cfg.seed, LOCAL_KEY, i, e
             ):
-                opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
-                opt.step()
+                sgd_step(model, opt, x, y)
             sched.step()
             state = clone_state(model)
             test = (trainer.split.test[i],)

@@ -63,7 +63,7 @@ from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl.algorithms import Algorithm, get_algorithm
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.local import State, client_accuracies, clone_state, sgd_epochs, weighted_mean
+from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, weighted_mean
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure
@@ -126,6 +126,11 @@ class PFLConfig:
             if done in (self.rounds // 2, (self.rounds * 3) // 4):
                 lr *= 0.1
         return lr
+
+    def local_sgd(self, body_lr: float, head_lr: float, weight_decay: float | None = None) -> LocalSGD:
+        """The config's local SGD (epochs, batch size, momentum, weight decay unless given, seed) at these lrs."""
+        wd = self.weight_decay if weight_decay is None else weight_decay
+        return LocalSGD(self.local_epochs, self.batch_size, body_lr, head_lr, self.momentum, wd, self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,11 +227,16 @@ class PFLTrainer(RoundTrainer):
     def client_state(self, i: int) -> State:
         return {**self.broadcast, **self.personal.get(i, self.init_personal)}
 
-    def part_lrs(self, lr: float) -> tuple[float, float]:
-        """(body lr, head lr) of a local update: 0 for a part the algorithm does not train."""
+    def local_sgd(self, lr: float) -> LocalSGD:
+        """The local SGD of a round at ``lr``: the head at ``lr * head_lr_ratio``, 0 for a part the algorithm
+        does not train."""
         body = lr if self.algo.local_part in ("body", "full") else 0.0
         head = lr * self.cfg.head_lr_ratio if self.algo.local_part in ("head", "full") else 0.0
-        return body, head
+        return self.cfg.local_sgd(body, head)
+
+    def prox(self) -> tuple[float, State] | None:
+        """FedProx's ``(mu, anchor)``: the broadcast entries (None: not proximal)."""
+        return (float(self.prox_mu), dict(self.broadcast)) if self.prox_mu else None
 
     def snapshot(self) -> tuple[State, dict[int, State]]:
         return (
@@ -258,21 +268,8 @@ class PFLTrainer(RoundTrainer):
         if self.procedure is not None:
             return self.procedure(self, i, r, lr)
         self.model.load_state_dict(self.client_state(i))
-        body_lr, head_lr = self.part_lrs(lr)
-        loss = sgd_epochs(
-            self.model,
-            self.train,
-            self.split.train[i],
-            epochs=self.cfg.local_epochs,
-            batch_size=self.cfg.batch_size,
-            body_lr=body_lr,
-            head_lr=head_lr,
-            momentum=self.cfg.momentum,
-            weight_decay=self.cfg.weight_decay,
-            seed=self.cfg.seed,
-            keys=(r, i),
-            prox=(float(self.prox_mu), dict(self.broadcast)) if self.prox_mu else None,
-        )
+        idx = self.split.train[i]
+        loss = sgd_epochs(self.model, self.train, idx, self.local_sgd(lr), (r, i), self.prox())
         return clone_state(self.model), loss
 
     def aggregate(self, states: list[State]) -> State:

@@ -15,7 +15,7 @@ The arithmetic of each client is that of :func:`benchmark.pfl.local.sgd_epochs` 
   model's parameters that are broadcast (in the model's order);
 * the same step as ``torch.optim.SGD`` with a **fresh** optimiser per client and round: ``d = g + wd * w``,
   momentum buffer ``= d`` at the first step then ``buf = momentum * buf + d``, ``w -= lr * buf``; the body at
-  ``body_lr`` and the head at ``head_lr`` (:meth:`PFLTrainer.part_lrs`).
+  ``body_lr`` and the head at ``head_lr`` (:meth:`PFLTrainer.local_sgd`).
 
 A parameter whose learning rate is 0 (FedBABU's head) is not differentiated at all: ``torch.optim.SGD`` adds
 ``-0 * buf`` to it, which leaves every finite value unchanged, so skipping the update is exact and the head
@@ -53,10 +53,10 @@ from torch.func import functional_call, grad, vmap
 
 from benchmark.errors import ConfigError
 from benchmark.pfl.data import DeviceImages, epoch_plan
-from benchmark.pfl.local import State
+from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.personalise import FineTune, personalise
+from benchmark.pfl.personalise import FINE_TUNE_KEY, FineTune, personalise
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -123,20 +123,15 @@ def _stack_shared(names: Sequence[str], states: Sequence[State]) -> tuple[State,
 
 
 def _draws(
-    n: int,
-    batch_size: int,
-    seed: int,
-    keys: Sequence[tuple[int, ...]],
-    idxs: Sequence[np.ndarray],
-    epochs: int,
-    device: torch.device,
+    sgd: LocalSGD, keys: Sequence[tuple[int, ...]], idxs: Sequence[np.ndarray], n: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every epoch's draws of every client of a chunk, ``(epochs, clients, n)`` dataset indices in batch order,
     crops ``(..., 2)`` and flips, from ``epoch_plan`` (so they equal the loop's), on the device."""
     rows, crops, flips = [], [], []
+    epochs = sgd.epochs
     for e in range(epochs):
         for key, idx in zip(keys, idxs, strict=True):
-            plan = epoch_plan(n, batch_size, seed, *key, e)
+            plan = epoch_plan(n, sgd.batch_size, sgd.seed, *key, e)
             pos = torch.cat([p for p, _, _ in plan])
             rows.append(torch.as_tensor(idx, dtype=torch.int64)[pos])
             crops.append(torch.cat([c for _, c, _ in plan]))
@@ -154,14 +149,7 @@ def lockstep_sgd(
     data: DeviceImages,
     starts: Sequence[State],
     idxs: Sequence[np.ndarray],
-    *,
-    epochs: int,
-    batch_size: int,
-    body_lr: float,
-    head_lr: float,
-    momentum: float,
-    weight_decay: float,
-    seed: int,
+    sgd: LocalSGD,
     keys: Sequence[tuple[int, ...]],
     prox: tuple[float, State] | None = None,
 ) -> tuple[list[State], list[float]]:
@@ -184,7 +172,7 @@ def lockstep_sgd(
     names = [k for k, _ in model.named_parameters()]
     if n == 0:  # sgd_epochs: no batch, the state unchanged, a nan loss
         return [{k: s[k].detach().clone() for k in names} for s in starts], [float("nan")] * c
-    lr_of = {k: head_lr if is_head(k) else body_lr for k in names}
+    lr_of = {k: sgd.head_lr if is_head(k) else sgd.body_lr for k in names}
     trained = [k for k in names if lr_of[k] != 0.0]
     shared, stacked = _stack_shared([k for k in names if k not in trained], starts)
     weights = {k: torch.stack([s[k].detach() for s in starts]).clone() for k in trained}
@@ -203,15 +191,15 @@ def lockstep_sgd(
     forward = vmap(loss_fn, in_dims=in_dims, randomness="error")
     model.train()
     dev = data.images.device
-    rows, crops, flips = _draws(n, batch_size, seed, keys, idxs, epochs, dev)
+    rows, crops, flips = _draws(sgd, keys, idxs, n, dev)
     by_lr: dict[float, list[str]] = {}
     for k in trained:
         by_lr.setdefault(lr_of[k], []).append(k)
     bufs: dict[float, list[torch.Tensor]] = {}
     losses = []
-    for e in range(epochs):
-        for s in range(0, n, batch_size):
-            b = min(batch_size, n - s)
+    for e in range(sgd.epochs):
+        for s in range(0, n, sgd.batch_size):
+            b = min(sgd.batch_size, n - s)
             x, y = data.train_batch(
                 rows[e, :, s : s + b].reshape(-1),
                 crops[e, :, s : s + b].reshape(-1, 2),
@@ -227,14 +215,8 @@ def lockstep_sgd(
             losses.append(loss)
             with torch.no_grad():
                 for lr, ks in by_lr.items():
-                    _sgd_step(
-                        [weights[k] for k in ks],
-                        [grads[k] for k in ks],
-                        bufs.setdefault(lr, []),
-                        lr=lr,
-                        momentum=momentum,
-                        weight_decay=weight_decay,
-                    )
+                    params, grad_ks = [weights[k] for k in ks], [grads[k] for k in ks]
+                    _sgd_step(params, grad_ks, bufs.setdefault(lr, []), lr, sgd.momentum, sgd.weight_decay)
     means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * c
     out = []
     for j, start in enumerate(starts):
@@ -246,7 +228,6 @@ def _sgd_step(
     params: list[torch.Tensor],
     grads: list[torch.Tensor],
     bufs: list[torch.Tensor],
-    *,
     lr: float,
     momentum: float,
     weight_decay: float,
@@ -278,26 +259,13 @@ def local_updates_vectorised(
     if reason:
         warnings.warn(f"client_exec='vectorised' runs the per-client loop: {reason}", stacklevel=3)
         return [trainer.local_update(i, r, lr) for i in clients]
-    cfg = trainer.cfg
-    body_lr, head_lr = trainer.part_lrs(lr)
-    prox = (float(trainer.prox_mu), dict(trainer.broadcast)) if trainer.prox_mu else None
+    sgd, prox = trainer.local_sgd(lr), trainer.prox()
     done: dict[int, tuple[State, float]] = {}
     for group in size_chunks([(i, len(trainer.split.train[i])) for i in clients], chunk):
-        states, losses = lockstep_sgd(
-            trainer.model,
-            trainer.train,
-            [trainer.client_state(i) for i in group],
-            [trainer.split.train[i] for i in group],
-            epochs=cfg.local_epochs,
-            batch_size=cfg.batch_size,
-            body_lr=body_lr,
-            head_lr=head_lr,
-            momentum=cfg.momentum,
-            weight_decay=cfg.weight_decay,
-            seed=cfg.seed,
-            keys=[(r, i) for i in group],
-            prox=prox,
-        )
+        starts = [trainer.client_state(i) for i in group]
+        idxs = [trainer.split.train[i] for i in group]
+        keys = [(r, i) for i in group]
+        states, losses = lockstep_sgd(trainer.model, trainer.train, starts, idxs, sgd, keys, prox)
         done.update(zip(group, zip(states, losses, strict=True), strict=True))
     return [done[i] for i in clients]
 
@@ -359,26 +327,12 @@ def personalise_vectorised(
     if reason:
         warnings.warn(f"personalise_vectorised runs the per-client loop: {reason}", stacklevel=2)
         return personalise(model, train, test, split, states, ft, seed, eval_batch, clients)
-    body_lr = ft.lr if ft.part in ("full", "body") else 0.0
-    head_lr = ft.lr if ft.part in ("full", "head") else 0.0
     acc: dict[int, float] = {}
     for group in size_chunks([(i, len(split.train[i])) for i in ids], chunk):
         starts = [states(i) for i in group]
         if ft.epochs > 0:
-            starts, _ = lockstep_sgd(
-                model,
-                train,
-                starts,
-                [split.train[i] for i in group],
-                epochs=ft.epochs,
-                batch_size=ft.batch_size,
-                body_lr=body_lr,
-                head_lr=head_lr,
-                momentum=ft.momentum,
-                weight_decay=0.0,
-                seed=seed,
-                keys=[(0xF7, i) for i in group],
-            )
+            idxs, keys = [split.train[i] for i in group], [(FINE_TUNE_KEY, i) for i in group]
+            starts, _ = lockstep_sgd(model, train, starts, idxs, ft.local_sgd(seed), keys)
         got = lockstep_accuracies(model, test, [split.test[i] for i in group], starts, eval_batch, chunk)
         acc.update(zip(group, got.tolist(), strict=True))
     return np.asarray([acc[i] for i in ids])

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.local import State, batch_stream, clone_state, mean_loss, sgd_step
+from benchmark.pfl.local import LocalSGD, State, batch_stream, clone_state, mean_loss, sgd_step
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -64,26 +64,23 @@ def per_fedavg_update(
     model: torch.nn.Module,
     data: DeviceImages,
     idx: np.ndarray,
-    *,
-    epochs: int,
-    lr: float,
-    beta: float,
-    momentum: float,
-    batch_size: int,
-    seed: int,
+    sgd: LocalSGD,
     keys: tuple[int, ...],
+    *,
+    beta: float,
 ) -> float:
-    """First-order Per-FedAvg local update (module docstring). Returns the mean step-2 loss."""
+    """First-order Per-FedAvg local update (module docstring): the inner steps at ``sgd.body_lr``, the meta-step
+    at ``beta``. Returns the mean step-2 loss."""
     model.train()
     params = list(model.parameters())
-    opt = torch.optim.SGD(params, lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(params, lr=sgd.body_lr, momentum=sgd.momentum)
     group = opt.param_groups[0]
     losses = []
-    for e in range(epochs):
-        stream = batch_stream(data, idx, batch_size, seed, *keys, e)
-        for _ in range(meta_steps(len(idx), batch_size, epochs)):
+    for e in range(sgd.epochs):
+        stream = batch_stream(data, idx, sgd.batch_size, sgd.seed, *keys, e)
+        for _ in range(meta_steps(len(idx), sgd.batch_size, sgd.epochs)):
             theta = [p.detach().clone() for p in params]
-            group["lr"] = lr
+            group["lr"] = sgd.body_lr
             sgd_step(model, opt, *next(stream))
             group["lr"] = beta
             x, y = next(stream)
@@ -102,20 +99,10 @@ def per_fedavg(
     trainer: PFLTrainer, i: int, r: int, lr: float, opts: PerFedAvgOptions = PerFedAvgOptions()
 ) -> tuple[State, float]:
     """Client ``i``'s Per-FedAvg update in round ``r``: its full state after it, and the mean step-2 loss."""
-    cfg = trainer.cfg
     trainer.model.load_state_dict(trainer.client_state(i))
-    loss = per_fedavg_update(
-        trainer.model,
-        trainer.train,
-        trainer.split.train[i],
-        epochs=cfg.local_epochs,
-        lr=lr,
-        beta=lr if opts.beta is None else opts.beta,
-        momentum=cfg.momentum,
-        batch_size=cfg.batch_size,
-        seed=cfg.seed,
-        keys=(r, i),
-    )
+    beta = lr if opts.beta is None else opts.beta
+    sgd, idx = trainer.cfg.local_sgd(lr, lr), trainer.split.train[i]
+    loss = per_fedavg_update(trainer.model, trainer.train, idx, sgd, (r, i), beta=beta)
     return clone_state(trainer.model), loss
 
 
