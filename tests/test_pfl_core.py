@@ -8,6 +8,7 @@ computation.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, replace
 
@@ -289,6 +290,24 @@ def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
     assert np.array_equal(got.client_accuracy, want.client_accuracy)
     assert _equal(got.selected_state, want.selected_state)
     assert all(_equal(got.selected_personal[i], want.selected_personal[i]) for i in want.selected_personal)
+
+
+def test_round_costs_are_counted_in_the_round(data):
+    """FedBABU, 2 of 4 clients of unequal sizes a round, 2 local epochs: the loop's cumulative counters (which the
+    curve writes) grow each round by the sampled clients' copies of the body (4 bytes an element, up and down,
+    no head) and by 3 F per training image and epoch of the sampled clients, the ones the run recorded."""
+    cfg = _cfg(algorithm="fedbabu", clients=4, participation=0.5, local_epochs=2, rounds=3)
+    ends = np.cumsum([0, 60, 70, 80, 90])
+    split = ClientSplit(tuple(np.arange(a, b) for a, b in itertools.pairwise(ends)), _split(4).test)
+    res = _trainer(data, cfg, split).run()
+    body = sum(v.numel() for k, v in res.selected_state.items())
+    assert not any(is_head(k) for k in res.selected_state)
+    assert [rec.clients for rec in res.records] == [tuple(FedBABUSampler(4, 2, 0).sample(r)) for r in range(3)]
+    up = compute = 0
+    for rec in res.records:
+        up += 2 * 4 * body
+        compute += 3 * 2 * sum(len(split.train[c]) for c in rec.clients)
+        assert (rec.uplink_bytes, rec.downlink_bytes, rec.compute_f) == (up, up, compute)
 
 
 # --------------------------------------------------------------------------------- 9. the lr schedule
