@@ -88,9 +88,20 @@ def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImag
     split = ClientSplit(
         tuple(np.arange(i * n, (i + 1) * n) for i in range(k)), tuple(np.arange(0) for _ in range(k))
     )
-    cfg = PFLConfig(dataset="cifar100", model=args.model, algorithm="fedbabu", clients=k, participation=1.0,
-                    local_epochs=args.epochs, rounds=10**6, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                    client_exec=mode, vector_chunk=args.chunk)  # fmt: skip
+    cfg = PFLConfig(
+        dataset="cifar100",
+        model=args.model,
+        algorithm="fedbabu",
+        clients=k,
+        participation=1.0,
+        local_epochs=args.epochs,
+        rounds=10**6,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        client_exec=mode,
+        vector_chunk=args.chunk,
+    )
     return PFLTrainer(cfg, train, test, split, args.num_classes, progress=False)
 
 
