@@ -21,9 +21,6 @@ from benchmark.data.partition import (
     make_partition,
     natural,
     partition_sha256,
-    shard_label_assignment,
-    shards,
-    shards_test_split,
 )
 from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError, UnknownNameError
 from benchmark.seeding import numpy_rng
@@ -71,7 +68,6 @@ def test_registry_names() -> None:
         "dirichlet_fedcof",
         "dirichlet_per_class",
         "iid",
-        "shards",
         "natural",
     }
     assert get_partitioner("dirichlet") is dirichlet
@@ -258,82 +254,6 @@ def test_dirichlet_per_class_min_size() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# shards (FedBABU)
-# ---------------------------------------------------------------------------------------------
-
-
-@st.composite
-def shard_setups(draw: st.DrawFn) -> tuple[np.ndarray, int, int, int]:
-    """(labels, K, s, C) with s*K a multiple of C and N >= K."""
-    k = draw(st.integers(1, 12))
-    s = draw(st.integers(1, 4))
-    c = draw(st.sampled_from([d for d in range(1, s * k + 1) if (s * k) % d == 0]))
-    per_class = draw(st.lists(st.integers(0, 25), min_size=c, max_size=c))
-    y = np.repeat(np.arange(c, dtype=np.int64), per_class)
-    y = y[numpy_rng(draw(SEEDS), "test").permutation(y.size)]
-    assume(y.size >= k and y.size > 0)
-    return y, k, s, c
-
-
-@FAST
-@given(setup=shard_setups(), seed=SEEDS)
-def test_shards_exactly_once_and_at_most_s_classes(
-    setup: tuple[np.ndarray, int, int, int], seed: int
-) -> None:
-    y, k, s, c = setup
-    p = shards(y, seed, num_clients=k, shards_per_client=s, num_classes=c)
-    _assert_exactly_once(p, y.size)
-    assert p.num_clients == k
-    cc = p.client_class_counts(y, c)
-    assert np.all((cc > 0).sum(axis=1) <= s)
-    assignment = shard_label_assignment(p)
-    assert assignment.shape == (k, s)
-    assert np.array_equal(np.bincount(assignment.ravel(), minlength=c), np.full(c, s * k // c))
-    # a client holds only classes from its row of the label assignment
-    for row, counts in zip(assignment, cc, strict=True):
-        assert set(np.flatnonzero(counts)) <= set(row.tolist())
-
-
-def test_shards_fedbabu_cifar100_sizes_and_test_split() -> None:
-    """CIFAR-100, K=100, s=10: 500 train and 100 test samples per client, same classes (fedbabu §3)."""
-    y = np.repeat(np.arange(100, dtype=np.int64), 500)
-    yt = np.repeat(np.arange(100, dtype=np.int64), 100)
-    p = shards(y, 1, num_clients=100, shards_per_client=10)
-    assert np.all(p.sizes == 500)
-    # shards are contiguous runs of a class in dataset order
-    for client in p.clients:
-        for part in np.split(client, 10):
-            assert np.all(np.diff(part) == 1)
-    t = shards_test_split(yt, p, 1)
-    assert t.scheme == "shards_test"
-    assert np.all(t.sizes == 100)
-    _assert_exactly_once(t, yt.size)
-    assert np.array_equal(p.client_class_counts(y) > 0, t.client_class_counts(yt) > 0)
-    assert t == shards_test_split(yt, shard_label_assignment(p), 1)
-
-
-def test_shards_leftovers_go_to_first_shards() -> None:
-    # one class of 13 samples in 4 shards: sizes 4,3,3,3 (leftover 1 to shard 0)
-    y = np.zeros(13, dtype=np.int64)
-    p = shards(y, 0, num_clients=4, shards_per_client=1)
-    assert sorted(p.sizes.tolist()) == [3, 3, 3, 4]
-    biggest = p.clients[int(np.argmax(p.sizes))]
-    assert biggest.tolist() == [0, 1, 2, 12]
-
-
-def test_shards_bad_config() -> None:
-    y = np.arange(100) % 10
-    with pytest.raises(ConfigError, match="shards_per_client"):
-        shards(y, 0, num_clients=3, shards_per_client=1)
-    with pytest.raises(ConfigError, match="shards_per_client"):
-        shards(y, 0, num_clients=10, shards_per_client=0)
-    with pytest.raises(ConfigError, match="assignment"):
-        shards_test_split(y, np.zeros((10, 1), dtype=np.int64), 0)
-    with pytest.raises(ConfigError, match="label assignment"):
-        shards_test_split(y, iid(y, 0, num_clients=10), 0)
-
-
-# ---------------------------------------------------------------------------------------------
 # natural
 # ---------------------------------------------------------------------------------------------
 
@@ -377,7 +297,6 @@ SEEDED = [
     ("dirichlet", {"num_clients": 10, "alpha": 0.3}),
     ("dirichlet_per_class", {"num_clients": 10, "alpha": 0.3}),
     ("iid", {"num_clients": 10}),
-    ("shards", {"num_clients": 10, "shards_per_client": 2}),
 ]
 
 
@@ -398,7 +317,6 @@ def test_seed_determines_partition(scheme: str, params: dict, a: int, b: int) ->
 PINNED = {
     "dirichlet": "91eaf4a6225aa1a1644768cfb9fe983209435f5cf8223cac1ca7b60ac45a5a65",
     "iid": "6442b5aff933deed7719bbd3dd8dca2264300683ffe4d1d8ad69501f22f2a905",
-    "shards": "52197dc865baadbbf76bc47a6d7e5179c4c500cfaaa9272e5157e4fbb5050872",
     "natural": "b5ea899c26eaad39b3ea82859c96e878edbe67ebb53bfe271897348e89ea0a12",
 }
 
@@ -410,7 +328,6 @@ def test_pinned_hashes() -> None:
     got = {
         "dirichlet": dirichlet(y, 0, num_clients=10, alpha=0.1).sha256,
         "iid": iid(y, 0, num_clients=10).sha256,
-        "shards": shards(y, 0, num_clients=10, shards_per_client=2).sha256,
         "natural": natural(y, user_ids=np.arange(1000) % 7).sha256,
     }
     assert got == PINNED, got
@@ -541,7 +458,6 @@ ALL = [
     ("dirichlet", {"num_clients": 2, "alpha": 0.5}),
     ("dirichlet_per_class", {"num_clients": 2, "alpha": 0.5}),
     ("iid", {"num_clients": 2}),
-    ("shards", {"num_clients": 2, "shards_per_client": 1}),
 ]
 
 

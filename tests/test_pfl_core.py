@@ -8,6 +8,7 @@ computation.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, replace
 
@@ -16,9 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl import personalise as personalise_mod
 from benchmark.pfl.algorithms import ALGORITHMS, Algorithm
+from benchmark.pfl.centralised import CENTRALISED, run_centralised
 from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
 from benchmark.pfl.personalise import FineTune, personalise
@@ -122,7 +126,7 @@ def test_fedavg_with_a_frozen_aggregated_head_updates_the_body_as_fedbabu(data, 
     assert _equal(_body(frozen.broadcast), babu.broadcast)
     assert _equal(_head(frozen.broadcast), _head(babu.init_state))
     assert not frozen.personal  # nothing is personal: every entry is aggregated
-    assert np.array_equal(frozen.evaluate(), babu.evaluate())
+    assert np.array_equal(frozen.client_accuracy(), babu.client_accuracy())
     assert not torch.equal(babu.broadcast["body.0.weight"], babu.init_state["body.0.weight"])
 
 
@@ -189,7 +193,7 @@ def test_personalisation_touches_only_the_clients_copy(data, monkeypatch):
     t.run()
     train, test = data
     broadcast, personal = _clone(t.broadcast), {i: _clone(s) for i, s in t.personal.items()}
-    before = t.evaluate()
+    before = t.client_accuracy()
 
     tuned: list[dict[str, torch.Tensor]] = []  # the fine-tuned state personalise evaluates, per client
     real = personalise_mod.client_accuracies
@@ -203,7 +207,7 @@ def test_personalisation_touches_only_the_clients_copy(data, monkeypatch):
     acc0 = personalise(t.model, train, test, t.split, t.client_state, ft, cfg.seed, clients=[0])
     assert _equal(t.broadcast, broadcast)
     assert t.personal.keys() == personal.keys() and all(_equal(t.personal[i], personal[i]) for i in personal)
-    assert np.array_equal(t.evaluate(), before)
+    assert np.array_equal(t.client_accuracy(), before)
     assert not _equal(tuned[0], t.client_state(0))  # client 0's copy did change
 
     acc1 = personalise(t.model, train, test, t.split, t.client_state, ft, cfg.seed, clients=[1])
@@ -211,7 +215,7 @@ def test_personalisation_touches_only_the_clients_copy(data, monkeypatch):
     assert _equal(tuned[1], tuned[4])  # client 1 alone == client 1 after clients 2 and 0
     assert _equal(tuned[0], tuned[3])  # client 0 alone == client 0 after client 2
     assert acc201[1] == acc0[0] and acc201[2] == acc1[0]
-    assert _equal(t.broadcast, broadcast) and np.array_equal(t.evaluate(), before)
+    assert _equal(t.broadcast, broadcast) and np.array_equal(t.client_accuracy(), before)
 
 
 # ------------------------------------------------------------------- 7. determinism and resumption
@@ -258,18 +262,19 @@ def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
     states, history (but wall times) and selected model as a run never interrupted."""
     cfg = _cfg(algorithm="fedper", clients=3, participation=0.67, rounds=3)
     whole = _trainer(data, cfg)
+    assert isinstance(whole.round_plan().sampler, FedBABUSampler)
     want = whole.run()
 
     ckpt = tmp_path / "run.ckpt"
     broken = _trainer(data, cfg)
-    real_round = broken.run_round
+    real_round = broken.train_round
 
-    def dies_in_round_2(r):
+    def dies_in_round_2(r, clients, lr):
         if r == 1:
             raise _Interrupted
-        return real_round(r)
+        return real_round(r, clients, lr)
 
-    broken.run_round = dies_in_round_2
+    broken.train_round = dies_in_round_2
     with pytest.raises(_Interrupted):
         broken.run(checkpoint=ckpt, checkpoint_every=1)
     assert ckpt.is_file()
@@ -285,6 +290,24 @@ def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
     assert np.array_equal(got.client_accuracy, want.client_accuracy)
     assert _equal(got.selected_state, want.selected_state)
     assert all(_equal(got.selected_personal[i], want.selected_personal[i]) for i in want.selected_personal)
+
+
+def test_round_costs_are_counted_in_the_round(data):
+    """FedBABU, 2 of 4 clients of unequal sizes a round, 2 local epochs: the loop's cumulative counters (which the
+    curve writes) grow each round by the sampled clients' copies of the body (4 bytes an element, up and down,
+    no head) and by 3 F per training image and epoch of the sampled clients, the ones the run recorded."""
+    cfg = _cfg(algorithm="fedbabu", clients=4, participation=0.5, local_epochs=2, rounds=3)
+    ends = np.cumsum([0, 60, 70, 80, 90])
+    split = ClientSplit(tuple(np.arange(a, b) for a, b in itertools.pairwise(ends)), _split(4).test)
+    res = _trainer(data, cfg, split).run()
+    body = sum(v.numel() for k, v in res.selected_state.items())
+    assert not any(is_head(k) for k in res.selected_state)
+    assert [rec.clients for rec in res.records] == [tuple(FedBABUSampler(4, 2, 0).sample(r)) for r in range(3)]
+    up = compute = 0
+    for rec in res.records:
+        up += 2 * 4 * body
+        compute += 3 * 2 * sum(len(split.train[c]) for c in rec.clients)
+        assert (rec.uplink_bytes, rec.downlink_bytes, rec.compute_f) == (up, up, compute)
 
 
 # --------------------------------------------------------------------------------- 9. the lr schedule
@@ -303,24 +326,25 @@ def test_lr_schedule_is_the_references(rounds):
 
 
 def test_sampling_is_the_references_count_and_seeded():
-    """m = max(int(f*K), 1) clients without replacement, keyed by (seed, round)."""
-    t = PFLTrainer.__new__(PFLTrainer)
-    t.cfg = PFLConfig(clients=100, participation=0.1, seed=3)
-    rounds = [t.sample(r) for r in range(3)]
+    """m = max(int(f*K), 1) clients without replacement, keyed by (seed, round): the draw of the recorded runs,
+    ``default_rng([seed, 0x5A, r]).choice(K, m, replace=False)`` sorted (the trainer's plan uses this sampler:
+    test_a_resumed_run_equals_an_uninterrupted_one)."""
+    sampler = FedBABUSampler(100, PFLConfig(clients=100, participation=0.1).clients_per_round, 3)
+    rounds = [sampler.sample(r) for r in range(3)]
     assert all(len(s) == 10 and len(set(s.tolist())) == 10 for s in rounds)
     assert not np.array_equal(rounds[0], rounds[1])
-    assert np.array_equal(t.sample(0), rounds[0])
-    t.cfg = PFLConfig(clients=5, participation=0.1)
-    assert len(t.sample(0)) == 1
+    assert np.array_equal(sampler.sample(0), rounds[0])
+    for r in range(3):
+        want = np.sort(np.random.default_rng([3, 0x5A, r]).choice(100, 10, replace=False))
+        assert np.array_equal(rounds[r], want)
+    assert len(FedBABUSampler(5, PFLConfig(clients=5, participation=0.1).clients_per_round, 0).sample(0)) == 1
 
 
 @pytest.mark.parametrize("algorithm", ["centralized_body", "centralized_full"])
 def test_table9_centralised_models_train_on_the_union_and_b_keeps_the_initial_head(data, algorithm):
-    from benchmark.pfl import run
-
     trainer = _trainer(data, _cfg(algorithm=algorithm, rounds=1))
     init = _clone(trainer.init_state)
-    res = run._centralised(trainer, run.CENTRALISED[algorithm])
+    res = run_centralised(trainer, CENTRALISED[algorithm])
     assert res.client_accuracy.shape == (2,) and res.selected_personal == {}
     assert not _equal(_body(res.selected_state), _body(init))  # the body trained on the clients' union
     assert _equal(_head(res.selected_state), _head(init)) == (algorithm == "centralized_body")
@@ -328,8 +352,6 @@ def test_table9_centralised_models_train_on_the_union_and_b_keeps_the_initial_he
 
 
 def test_local_only_trains_each_client_alone_from_the_same_initial_model(data):
-    from benchmark.pfl.local_only import train_local_only
-
     res = train_local_only(_trainer(data, _cfg(algorithm="local_only", rounds=2, clients=3), _split(3)))
     assert set(res.selected_personal) == {0, 1, 2} and res.selected_state == {}
     assert not _equal(res.selected_personal[0], res.selected_personal[1])

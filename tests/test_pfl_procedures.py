@@ -21,10 +21,10 @@ from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.pfl import algorithms
 from benchmark.pfl.centralised import CentralRecipe, train_centralised
 from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.local import LocalSGD, epoch_batches, sgd_step
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure, list_procedures
-from benchmark.pfl.procedures._loop import epoch_batches, sgd_step
 from benchmark.pfl.procedures.fedrep import fedrep_update
 from benchmark.pfl.procedures.per_fedavg import meta_steps, per_fedavg_update
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
@@ -73,6 +73,13 @@ def trainer(tiny, algorithm: str, **kw) -> PFLTrainer:
     return PFLTrainer(cfg, data, data, split, 10, progress=False)
 
 
+def run_round(t: PFLTrainer, r: int, clients: list[int] | None = None) -> float:
+    """Round ``r`` of the trainer's plan (its sampled clients unless ``clients``); the round's train loss."""
+    plan = t.round_plan()
+    picked = plan.sampler.sample(r) if clients is None else np.array(clients)
+    return t.train_round(r, picked, plan.lr_at(r)).train_loss
+
+
 def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -108,8 +115,8 @@ def test_a_round_is_bit_identical_when_run_twice(tiny, algorithm):
     runs = []
     for _ in range(2):
         t = trainer(tiny, algorithm)
-        row = t.run_round(0)
-        runs.append((t.broadcast, t.personal, row["train_loss"]))
+        loss = run_round(t, 0)
+        runs.append((t.broadcast, t.personal, loss))
     (b1, p1, l1), (b2, p2, l2) = runs
     assert same(b1, b2) and p1.keys() == p2.keys() and all(same(p1[i], p2[i]) for i in p1)
     assert l1 == l2 and np.isfinite(l1)
@@ -121,7 +128,7 @@ def test_fedrep_keeps_each_head_personal_and_aggregates_only_the_body(tiny):
     t = trainer(tiny, "fedrep")
     init_head = dict(t.init_personal)
     for r in range(2):
-        t.run_round(r)
+        run_round(t, r)
     assert t.broadcast and not any(is_head(k) for k in t.broadcast)
     assert set(t.personal) == set(range(K))
     heads = [t.personal[i] for i in range(K)]
@@ -134,11 +141,11 @@ def test_fedrep_update_trains_the_head_then_the_body_with_one_optimiser(tiny):
     data, split = tiny
     t = trainer(tiny, "fedrep")
     model, start = t.model, t.client_state(0)
-    kw = {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "batch_size": 25, "seed": 0, "keys": (0, 0)}
 
-    def run(**more) -> dict[str, torch.Tensor]:
+    def run(head_epochs: int, body_epochs: int = 1) -> dict[str, torch.Tensor]:
         model.load_state_dict(start)
-        fedrep_update(model, data, split.train[0], **kw, **more)
+        sgd = LocalSGD(head_epochs, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
+        fedrep_update(model, data, split.train[0], sgd, (0, 0), body_epochs)
         return {k: v.clone() for k, v in model.state_dict().items()}
 
     body = lambda s: {k: v for k, v in s.items() if not is_head(k)}
@@ -176,7 +183,7 @@ def test_fedrep_update_trains_the_head_then_the_body_with_one_optimiser(tiny):
 # --------------------------------------------------------------------------------------------------- Ditto
 def test_ditto_keeps_a_full_personal_model_per_client_and_averages_the_global_updates(tiny):
     t = trainer(tiny, "ditto")
-    t.run_round(0)
+    run_round(t, 0)
     first = {i: dict(s) for i, s in t.personal.items()}
     assert set(first) == set(range(K))
     for i in range(K):
@@ -186,12 +193,10 @@ def test_ditto_keeps_a_full_personal_model_per_client_and_averages_the_global_up
     assert differs(t.aggregate([first[i] for i in range(K)]), t.broadcast)  # the server averages the w_i
 
     # Round 1 with client 0 only: clients 1 and 2 keep their personal models; client 0 continues from its own.
-    t.sample = lambda r: np.array([0])
     restarted = trainer(tiny, "ditto")
     restarted.broadcast, restarted.personal = dict(t.broadcast), {}
-    restarted.sample = t.sample
-    t.run_round(1)
-    restarted.run_round(1)
+    run_round(t, 1, clients=[0])
+    run_round(restarted, 1, clients=[0])
     assert same(t.personal[1], first[1]) and same(t.personal[2], first[2])
     assert differs(t.personal[0], first[0])
     assert same(t.broadcast, restarted.broadcast)  # the global update does not depend on v_i ...
@@ -200,11 +205,10 @@ def test_ditto_keeps_a_full_personal_model_per_client_and_averages_the_global_up
 
 def test_ditto_reference_averages_the_personal_models_and_resets_them_every_round(tiny):
     t = trainer(tiny, "ditto_reference")
-    t.run_round(0)
+    run_round(t, 0)
     assert same(t.aggregate([t.personal[i] for i in range(K)]), t.broadcast)
     start = dict(t.broadcast)
-    t.sample = lambda r: np.array([0])
-    t.run_round(1)
+    run_round(t, 1, clients=[0])
     assert same(t.personal[1], start) and same(t.personal[2], start)  # reset to the round-start global
     assert same(t.broadcast, t.aggregate([t.personal[0]]))
 
@@ -220,12 +224,28 @@ def test_ditto_lambda_reaches_the_personal_update(tiny):
     assert differs(out[0], out[1])
 
 
+class _Killed(Exception):
+    pass
+
+
 def test_ditto_personal_models_survive_a_checkpoint(tiny, tmp_path):
     whole = trainer(tiny, "ditto", rounds=2, selection="last")
-    whole.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)
+    whole.run()
+    killed = trainer(tiny, "ditto", rounds=2, selection="last")
+    real_round = killed.train_round
+
+    def dies_in_round_2(r, clients, lr):
+        if r == 1:
+            raise _Killed
+        return real_round(r, clients, lr)
+
+    killed.train_round = dies_in_round_2
+    with pytest.raises(_Killed):
+        killed.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)
     resumed = trainer(tiny, "ditto", rounds=2, selection="last")
     res = resumed.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)  # resumes after round 1
-    assert len(res.history) == 2 and resumed.history[0] == whole.history[0]
+    strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]
+    assert len(res.history) == 2 and strip(resumed.history) == strip(whole.history)
     assert same(resumed.broadcast, whole.broadcast)
     assert all(same(resumed.personal[i], whole.personal[i]) for i in range(K))
 
@@ -242,12 +262,12 @@ def test_per_fedavg_restores_the_parameters_before_the_meta_step(tiny):
     data, split = tiny
     t = trainer(tiny, "per_fedavg")
     start = t.client_state(0)
-    kw = {"epochs": 1, "lr": 0.05, "momentum": 0.9, "batch_size": 25, "seed": 0, "keys": (0, 0)}
+    sgd = LocalSGD(1, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], beta=0.0, **kw)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.0)
     assert same(t.model.state_dict(), start)
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], beta=0.05, **kw)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.05)
     assert differs(t.model.state_dict(), start)
 
 

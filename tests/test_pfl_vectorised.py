@@ -1,5 +1,5 @@
 """Vectorised client execution of the personalised-FL trainer (benchmark/pfl/vectorised.py): a lock-step round
-is the per-client loop's round (``PFLTrainer.run_round``) to floating-point rounding, FedBABU's head stays
+is the per-client loop's round (``PFLTrainer.train_round``) to floating-point rounding, FedBABU's head stays
 bit-identical, vectorised personalisation gives the loop's accuracies, and what cannot run in lock-step falls
 back to the loop with a warning.
 
@@ -20,23 +20,25 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from benchmark.errors import ConfigError
+from benchmark.federated.history import RoundStats
 from benchmark.pfl.data import NORMALISATION, DeviceImages
+from benchmark.pfl.local import LocalSGD, client_accuracies
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.personalise import FineTune, personalise
-from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
+from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from benchmark.pfl.vectorised import (
     lockstep_accuracies,
     lockstep_sgd,
     loop_reason,
     personalise_vectorised,
-    run_round_vectorised,
     size_chunks,
 )
 
@@ -79,6 +81,14 @@ def trainer(
     return t
 
 
+def run_round(t: PFLTrainer, *, vectorised: bool = False, chunk: int | None = None, r: int = 0) -> RoundStats:
+    """Round ``r`` of every client at lr 0.1, one after the other or (``vectorised``) in lock-step chunks of
+    ``chunk`` clients."""
+    if vectorised:
+        t.cfg = replace(t.cfg, client_exec="vectorised", vector_chunk=chunk)
+    return t.train_round(r, np.arange(t.cfg.clients), 0.1)
+
+
 def max_rel_gap(a: dict, b: dict, start: dict) -> float:
     gap = max(float((a[k] - b[k]).abs().max()) for k in a)
     update = max(float((a[k] - start[k]).abs().max()) for k in a)
@@ -106,12 +116,10 @@ def test_size_chunks_groups_equal_sizes_in_order() -> None:
 def test_vectorised_round_equals_the_loop(algorithm: str, kw: dict) -> None:
     loop, vec = trainer(algorithm, **kw), trainer(algorithm, **kw)
     start = dict(loop.broadcast)
-    row_loop = loop.run_round(0)
-    row_vec = run_round_vectorised(vec, 0, chunk=2)  # chunks [0, 1], [2], [3]
-    assert row_vec.keys() == row_loop.keys()
-    same = ("round", "lr", "clients")
-    assert [row_vec[k] for k in same] == [row_loop[k] for k in same]
-    assert row_vec["train_loss"] == pytest.approx(row_loop["train_loss"], rel=1e-12)
+    row_loop = run_round(loop)
+    row_vec = run_round(vec, vectorised=True, chunk=2)  # chunks [0, 1], [2], [3]
+    assert replace(row_vec, train_loss=0.0) == replace(row_loop, train_loss=0.0)  # the same costs
+    assert row_vec.train_loss == pytest.approx(row_loop.train_loss, rel=1e-12)
     assert vec.broadcast.keys() == loop.broadcast.keys()
     assert all(vec.broadcast[k].dtype == loop.broadcast[k].dtype for k in loop.broadcast)
     assert max_rel_gap(loop.broadcast, vec.broadcast, start) < 1e-10
@@ -128,10 +136,11 @@ def test_vectorised_round_equals_the_loop(algorithm: str, kw: dict) -> None:
 def test_fedbabu_float32_head_bit_identical_over_rounds_body_close() -> None:
     loop, vec = trainer("fedbabu", torch.float32), trainer("fedbabu", torch.float32)
     start = dict(loop.broadcast)
-    loop.run_round(0)
-    run_round_vectorised(vec, 0, chunk=3)
+    run_round(loop)
+    run_round(vec, vectorised=True, chunk=3)
     assert norm_rel_gap(loop.broadcast, vec.broadcast, start) < 1e-2
-    run_round_vectorised(vec, 1, chunk=None)  # personal heads are now distinct (equal) tensors per client
+    # personal heads are now distinct (equal) tensors per client
+    run_round(vec, vectorised=True, chunk=None, r=1)
     head = vec.init_personal
     assert set(head) == {"linear.weight", "linear.bias"}
     for i in range(4):
@@ -139,25 +148,26 @@ def test_fedbabu_float32_head_bit_identical_over_rounds_body_close() -> None:
     assert not any(torch.equal(vec.broadcast[k], start[k]) for k in start if "weight" in k)  # the body moved
 
 
+SGD = LocalSGD(1, 50, 0.1, 0.1, momentum=0.9, weight_decay=0.0, seed=0)
+
+
 def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
     sizes = (50, 50)
     loop, vec = trainer("fedavg", sizes=sizes, bn="standard"), trainer("fedavg", sizes=sizes, bn="standard")
     assert "buffers" in loop_reason(vec)
-    row_loop = loop.run_round(0)
+    row_loop = run_round(loop)
     with pytest.warns(UserWarning, match="per-client loop: the model has buffers"):
-        row_vec = run_round_vectorised(vec, 0, chunk=2)
+        row_vec = run_round(vec, vectorised=True, chunk=2)
     assert row_vec == row_loop  # the same code path: bit-identical
     assert all(torch.equal(vec.broadcast[k], loop.broadcast[k]) for k in loop.broadcast)
     with pytest.raises(ConfigError, match="buffers"):
-        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], epochs=1, batch_size=50,
-                     body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0, keys=[(0, 0)])  # fmt: skip
+        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], SGD, [(0, 0)])
     assert "procedure 'fedrep'" in loop_reason(trainer("fedrep", sizes=sizes))
     ok = trainer("fedavg", sizes=(50, 30))
     assert loop_reason(ok) is None
     with pytest.raises(ConfigError, match="unequal sizes"):
-        lockstep_sgd(ok.model, ok.train, [ok.client_state(0), ok.client_state(1)], list(ok.split.train), epochs=1,
-                     batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0,
-                     keys=[(0, 0), (0, 1)])  # fmt: skip
+        starts = [ok.client_state(0), ok.client_state(1)]
+        lockstep_sgd(ok.model, ok.train, starts, list(ok.split.train), SGD, [(0, 0), (0, 1)])
 
 
 def test_personalise_vectorised_equals_personalise() -> None:

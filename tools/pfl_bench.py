@@ -1,7 +1,7 @@
 """Throughput of a FedBABU round, per-client loop and vectorised, against centralised training, in one run.
 
 Issue 12's target: on a GPU, a FedBABU round of many small clients (fedbabu §3: 100 clients of 500 CIFAR
-images, batches of 50) executed with :func:`benchmark.pfl.vectorised.run_round_vectorised` reaches >= 60 % of
+images, batches of 50) executed by :func:`benchmark.pfl.vectorised.local_updates_vectorised` reaches >= 60 % of
 the images/s of *centralised* training of the same network with one batch of the same total size. Run from
 the repository root (needs only torch and numpy besides the package; the checkout is put on ``sys.path`` when
 the package is not installed)::
@@ -14,9 +14,9 @@ labels of ``--num-classes`` classes: throughput does not depend on the pixels) h
 :class:`~benchmark.pfl.data.DeviceImages` and augmented there (crop + flip + CIFAR-100 normalisation, the
 trainer's path), network ``--model`` from :mod:`benchmark.pfl.models` (random initialisation, float32):
 
-* ``loop``: :meth:`PFLTrainer.run_round` of FedBABU with every client sampled (``participation=1``),
+* ``loop``: :meth:`PFLTrainer.train_round` of FedBABU with every client sampled (``participation=1``),
   ``--epochs`` local epochs of batches of ``--batch-size``, one client after the other;
-* ``vectorised``: the same rounds through :func:`~benchmark.pfl.vectorised.run_round_vectorised`, chunks of
+* ``vectorised``: the same rounds with ``client_exec="vectorised"`` (:mod:`benchmark.pfl.vectorised`), chunks of
   ``--chunk`` clients (default: all of them);
 * ``central``: SGD with momentum over every parameter of the same network on batches of ``clients *
   min(batch_size, images_per_client)`` images (what one lock-step step of all clients processes), drawn and
@@ -57,7 +57,7 @@ from benchmark.pfl.data import NORMALISATION, DeviceImages
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
-from benchmark.pfl.vectorised import loop_reason, run_round_vectorised
+from benchmark.pfl.vectorised import loop_reason
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.timing import peak_gib, reset_peak_memory, sync, timed
 
@@ -81,18 +81,36 @@ def synthetic(n: int, num_classes: int, seed: int, device: torch.device) -> Devi
     )
 
 
-def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImages) -> PFLTrainer:
-    """FedBABU, every client sampled, ``args.epochs`` epochs; lr constant over the timed rounds."""
+def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImages, mode: str) -> PFLTrainer:
+    """FedBABU, every client sampled, ``args.epochs`` epochs, clients executed as ``mode`` (``loop`` /
+    ``vectorised`` in chunks of ``args.chunk``)."""
     k, n = args.clients, args.images_per_client
     split = ClientSplit(
         tuple(np.arange(i * n, (i + 1) * n) for i in range(k)), tuple(np.arange(0) for _ in range(k))
     )
-    cfg = PFLConfig(dataset="cifar100", model=args.model, algorithm="fedbabu", clients=k, participation=1.0,
-                    local_epochs=args.epochs, rounds=10**6, batch_size=args.batch_size, lr=args.lr, seed=args.seed)  # fmt: skip
+    cfg = PFLConfig(
+        dataset="cifar100",
+        model=args.model,
+        algorithm="fedbabu",
+        clients=k,
+        participation=1.0,
+        local_epochs=args.epochs,
+        rounds=10**6,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        client_exec=mode,
+        vector_chunk=args.chunk,
+    )
     return PFLTrainer(cfg, train, test, split, args.num_classes, progress=False)
 
 
 # ------------------------------------------------------------------------------------------------ timing
+def run_round(trainer: PFLTrainer, r: int) -> None:
+    """Round ``r`` of every client at the constant lr."""
+    trainer.train_round(r, np.arange(trainer.cfg.clients), trainer.cfg.lr)
+
+
 def images_per_round(args: argparse.Namespace) -> int:
     return args.clients * args.images_per_client * args.epochs
 
@@ -105,12 +123,10 @@ def time_federated(
     rec: dict[str, Any] = {"mode": mode, "chunk": args.chunk if mode == "vectorised" else None}
     reset_peak_memory(device)
     try:
-        trainer = make_trainer(args, train, test)
+        trainer = make_trainer(args, train, test, mode)
         if mode == "vectorised":
             rec["fallback"] = loop_reason(trainer)
-            times = timed(lambda r: run_round_vectorised(trainer, r, args.chunk), args.rounds, device)
-        else:
-            times = timed(trainer.run_round, args.rounds, device)
+        times = timed(lambda r: run_round(trainer, r), args.rounds, device)
     except torch.OutOfMemoryError:
         return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {**rec, "status": "ok", "round_s": [round(t, 5) for t in times], "images_per_round": images_per_round(args),
@@ -167,12 +183,12 @@ def check(args: argparse.Namespace, train: DeviceImages, test: DeviceImages) -> 
     try:
         runs = {}
         for mode in ("loop", "vectorised"):
-            t = make_trainer(sub, data, test)
+            t = make_trainer(sub, data, test, mode)
             t.model.double()
             t.broadcast = {k: v.double() for k, v in t.broadcast.items()}
             t.init_personal = {k: v.double() for k, v in t.init_personal.items()}
             start = dict(t.broadcast)
-            t.run_round(0) if mode == "loop" else run_round_vectorised(t, 0, sub.chunk)
+            run_round(t, 0)
             runs[mode] = t
         a, b = runs["loop"].broadcast, runs["vectorised"].broadcast
         vec = runs["vectorised"]

@@ -21,10 +21,6 @@ Schemes (registered by name, see :func:`get_partitioner`):
     NIID-Bench, Li et al. 2022): unbalanced client sizes.
 ``iid``
     A shuffled, near-equal split.
-``shards``
-    FedBABU's shard scheme (fedbabu §3 "Experimental setup" and Appendix R; the LG-FedAvg sampler the
-    FedBABU code uses, papers-code.md §4), with :func:`shards_test_split` giving each client test data
-    from its own classes.
 ``natural``
     Natural users from a per-sample user id (iNaturalist-User-120k, Hsu et al. 2020).
 """
@@ -142,7 +138,7 @@ class Partition:
     ``dirichlet`` that is the draw order, which FLSim keeps as the batch order). No index appears twice.
     ``sha256`` is :func:`partition_sha256` of ``clients``; leave it empty to have it computed, or pass a
     stored value to have it checked. ``params`` are the scheme's parameters, ``extras`` any outputs
-    besides the indices (e.g. the shard label assignment); both are JSON-normalised. ``seed`` is the
+    besides the indices (e.g. the natural users' ids); both are JSON-normalised. ``seed`` is the
     partition seed (``None`` for schemes that use no randomness). ``data`` records the split the indices
     refer to (:class:`PartitionData`; ``flb partition`` always sets it, consumers check it with
     :func:`load_partition_for`); it is not part of ``sha256``.
@@ -830,141 +826,6 @@ def iid(labels: npt.ArrayLike, seed: int, *, num_clients: int) -> Partition:
         scheme="iid",
         params={"num_clients": k_total},
         seed=seed,
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# shards (FedBABU / LG-FedAvg)
-# --------------------------------------------------------------------------------------------------
-
-
-def _shards_per_class(num_clients: int, shards_per_client: int, c_total: int) -> int:
-    total = shards_per_client * num_clients
-    if total % c_total:
-        raise ConfigError(
-            f"shards_per_client={shards_per_client} x num_clients={num_clients} = {total} is not a multiple "
-            f"of num_classes={c_total}",
-            "FedBABU needs s*K/C shards per class to be a whole number",
-        )
-    return total // c_total
-
-
-def _assign_shards(
-    y: np.ndarray, c_total: int, per_class: int, assignment: np.ndarray, rng: np.random.Generator
-) -> list[np.ndarray]:
-    """Cut each class (dataset order) into ``per_class`` shards and deal them by ``assignment``."""
-    shards: list[list[np.ndarray]] = []
-    for c in range(c_total):
-        idx = np.flatnonzero(y == c).astype(np.int64)
-        n_left = idx.size % per_class
-        main = idx[: idx.size - n_left].reshape(per_class, -1)
-        left = idx[idx.size - n_left :]
-        shards.append(
-            [np.concatenate([main[i], left[i : i + 1]]) if i < n_left else main[i] for i in range(per_class)]
-        )
-    clients = []
-    for row in assignment:
-        taken = [shards[int(c)].pop(int(rng.integers(len(shards[int(c)])))) for c in row]
-        clients.append(np.concatenate(taken))
-    return clients
-
-
-@register_partitioner("shards")
-def shards(
-    labels: npt.ArrayLike,
-    seed: int,
-    *,
-    num_clients: int,
-    shards_per_client: int,
-    num_classes: int | None = None,
-) -> Partition:
-    """FedBABU's shard partition (fedbabu §3 "Experimental setup", Appendix R; papers-code.md §4).
-
-    1. each class's indices, in dataset order (unshuffled), are cut into ``s*K/C`` equal shards; the
-       ``n_c mod (s*K/C)`` leftovers go one each to the first shards;
-    2. the label list ``[0..C-1] * (s*K/C)`` is shuffled and reshaped to K rows of s labels (the
-       *label assignment*);
-    3. client k, for each label in row k, takes a uniformly random remaining shard of that label.
-
-    Every sample is assigned exactly once; a client can receive the same label twice, so it has at most s
-    distinct classes. ``extras["label_assignment"]`` holds the K x s assignment; pass it to
-    :func:`shards_test_split` to give each client test data from its own classes, as FedBABU does.
-
-    Departure: the reference shuffles the label list with Python's *unseeded* ``random`` (so the
-    assignment changes between runs even with the same ``--seed``) and picks shards with the global numpy
-    RNG; here both come from ``seeding.numpy_rng(seed, "partition")``.
-    """
-    y = _as_labels(labels)
-    seed = check_seed(seed)
-    k_total = _num_clients(num_clients, y.size)
-    s = _positive_int(shards_per_client, "shards_per_client")
-    c_total = _num_classes(y, num_classes)
-    per_class = _shards_per_class(k_total, s, c_total)
-    rng = numpy_rng(seed, "partition")
-    assignment = rng.permutation(np.tile(np.arange(c_total, dtype=np.int64), per_class)).reshape(k_total, s)
-    clients = _assign_shards(y, c_total, per_class, assignment, rng)
-    return Partition(
-        clients=tuple(clients),
-        scheme="shards",
-        params={"num_clients": k_total, "shards_per_client": s, "num_classes": c_total},
-        seed=seed,
-        extras={"label_assignment": assignment.tolist()},
-    )
-
-
-def shard_label_assignment(partition: Partition) -> np.ndarray:
-    """The K x s label assignment stored by :func:`shards` (or :func:`shards_test_split`)."""
-    if "label_assignment" not in partition.extras:
-        raise ConfigError(
-            f"partition of scheme {partition.scheme!r} has no label assignment", "use a 'shards' partition"
-        )
-    return np.asarray(partition.extras["label_assignment"], dtype=np.int64)
-
-
-def shards_test_split(
-    test_labels: npt.ArrayLike,
-    assignment: npt.ArrayLike | Partition,
-    seed: int,
-    *,
-    num_classes: int | None = None,
-) -> Partition:
-    """FedBABU's test split: the train shards' label assignment applied to the test set (fedbabu §3).
-
-    The test set is cut into the same number of shards per class (``s*K/C``, from the assignment's
-    shape) in dataset order and dealt with the same K x s ``assignment``, so each client's test classes
-    are exactly its train classes (CIFAR-100, K=100, s=10: 100 test samples per client). ``assignment``
-    is the array from ``extras["label_assignment"]`` or the train :class:`Partition` itself. The random
-    shard picks come from ``seeding.numpy_rng(seed, "partition/shards_test")``, independent of the train
-    picks (FedBABU continues the global numpy stream instead).
-    """
-    y = _as_labels(test_labels, "test_labels")
-    seed = check_seed(seed)
-    if isinstance(assignment, Partition):
-        assignment = shard_label_assignment(assignment)
-    assign = np.asarray(assignment)
-    if assign.ndim != 2 or assign.size == 0 or assign.dtype.kind not in "iu" or assign.min() < 0:
-        raise ConfigError(
-            f"assignment must be a non-empty K x s array of class ids, got shape {assign.shape} "
-            f"dtype {assign.dtype}",
-            "pass extras['label_assignment'] of a 'shards' partition",
-        )
-    assign = assign.astype(np.int64)
-    k_total, s = assign.shape
-    c_total = max(_num_classes(y, num_classes), int(assign.max()) + 1)
-    per_class = _shards_per_class(k_total, s, c_total)
-    if not np.array_equal(np.bincount(assign.ravel(), minlength=c_total), np.full(c_total, per_class)):
-        raise ConfigError(
-            f"assignment does not hold every class exactly s*K/C={per_class} times",
-            "pass the unmodified label assignment of a 'shards' partition",
-        )
-    rng = numpy_rng(seed, "partition/shards_test")
-    clients = _assign_shards(y, c_total, per_class, assign, rng)
-    return Partition(
-        clients=tuple(clients),
-        scheme="shards_test",
-        params={"num_clients": k_total, "shards_per_client": s, "num_classes": c_total},
-        seed=seed,
-        extras={"label_assignment": assign.tolist()},
     )
 
 

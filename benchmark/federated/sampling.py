@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmark.errors import ConfigError
-from benchmark.seeding import RunSeeds
+from benchmark.seeding import RunSeeds, keyed_rng
 
 
 class ClientSampler:
@@ -30,3 +30,24 @@ class ClientSampler:
             return np.arange(self.num_clients, dtype=np.int64)
         rng = self.seeds.rng("client_sampling", int(round_idx))
         return np.sort(rng.choice(self.num_clients, size=self.per_round, replace=False)).astype(np.int64)
+
+
+class FedBABUSampler:
+    """fedbabu's draw (reference ``main_fed.py``: ``np.random.choice(range(K), m, replace=False)``, sorted):
+    ``per_round`` of ``num_clients`` clients uniformly without replacement, from
+    :func:`benchmark.seeding.keyed_rng` ``(seed, SAMPLING_KEY, r)`` (the reference's draw is unseeded). It
+    always draws, full participation included (the draw is then every client), as the recorded pfl runs did."""
+
+    SAMPLING_KEY = 0x5A
+
+    def __init__(self, num_clients: int, per_round: int, seed: int) -> None:
+        if not 1 <= per_round <= num_clients:
+            raise ConfigError(
+                f"clients per round must be in [1, {num_clients}], got {per_round}", "check participation"
+            )
+        self.num_clients, self.per_round, self.seed = int(num_clients), int(per_round), int(seed)
+
+    def sample(self, round_idx: int) -> np.ndarray:
+        """Sorted client ids of round ``round_idx`` (0-based)."""
+        rng = keyed_rng(self.seed, self.SAMPLING_KEY, int(round_idx))
+        return np.sort(rng.choice(self.num_clients, self.per_round, replace=False))

@@ -18,15 +18,16 @@ Recipes (:class:`CentralRecipe`):
   paper does not name for Table 9): batch 128, weight decay 5e-4, ``MultiStepLR([80, 120])`` (no decay within
   10 epochs), head bias zeroed at initialisation.
 
-How a job uses it: load the data and partition as ``run.load_run_data(cfg, partition, device, root)``, call
-``state = train_centralised(cfg, train, split, "body", 10, num_classes=meta["num_classes"])``, and write the
-training record and ``<base>.model.pt`` as ``run.train_step`` does with ``{"broadcast": state, "personal": {},
-"init_personal": {}}``: ``run.eval_step`` then evaluates (``initial``) and fine-tunes (``personalised``, Table 9's
-``tau_f`` = 1..5) it per client unchanged.
+How a job uses it: ``run.train_step`` calls :func:`run_centralised` for the algorithms in :data:`CENTRALISED` and
+writes the training record and ``<base>.model.pt`` with ``{"broadcast": state, "personal": {}, "init_personal":
+{}}``: ``run.eval_step`` then evaluates (``initial``) and fine-tunes (``personalised``, Table 9's ``tau_f`` =
+1..5) it per client unchanged.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,11 +35,13 @@ import numpy as np
 import torch
 
 from benchmark.errors import ConfigError
+from benchmark.federated.history import RoundRecord
 from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.local import State, clone_state, epoch_batches, sgd_step, weighted_mean
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.procedures._loop import clone_state, epoch_batches, sgd_step
-from benchmark.pfl.trainer import PFLConfig, State
+from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer, Selection
+from benchmark.seeding import seed_model_init
 
 CENTRAL_KEY = 0xCE17  # the batch key of the centralised epochs
 
@@ -68,8 +71,16 @@ class CentralRecipe:
         return self.lr * 0.1 ** sum(epoch + 1 > m for m in self.milestones)
 
 
-def train_centralised(cfg: PFLConfig, train: DeviceImages, split: ClientSplit, part: str, epochs: int, *,
-                      num_classes: int, recipe: CentralRecipe | None = None) -> State:  # fmt: skip
+def train_centralised(
+    cfg: PFLConfig,
+    train: DeviceImages,
+    split: ClientSplit,
+    part: str,
+    epochs: int,
+    *,
+    num_classes: int,
+    recipe: CentralRecipe | None = None,
+) -> State:
     """The model of ``cfg`` (model, bn, head init, seed) trained on the union of ``split.train`` for ``epochs``
     epochs, updating ``part`` (``full`` / ``body`` / ``head``); its state dict (module docstring)."""
     if part not in ("full", "body", "head"):
@@ -80,7 +91,7 @@ def train_centralised(cfg: PFLConfig, train: DeviceImages, split: ClientSplit, p
     idx = np.unique(np.concatenate([np.asarray(t, dtype=np.int64) for t in split.train]))
     if len(idx) == 0:
         raise ConfigError("the partition's clients hold no training images", "check the partition")
-    torch.manual_seed(cfg.seed)
+    seed_model_init(cfg.seed)
     model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init).to(train.images.device)
     if recipe.zero_head_bias:
         torch.nn.init.zeros_(model.linear.bias)
@@ -88,9 +99,16 @@ def train_centralised(cfg: PFLConfig, train: DeviceImages, split: ClientSplit, p
     return clone_state(model)
 
 
-def fit_part(model: torch.nn.Module, train: DeviceImages, idx: np.ndarray, part: str, epochs: int,
-             recipe: CentralRecipe, seed: int,
-             after_epoch: Callable[[int, float, list[torch.Tensor]], None] | None = None) -> None:  # fmt: skip
+def fit_part(
+    model: torch.nn.Module,
+    train: DeviceImages,
+    idx: np.ndarray,
+    part: str,
+    epochs: int,
+    recipe: CentralRecipe,
+    seed: int,
+    after_epoch: Callable[[int, float, list[torch.Tensor]], None] | None = None,
+) -> None:
     """Train ``part`` (``full`` / ``body`` / ``head``) of ``model`` in place on the images ``idx`` of ``train``:
     one SGD optimiser over all epochs, two groups (body, head), the part not trained at lr 0, epoch ``e``'s
     batches keyed ``(seed, CENTRAL_KEY, e)``. ``after_epoch(e, lr, losses)`` runs after each epoch (0-based;
@@ -98,14 +116,38 @@ def fit_part(model: torch.nn.Module, train: DeviceImages, idx: np.ndarray, part:
     body = [p for n, p in model.named_parameters() if not is_head(n)]
     head = [p for n, p in model.named_parameters() if is_head(n)]
     trains = {"body": part in ("full", "body"), "head": part in ("full", "head")}
-    opt = torch.optim.SGD([{"params": body}, {"params": head}], lr=recipe.lr, momentum=recipe.momentum,
-                          weight_decay=recipe.weight_decay)  # fmt: skip
+    groups = [{"params": body}, {"params": head}]
+    opt = torch.optim.SGD(groups, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
     for e in range(epochs):
         lr = recipe.lr_at(e)
         opt.param_groups[0]["lr"] = lr if trains["body"] else 0.0
         opt.param_groups[1]["lr"] = lr if trains["head"] else 0.0
         model.train()
-        losses = [sgd_step(model, opt, x, y) for x, y in epoch_batches(train, idx, recipe.batch_size, seed,
-                                                                      CENTRAL_KEY, e)]  # fmt: skip
+        batches = epoch_batches(train, idx, recipe.batch_size, seed, CENTRAL_KEY, e)
+        losses = [sgd_step(model, opt, x, y) for x, y in batches]
         if after_epoch is not None:
             after_epoch(e, lr, losses)
+
+
+#: fedbabu Table 9: the algorithm names of the centralised models and the part each trains.
+CENTRALISED = {"centralized_full": "full", "centralized_body": "body"}
+
+
+def run_centralised(trainer: PFLTrainer, part: str) -> PFLResult:
+    """A Table 9 job: the model of ``trainer``'s config trained centrally for ``cfg.rounds`` epochs
+    (:func:`train_centralised`), broadcast to every client and evaluated on each client's test set; no model
+    selection (the last epoch). The record's history is one row (the accuracy after the last epoch); its curve
+    row counts no communication and ``3 * (every client's images) * local_epochs`` F, as the jobs always have."""
+    cfg, t0 = trainer.cfg, time.perf_counter()
+    num_classes = trainer.model.linear.out_features
+    state = train_centralised(cfg, trainer.train, trainer.split, part, cfg.rounds, num_classes=num_classes)
+    trainer.broadcast, trainer.init_personal, trainer.personal = state, {}, {}
+    acc = trainer.client_accuracy()
+    mean = weighted_mean(acc, trainer.eval_split())
+    images = sum(len(t) for t in trainer.split.train) * cfg.local_epochs
+    nan = math.nan
+    record = RoundRecord(cfg.rounds, cfg.algorithm, mean / 100, nan, nan, 0, 0, 3 * images, nan, nan)
+    extra = {"best_round": cfg.rounds, "best_accuracy": mean, "last_accuracy": mean, "centralised_part": part}
+    selected = Selection(mean, cfg.rounds, state, {}, acc)
+    history = [{"round": cfg.rounds, "test_accuracy": mean}]
+    return PFLResult(cfg, selected, mean, history, time.perf_counter() - t0, extra, records=[record])

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from benchmark.errors import ConfigError
+from benchmark.seeding import keyed_torch_generator
 
 #: (mean, std) per dataset, as the reference normalises (CIFAR-10: ImageNet statistics, the quirk).
 NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -80,9 +81,9 @@ def epoch_plan(
     n: int, batch_size: int, seed: int, *keys: int, augment: bool = True, shuffle: bool = True, pad: int = 4
 ):
     """One local epoch's draws for a client with ``n`` images: a list of (positions, crop, flip) per batch
-    (the DataLoader's shuffle unless ``shuffle=False``, then per-image crop offsets and flips), from a generator seeded by
-    ``(seed, *keys)``."""
-    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0]))
+    (the DataLoader's shuffle unless ``shuffle=False``, then per-image crop offsets and flips), from the
+    generator of ``(seed, *keys)`` (:func:`benchmark.seeding.keyed_torch_generator`)."""
+    g = keyed_torch_generator(seed, *keys)
     order = torch.randperm(n, generator=g) if shuffle else torch.arange(n)
     crop = torch.randint(0, 2 * pad + 1, (n, 2), generator=g) if augment else torch.full((n, 2), pad)
     flip = torch.rand(n, generator=g) < 0.5 if augment else torch.zeros(n, dtype=torch.bool)

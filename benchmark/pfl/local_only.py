@@ -19,42 +19,52 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from benchmark.pfl.procedures._loop import clone_state, epoch_batches
-from benchmark.pfl.trainer import PFLResult, PFLTrainer, client_accuracies, weighted_mean
+from benchmark.pfl.local import State, client_accuracies, clone_state, epoch_batches, sgd_step, weighted_mean
+from benchmark.pfl.trainer import PFLResult, PFLTrainer, Selection
 
 MILESTONES = (80, 120)
+LOCAL_KEY = 0x10CA1  # the batch key of the local epochs
 
 
 def train_local_only(trainer: PFLTrainer) -> PFLResult:
     """Train every (evaluated) client alone; the per-client selected models become its personal entries."""
     cfg, model, t0 = trainer.cfg, trainer.model, time.perf_counter()
     init = {k: v.clone() for k, v in trainer.init_state.items()}
-    chosen: dict[int, dict[str, torch.Tensor]] = {}
+    chosen: dict[int, State] = {}
     acc = np.zeros(len(trainer.eval_split()))
     history: list[dict[str, Any]] = []
     for i in range(len(acc)):
         model.load_state_dict(init)
-        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        opt = torch.optim.SGD(
+            model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+        )
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(MILESTONES), gamma=0.1)
         best, best_state = -1.0, None
         for e in range(cfg.rounds):
             model.train()
-            for x, y in epoch_batches(trainer.train, trainer.split.train[i], cfg.batch_size, cfg.seed, 0x10CA1, i, e):
-                opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
-                opt.step()
+            for x, y in epoch_batches(
+                trainer.train, trainer.split.train[i], cfg.batch_size, cfg.seed, LOCAL_KEY, i, e
+            ):
+                sgd_step(model, opt, x, y)
             sched.step()
             state = clone_state(model)
-            a = client_accuracies(model, trainer.test, (trainer.split.test[i],), lambda _j, s=state: s, cfg.eval_batch)[0]
+            test = (trainer.split.test[i],)
+            a = client_accuracies(model, trainer.test, test, lambda _j, s=state: s, cfg.eval_batch)[0]
             if cfg.selection == "last" or a > best:
                 best, best_state = a, state
         chosen[i], acc[i] = best_state, best
-        history.append({"round": i + 1, "client": i, "test_accuracy": float(best), "wall_s": time.perf_counter() - t0})
+        history.append(
+            {"round": i + 1, "client": i, "test_accuracy": float(best), "wall_s": time.perf_counter() - t0}
+        )
     trainer.broadcast, trainer.personal = {}, chosen
     trainer.init_personal = init
     mean = weighted_mean(acc, trainer.eval_split())
-    return PFLResult(cfg, acc, cfg.rounds, history, {}, chosen, mean, time.perf_counter() - t0,
-                     extra={"best_round": cfg.rounds, "best_accuracy": mean, "last_accuracy": mean,
-                            "selection_per_client": cfg.selection})  # fmt: skip
+    extra = {
+        "best_round": cfg.rounds,
+        "best_accuracy": mean,
+        "last_accuracy": mean,
+        "selection_per_client": cfg.selection,
+    }
+    selected = Selection(mean, cfg.rounds, {}, chosen, acc)
+    return PFLResult(cfg, selected, mean, history, time.perf_counter() - t0, extra)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmark.errors import ConfigError
+from benchmark.seeding import keyed_rng
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class ShardsPartitioner:
                 "choose s and the number of clients so that every class is cut into the same number of shards",
             )
         per_class = total // num_classes
-        rng = np.random.default_rng([seed, 0x5A4D])
+        rng = keyed_rng(seed, 0x5A4D)
         rows = rng.permutation(np.repeat(np.arange(num_classes)[None, :], per_class, axis=0).ravel())
         rows = rows.reshape(self.num_clients, self.shards_per_client)
         train = _deal(_class_shards(train_labels, num_classes, per_class), rows, rng)
@@ -109,7 +110,7 @@ class DirichletPartitioner:
 
     def __call__(self, train_labels: np.ndarray, test_labels: np.ndarray, seed: int) -> ClientSplit:
         num_classes = int(max(train_labels.max(), test_labels.max())) + 1
-        rng = np.random.default_rng([seed, 0xD1])
+        rng = keyed_rng(seed, 0xD1)
         props = rng.dirichlet(np.full(num_classes, self.beta), size=self.num_clients)
         train = _draw(train_labels, props, self.train_per_client, num_classes, rng)
         test = _draw(test_labels, props, self.test_per_client, num_classes, rng)
@@ -119,8 +120,10 @@ class DirichletPartitioner:
 def _draw(labels: np.ndarray, props: np.ndarray, n: int, num_classes: int, rng: np.random.Generator):
     pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in range(num_classes)]
     if n * len(props) > len(labels):
-        raise ConfigError(f"dirichlet: {len(props)} clients x {n} images exceed the {len(labels)} available",
-                          "lower the clients or images per client")  # fmt: skip
+        raise ConfigError(
+            f"dirichlet: {len(props)} clients x {n} images exceed the {len(labels)} available",
+            "lower the clients or images per client",
+        )
     out = []
     for p in props:
         counts = np.zeros(num_classes, dtype=np.int64)
@@ -142,8 +145,14 @@ def _server(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
     return np.sort(rng.choice(n, int(n * fraction), replace=False)).astype(np.int64)
 
 
-def make_partitioner(kind: str, num_clients: int, *, shards_per_client: int | None = None,
-                     beta: float | None = None, server_fraction: float = 0.0):  # fmt: skip
+def make_partitioner(
+    kind: str,
+    num_clients: int,
+    *,
+    shards_per_client: int | None = None,
+    beta: float | None = None,
+    server_fraction: float = 0.0,
+):
     """The partitioner of a cell's ``partition`` (``shards`` with s, or ``dirichlet`` with beta)."""
     if kind == "shards" and shards_per_client:
         return ShardsPartitioner(num_clients, int(shards_per_client), server_fraction)

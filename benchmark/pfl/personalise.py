@@ -26,8 +26,10 @@ import numpy as np
 import torch
 
 from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.trainer import State, client_accuracies, sgd_epochs
+
+FINE_TUNE_KEY = 0xF7  # the fine-tuning epochs' batch key: (seed, FINE_TUNE_KEY, client, epoch)
 
 
 @dataclass(frozen=True)
@@ -43,29 +45,47 @@ class FineTune:
     def tag(self) -> str:
         return f"{self.part}-e{self.epochs}-lr{self.lr:g}-m{self.momentum:g}"
 
+    def local_sgd(self, seed: int) -> LocalSGD:
+        """The fine-tuning as a local update (no weight decay; the part not tuned at lr 0)."""
+        body = self.lr if self.part in ("full", "body") else 0.0
+        head = self.lr if self.part in ("full", "head") else 0.0
+        return LocalSGD(self.epochs, self.batch_size, body, head, self.momentum, 0.0, seed)
 
-def personalise(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                states: Callable[[int], State], ft: FineTune, seed: int, eval_batch: int = 128,
-                clients: list[int] | None = None) -> np.ndarray:  # fmt: skip
+
+def personalise(
+    model: torch.nn.Module,
+    train: DeviceImages,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    ft: FineTune,
+    seed: int,
+    eval_batch: int = 128,
+    clients: list[int] | None = None,
+) -> np.ndarray:
     """Per-client accuracy (percent) after fine-tuning each client's copy (module docstring). ``states(i)``
     must return a fresh dict (it is loaded, never mutated)."""
     out = []
     for i in clients if clients is not None else range(split.num_clients):
         model.load_state_dict(states(i))
-        body_lr = ft.lr if ft.part in ("full", "body") else 0.0
-        head_lr = ft.lr if ft.part in ("full", "head") else 0.0
         if ft.epochs > 0:
-            sgd_epochs(model, train, split.train[i], epochs=ft.epochs, batch_size=ft.batch_size, body_lr=body_lr,
-                       head_lr=head_lr, momentum=ft.momentum, weight_decay=0.0, seed=seed,
-                       keys=(0xF7, i))  # fmt: skip
-        tuned = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            sgd_epochs(model, train, split.train[i], ft.local_sgd(seed), (FINE_TUNE_KEY, i))
+        tuned = clone_state(model)
         out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])
     return np.asarray(out)
 
 
-def ncm_accuracy(model: torch.nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                 states: Callable[[int], State], num_classes: int, seed: int, batch: int = 128,
-                 metric: str = "cosine") -> np.ndarray:  # fmt: skip
+def ncm_accuracy(
+    model: torch.nn.Module,
+    train: DeviceImages,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    num_classes: int,
+    seed: int,
+    batch: int = 128,
+    metric: str = "cosine",
+) -> np.ndarray:
     """Per-client nearest-class-mean accuracy on body features (module docstring)."""
     out = []
     model.eval()

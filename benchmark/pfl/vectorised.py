@@ -1,11 +1,11 @@
 """Vectorised execution of a fedbabu round's clients: lock-step local SGD of many clients with ``torch.func``.
 
-The per-client loop of :meth:`benchmark.pfl.trainer.PFLTrainer.run_round` trains the sampled clients one after
+The per-client loop of :meth:`benchmark.pfl.trainer.PFLTrainer.train_round` trains the sampled clients one after
 the other, each with batches of 50 images: on a GPU that is launch-bound (issue 12). Here a chunk of clients
 keeps its weights stacked along a leading client axis and every local step of all of them is one
 ``torch.func.vmap(grad(loss))`` call over ``functional_call`` of the model (a convolution with per-client
 weights becomes one grouped convolution; precedent: :mod:`benchmark.fl.vectorised` for legate2023's trainer).
-The arithmetic of each client is that of :func:`benchmark.pfl.trainer.sgd_epochs` (the reference's
+The arithmetic of each client is that of :func:`benchmark.pfl.local.sgd_epochs` (the reference's
 ``models/Update.py: LocalUpdate.train``):
 
 * the same batches: ``epoch_plan(n, batch_size, seed, r, i, e)`` of each client (its shuffle, crops and flips
@@ -15,7 +15,7 @@ The arithmetic of each client is that of :func:`benchmark.pfl.trainer.sgd_epochs
   model's parameters that are broadcast (in the model's order);
 * the same step as ``torch.optim.SGD`` with a **fresh** optimiser per client and round: ``d = g + wd * w``,
   momentum buffer ``= d`` at the first step then ``buf = momentum * buf + d``, ``w -= lr * buf``; the body at
-  ``body_lr`` and the head at ``head_lr`` (:meth:`PFLTrainer.part_lrs`).
+  ``body_lr`` and the head at ``head_lr`` (:meth:`PFLTrainer.local_sgd`).
 
 A parameter whose learning rate is 0 (FedBABU's head) is not differentiated at all: ``torch.optim.SGD`` adds
 ``-0 * buf`` to it, which leaves every finite value unchanged, so skipping the update is exact and the head
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -53,10 +53,13 @@ from torch.func import functional_call, grad, vmap
 
 from benchmark.errors import ConfigError
 from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.personalise import FINE_TUNE_KEY, FineTune, personalise
 
-State = dict[str, torch.Tensor]
+if TYPE_CHECKING:
+    from benchmark.pfl.trainer import PFLTrainer
 
 
 # --------------------------------------------------------------------------------------------- eligibility
@@ -64,15 +67,17 @@ def model_reason(model: nn.Module) -> str | None:
     """Why ``model`` cannot run in lock-step (``None`` when it can)."""
     buffers = [n for n, _ in model.named_buffers()]
     if buffers:
-        return (f"the model has buffers ({buffers[0]!r}: BatchNorm running statistics, bn='standard'), which "
-                "vmap cannot update per client")  # fmt: skip
+        return (
+            f"the model has buffers ({buffers[0]!r}: BatchNorm running statistics, bn='standard'), which "
+            "vmap cannot update per client"
+        )
     drop = [n for n, m in model.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
     if drop:
         return f"the model has dropout ({drop[0]!r}), whose random stream vmap cannot reproduce per client"
     return None
 
 
-def loop_reason(trainer: Any) -> str | None:
+def loop_reason(trainer: PFLTrainer) -> str | None:
     """Why ``trainer``'s rounds fall back to the per-client loop (``None`` when they are vectorised)."""
     if trainer.algo.procedure != "sgd":
         return f"algorithm {trainer.algo.name!r} has local procedure {trainer.algo.procedure!r}, not 'sgd'"
@@ -117,28 +122,38 @@ def _stack_shared(names: Sequence[str], states: Sequence[State]) -> tuple[State,
     return shared, stacked
 
 
-def _draws(n: int, batch_size: int, seed: int, keys: Sequence[tuple[int, ...]], idxs: Sequence[np.ndarray],
-           epochs: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+def _draws(
+    sgd: LocalSGD, keys: Sequence[tuple[int, ...]], idxs: Sequence[np.ndarray], n: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every epoch's draws of every client of a chunk, ``(epochs, clients, n)`` dataset indices in batch order,
     crops ``(..., 2)`` and flips, from ``epoch_plan`` (so they equal the loop's), on the device."""
     rows, crops, flips = [], [], []
+    epochs = sgd.epochs
     for e in range(epochs):
         for key, idx in zip(keys, idxs, strict=True):
-            plan = epoch_plan(n, batch_size, seed, *key, e)
+            plan = epoch_plan(n, sgd.batch_size, sgd.seed, *key, e)
             pos = torch.cat([p for p, _, _ in plan])
             rows.append(torch.as_tensor(idx, dtype=torch.int64)[pos])
             crops.append(torch.cat([c for _, c, _ in plan]))
             flips.append(torch.cat([f for _, _, f in plan]))
     c = len(keys)
-    return (torch.stack(rows).view(epochs, c, n).to(device), torch.stack(crops).view(epochs, c, n, 2).to(device),
-            torch.stack(flips).view(epochs, c, n).to(device))  # fmt: skip
+    return (
+        torch.stack(rows).view(epochs, c, n).to(device),
+        torch.stack(crops).view(epochs, c, n, 2).to(device),
+        torch.stack(flips).view(epochs, c, n).to(device),
+    )
 
 
-def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], idxs: Sequence[np.ndarray], *,
-                 epochs: int, batch_size: int, body_lr: float, head_lr: float, momentum: float,
-                 weight_decay: float, seed: int, keys: Sequence[tuple[int, ...]],
-                 prox: tuple[float, State] | None = None) -> tuple[list[State], list[float]]:  # fmt: skip
-    """:func:`~benchmark.pfl.trainer.sgd_epochs` for several clients at once (module docstring): client ``j``
+def lockstep_sgd(
+    model: nn.Module,
+    data: DeviceImages,
+    starts: Sequence[State],
+    idxs: Sequence[np.ndarray],
+    sgd: LocalSGD,
+    keys: Sequence[tuple[int, ...]],
+    prox: tuple[float, State] | None = None,
+) -> tuple[list[State], list[float]]:
+    """:func:`~benchmark.pfl.local.sgd_epochs` for several clients at once (module docstring): client ``j``
     starts from ``starts[j]`` (a state of ``model``, never mutated), trains on ``data`` rows ``idxs[j]``
     (all of one length) with the batches keyed by ``keys[j]``. Returns each client's final state (fresh
     tensors, the model's ``state_dict`` order) and its mean batch loss."""
@@ -147,15 +162,17 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
         raise ConfigError(f"lock-step SGD: {reason}", "train these clients with sgd_epochs (the loop)")
     c = len(starts)
     if not c or len(idxs) != c or len(keys) != c:
-        raise ConfigError(f"lock-step SGD: {c} starts, {len(idxs)} index sets, {len(keys)} keys",
-                          "give one start state, index set and key per client")  # fmt: skip
+        raise ConfigError(
+            f"lock-step SGD: {c} starts, {len(idxs)} index sets, {len(keys)} keys",
+            "give one start state, index set and key per client",
+        )
     n = len(idxs[0])
     if any(len(i) != n for i in idxs):
         raise ConfigError("lock-step SGD: clients of unequal sizes", "group clients by size (size_chunks)")
     names = [k for k, _ in model.named_parameters()]
     if n == 0:  # sgd_epochs: no batch, the state unchanged, a nan loss
         return [{k: s[k].detach().clone() for k in names} for s in starts], [float("nan")] * c
-    lr_of = {k: head_lr if is_head(k) else body_lr for k in names}
+    lr_of = {k: sgd.head_lr if is_head(k) else sgd.body_lr for k in names}
     trained = [k for k in names if lr_of[k] != 0.0]
     shared, stacked = _stack_shared([k for k in names if k not in trained], starts)
     weights = {k: torch.stack([s[k].detach() for s in starts]).clone() for k in trained}
@@ -174,17 +191,20 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
     forward = vmap(loss_fn, in_dims=in_dims, randomness="error")
     model.train()
     dev = data.images.device
-    rows, crops, flips = _draws(n, batch_size, seed, keys, idxs, epochs, dev)
+    rows, crops, flips = _draws(sgd, keys, idxs, n, dev)
     by_lr: dict[float, list[str]] = {}
     for k in trained:
         by_lr.setdefault(lr_of[k], []).append(k)
     bufs: dict[float, list[torch.Tensor]] = {}
     losses = []
-    for e in range(epochs):
-        for s in range(0, n, batch_size):
-            b = min(batch_size, n - s)
-            x, y = data.train_batch(rows[e, :, s : s + b].reshape(-1), crops[e, :, s : s + b].reshape(-1, 2),
-                                    flips[e, :, s : s + b].reshape(-1))  # fmt: skip
+    for e in range(sgd.epochs):
+        for s in range(0, n, sgd.batch_size):
+            b = min(sgd.batch_size, n - s)
+            x, y = data.train_batch(
+                rows[e, :, s : s + b].reshape(-1),
+                crops[e, :, s : s + b].reshape(-1, 2),
+                flips[e, :, s : s + b].reshape(-1),
+            )
             x, y = x.unflatten(0, (c, b)), y.unflatten(0, (c, b))
             if step is None:
                 with torch.no_grad():
@@ -195,8 +215,8 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
             losses.append(loss)
             with torch.no_grad():
                 for lr, ks in by_lr.items():
-                    _sgd_step([weights[k] for k in ks], [grads[k] for k in ks], bufs.setdefault(lr, []), lr=lr,
-                              momentum=momentum, weight_decay=weight_decay)  # fmt: skip
+                    params, grad_ks = [weights[k] for k in ks], [grads[k] for k in ks]
+                    _sgd_step(params, grad_ks, bufs.setdefault(lr, []), lr, sgd.momentum, sgd.weight_decay)
     means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * c
     out = []
     for j, start in enumerate(starts):
@@ -204,8 +224,14 @@ def lockstep_sgd(model: nn.Module, data: DeviceImages, starts: Sequence[State], 
     return out, [float(v) for v in means]
 
 
-def _sgd_step(params: list[torch.Tensor], grads: list[torch.Tensor], bufs: list[torch.Tensor], *, lr: float,
-              momentum: float, weight_decay: float) -> None:  # fmt: skip
+def _sgd_step(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    bufs: list[torch.Tensor],
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+) -> None:
     """``torch.optim.SGD``'s step (its foreach path, the default on CUDA; the same elementwise arithmetic as its
     single-tensor path) on stacked clients, in place; ``bufs`` is empty before the first step."""
     d = grads
@@ -222,45 +248,38 @@ def _sgd_step(params: list[torch.Tensor], grads: list[torch.Tensor], bufs: list[
 
 
 # ----------------------------------------------------------------------------------------------- a round
-def run_round_vectorised(trainer: Any, r: int, chunk: int | None = None) -> dict[str, Any]:
-    """:meth:`PFLTrainer.run_round` with the sampled clients trained in lock-step chunks of ``chunk`` clients
-    of equal size (``None``: every client of a size at once). Same row, same updates of ``trainer.broadcast``
-    and ``trainer.personal``; the per-client loop (with a warning) where :func:`loop_reason` says so."""
-    cfg = trainer.cfg
-    lr = cfg.lr_at(r)
-    clients = [int(i) for i in trainer.sample(r)]
+def local_updates_vectorised(
+    trainer: PFLTrainer, r: int, clients: Sequence[int], lr: float, chunk: int | None = None
+) -> list[tuple[State, float]]:
+    """The local updates of round ``r`` of the sampled ``clients`` at ``lr`` (:meth:`PFLTrainer.local_update`
+    of each, in their order: its full state and mean loss), trained in lock-step chunks of ``chunk`` clients of
+    equal size (``None``: every client of a size at once); the per-client loop (with a warning) where
+    :func:`loop_reason` says so."""
     reason = loop_reason(trainer)
-    done: dict[int, tuple[State, float]] = {}
     if reason:
-        warnings.warn(f"client_exec='vectorised' runs the per-client loop: {reason}", stacklevel=2)
-        for i in clients:
-            done[i] = trainer.local_update(i, r, lr)
-    else:
-        body_lr, head_lr = trainer.part_lrs(lr)
-        prox = (float(trainer.prox_mu), dict(trainer.broadcast)) if trainer.prox_mu else None
-        for group in size_chunks([(i, len(trainer.split.train[i])) for i in clients], chunk):
-            states, losses = lockstep_sgd(
-                trainer.model, trainer.train, [trainer.client_state(i) for i in group],
-                [trainer.split.train[i] for i in group], epochs=cfg.local_epochs, batch_size=cfg.batch_size,
-                body_lr=body_lr, head_lr=head_lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                seed=cfg.seed, keys=[(r, i) for i in group], prox=prox,
-            )  # fmt: skip
-            done.update(zip(group, zip(states, losses, strict=True), strict=True))
-    states = [done[i][0] for i in clients]
-    for i, s in zip(clients, states, strict=True):  # from here on: PFLTrainer.run_round
-        personal = {k: s[k] for k in trainer.init_personal}
-        if personal:
-            trainer.personal[i] = personal
-    if trainer.broadcast:
-        trainer.broadcast = trainer.aggregate(states)
-    loss = float(np.mean([done[i][1] for i in clients]))
-    return {"round": r + 1, "lr": lr, "train_loss": loss, "clients": len(clients)}
+        warnings.warn(f"client_exec='vectorised' runs the per-client loop: {reason}", stacklevel=3)
+        return [trainer.local_update(i, r, lr) for i in clients]
+    sgd, prox = trainer.local_sgd(lr), trainer.prox()
+    done: dict[int, tuple[State, float]] = {}
+    for group in size_chunks([(i, len(trainer.split.train[i])) for i in clients], chunk):
+        starts = [trainer.client_state(i) for i in group]
+        idxs = [trainer.split.train[i] for i in group]
+        keys = [(r, i) for i in group]
+        states, losses = lockstep_sgd(trainer.model, trainer.train, starts, idxs, sgd, keys, prox)
+        done.update(zip(group, zip(states, losses, strict=True), strict=True))
+    return [done[i] for i in clients]
 
 
 # ------------------------------------------------------------------------------------------ evaluation
-def lockstep_accuracies(model: nn.Module, data: DeviceImages, test: Sequence[np.ndarray], states: Sequence[State],
-                        batch: int = 128, chunk: int | None = None) -> np.ndarray:  # fmt: skip
-    """:func:`~benchmark.pfl.trainer.client_accuracies` of the clients with models ``states[j]`` on test
+def lockstep_accuracies(
+    model: nn.Module,
+    data: DeviceImages,
+    test: Sequence[np.ndarray],
+    states: Sequence[State],
+    batch: int = 128,
+    chunk: int | None = None,
+) -> np.ndarray:
+    """:func:`~benchmark.pfl.local.client_accuracies` of the clients with models ``states[j]`` on test
     indices ``test[j]`` (batches of ``batch`` in index order, the model in ``eval()``), clients of equal test
     size evaluated together in chunks of ``chunk``."""
     reason = model_reason(model)
@@ -288,29 +307,32 @@ def lockstep_accuracies(model: nn.Module, data: DeviceImages, test: Sequence[np.
     return out
 
 
-def personalise_vectorised(model: nn.Module, train: DeviceImages, test: DeviceImages, split: ClientSplit,
-                           states: Callable[[int], State], ft: Any, seed: int, eval_batch: int = 128,
-                           clients: list[int] | None = None, chunk: int | None = 10) -> np.ndarray:  # fmt: skip
+def personalise_vectorised(
+    model: nn.Module,
+    train: DeviceImages,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    ft: FineTune,
+    seed: int,
+    eval_batch: int = 128,
+    clients: list[int] | None = None,
+    chunk: int | None = 10,
+) -> np.ndarray:
     """:func:`benchmark.pfl.personalise.personalise` (same arguments, same per-client accuracies up to
     rounding) with the clients' copies fine-tuned and evaluated in lock-step chunks of ``chunk`` clients of
     equal training size. Falls back to the loop (with a warning) for a model :func:`model_reason` refuses."""
     reason = model_reason(model)
     ids = list(clients) if clients is not None else list(range(split.num_clients))
     if reason:
-        from benchmark.pfl.personalise import personalise
-
         warnings.warn(f"personalise_vectorised runs the per-client loop: {reason}", stacklevel=2)
         return personalise(model, train, test, split, states, ft, seed, eval_batch, clients)
-    body_lr = ft.lr if ft.part in ("full", "body") else 0.0
-    head_lr = ft.lr if ft.part in ("full", "head") else 0.0
     acc: dict[int, float] = {}
     for group in size_chunks([(i, len(split.train[i])) for i in ids], chunk):
         starts = [states(i) for i in group]
         if ft.epochs > 0:
-            starts, _ = lockstep_sgd(model, train, starts, [split.train[i] for i in group], epochs=ft.epochs,
-                                     batch_size=ft.batch_size, body_lr=body_lr, head_lr=head_lr,
-                                     momentum=ft.momentum, weight_decay=0.0, seed=seed,
-                                     keys=[(0xF7, i) for i in group])  # fmt: skip
+            idxs, keys = [split.train[i] for i in group], [(FINE_TUNE_KEY, i) for i in group]
+            starts, _ = lockstep_sgd(model, train, starts, idxs, ft.local_sgd(seed), keys)
         got = lockstep_accuracies(model, test, [split.test[i] for i in group], starts, eval_batch, chunk)
         acc.update(zip(group, got.tolist(), strict=True))
     return np.asarray([acc[i] for i in ids])

@@ -13,7 +13,6 @@ CASES = [
     ("dirichlet", 10, {"num_clients": 100, "alpha": 0.1}),
     ("dirichlet", 100, {"num_clients": 100, "alpha": 0.1}),
     ("dirichlet_per_class", 100, {"num_clients": 100, "alpha": 0.1}),
-    ("shards", 100, {"num_clients": 100, "shards_per_client": 10}),
     ("iid", 100, {"num_clients": 100}),
 ]
 

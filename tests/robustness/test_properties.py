@@ -243,7 +243,7 @@ VALIDISH = st.fixed_dictionaries(
 
 @FAST
 @given(
-    scheme=st.one_of(st.sampled_from(["dirichlet", "dirichlet_fedcof", "dirichlet_per_class", "iid", "shards",
+    scheme=st.one_of(st.sampled_from(["dirichlet", "dirichlet_fedcof", "dirichlet_per_class", "iid",
                                       "natural"]), st.text(max_size=5)),
     n=st.integers(0, 60), classes=st.integers(1, 6),
     seed=st.one_of(st.integers(-3, 5), st.integers(2**31, 2**70), st.none(), st.booleans(), st.floats(allow_nan=True),

@@ -7,11 +7,10 @@ copies), in a registry the round loop dispatches to.
 in round ``r`` (0-based) at the round's lr, and its mean training loss. The trainer then keeps the entries the
 algorithm does not aggregate as the client's personal entries and averages the aggregated ones (unweighted).
 
-A procedure may also have
-
-* ``validate(cfg, algo)`` -- called when the trainer is built: one :class:`~benchmark.errors.ConfigError` for a
-  configuration knob it does not implement (rather than ignoring it);
-* ``begin_round(trainer, r)`` -- called once at the start of every round, before the first local update.
+A procedure also says which aggregated parts it supports and whether it implements weight decay (checked when
+the trainer is built: one :class:`~benchmark.errors.ConfigError` for a configuration knob it does not implement,
+rather than ignoring it), and may have a ``begin_round(trainer, r)`` hook, called once at the start of every
+round before the first local update.
 
 Modules (one per method; each docstring cites its paper and reference file and says where it departs):
 :mod:`.fedrep` (``fedrep``), :mod:`.ditto` (``ditto``, ``ditto_reference``), :mod:`.per_fedavg`
@@ -24,23 +23,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from benchmark.errors import UnknownNameError
+from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.pfl.procedures.ditto import ditto, ditto_reference, reset_personal
+from benchmark.pfl.procedures.fedrep import fedrep
+from benchmark.pfl.procedures.per_fedavg import per_fedavg, per_fedavg_beta_lr
 
 if TYPE_CHECKING:
     from benchmark.pfl.algorithms import Algorithm
-    from benchmark.pfl.trainer import PFLConfig, State
+    from benchmark.pfl.local import State
+    from benchmark.pfl.trainer import PFLConfig
 
 UpdateFn = Callable[[Any, int, int, float], "tuple[State, float]"]
 
 
 @dataclass(frozen=True)
 class Procedure:
-    """A registered local procedure: ``update(trainer, i, r, lr) -> (state, loss)`` and its optional hooks."""
+    """A local procedure: ``update(trainer, i, r, lr) -> (state, loss)``, the aggregated parts it supports,
+    whether it implements weight decay, and its optional ``begin_round`` hook."""
 
     name: str
     update: UpdateFn
+    aggregate: tuple[str, ...]
+    weight_decay: bool = False
     begin_round: Callable[[Any, int], None] | None = None
-    validate: Callable[[PFLConfig, Algorithm], None] | None = None
 
     def __call__(self, trainer: Any, i: int, r: int, lr: float) -> tuple[State, float]:
         return self.update(trainer, i, r, lr)
@@ -50,24 +55,38 @@ class Procedure:
             self.begin_round(trainer, r)
 
     def check(self, cfg: PFLConfig, algo: Algorithm) -> None:
-        if self.validate is not None:
-            self.validate(cfg, algo)
+        """One :class:`ConfigError` for a knob the procedure does not implement: a proximal term, a head lr
+        ratio, weight decay (unless it has it), or an aggregated part other than its own."""
+        mu = cfg.prox_mu if cfg.prox_mu is not None else algo.prox_mu
+        if mu:
+            raise ConfigError(
+                f"{self.name}: prox_mu={mu}", "leave prox_mu unset (FedProx is its own algorithm)"
+            )
+        if cfg.head_lr_ratio != 1.0:
+            raise ConfigError(
+                f"{self.name}: head_lr_ratio={cfg.head_lr_ratio}", "use 1.0 (the procedure sets its own lrs)"
+            )
+        if cfg.weight_decay and not self.weight_decay:
+            raise ConfigError(
+                f"{self.name}: weight_decay={cfg.weight_decay}",
+                "use 0 (the reference's procedure has no weight decay)",
+            )
+        if algo.aggregate_part not in self.aggregate:
+            raise ConfigError(
+                f"{self.name}: aggregate_part={algo.aggregate_part!r}", f"use one of {list(self.aggregate)}"
+            )
 
 
-_PROCEDURES: dict[str, Procedure] = {}
-
-
-def register_procedure(name: str, *, begin_round: Callable[[Any, int], None] | None = None,
-                       validate: Callable[[PFLConfig, Algorithm], None] | None = None) -> Callable[[UpdateFn], UpdateFn]:  # fmt: skip
-    """Decorator: ``update`` becomes the procedure ``name`` (a name can be registered once)."""
-
-    def deco(update: UpdateFn) -> UpdateFn:
-        if name in _PROCEDURES:
-            raise ValueError(f"local procedure {name!r} is registered twice")
-        _PROCEDURES[name] = Procedure(name, update, begin_round, validate)
-        return update
-
-    return deco
+_PROCEDURES: dict[str, Procedure] = {
+    p.name: p
+    for p in (
+        Procedure("fedrep", fedrep, aggregate=("body",), weight_decay=True),
+        Procedure("ditto", ditto, aggregate=("full",)),
+        Procedure("ditto_reference", ditto_reference, aggregate=("full",), begin_round=reset_personal),
+        Procedure("per_fedavg", per_fedavg, aggregate=("full",)),
+        Procedure("per_fedavg_beta_lr", per_fedavg_beta_lr, aggregate=("full",)),
+    )
+}
 
 
 def list_procedures() -> list[str]:
@@ -80,7 +99,3 @@ def get_procedure(name: str) -> Procedure:
             f"no local procedure {name!r}", f"use 'sgd' or one of: {', '.join(list_procedures())}"
         )
     return _PROCEDURES[name]
-
-
-# Registration happens on import (after the registry exists).
-from benchmark.pfl.procedures import ditto, fedrep, per_fedavg  # noqa: E402, F401

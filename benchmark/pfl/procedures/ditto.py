@@ -42,13 +42,10 @@ import numpy as np
 import torch
 
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.procedures import register_procedure
-from benchmark.pfl.procedures._loop import clone_state, epoch_batches, mean_loss, require, sgd_step
-from benchmark.pfl.trainer import State, sgd_epochs
+from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_epochs, sgd_step
 
 if TYPE_CHECKING:
-    from benchmark.pfl.algorithms import Algorithm
-    from benchmark.pfl.trainer import PFLConfig, PFLTrainer
+    from benchmark.pfl.trainer import PFLTrainer
 
 PERSONAL_KEY = 0xD1  # the personal pass's batch key
 
@@ -62,19 +59,27 @@ class DittoOptions:
     reference: bool = False
 
 
-def personal_update(model: torch.nn.Module, data: DeviceImages, idx: np.ndarray, *, anchor: State, lam: float,
-                    lr: float, momentum: float, epochs: int, batch_size: int, seed: int,
-                    keys: tuple[int, ...]) -> float:  # fmt: skip
-    """Ditto's personal update (``LocalUpdateDitto.train`` with ``w_ditto``): SGD steps, each followed by
-    ``v <- v - lr * lam * (v_before - anchor)`` on the floating-point entries. Returns the mean loss."""
+def personal_update(
+    model: torch.nn.Module,
+    data: DeviceImages,
+    idx: np.ndarray,
+    sgd: LocalSGD,
+    keys: tuple[int, ...],
+    *,
+    anchor: State,
+    lam: float,
+) -> float:
+    """Ditto's personal update (``LocalUpdateDitto.train`` with ``w_ditto``): SGD steps at ``sgd.body_lr``, each
+    followed by ``v <- v - lr * lam * (v_before - anchor)`` on the floating-point entries. Returns the mean
+    loss."""
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(model.parameters(), lr=sgd.body_lr, momentum=sgd.momentum)
     live = model.state_dict()  # shares storage with the parameters and buffers
     floats = [k for k, v in live.items() if v.is_floating_point()]
-    coef = lr * lam
+    coef = sgd.body_lr * lam
     losses = []
-    for e in range(epochs):
-        for x, y in epoch_batches(data, idx, batch_size, seed, *keys, e):
+    for e in range(sgd.epochs):
+        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e):
             before = [live[k].detach().clone() for k in floats]
             losses.append(sgd_step(model, opt, x, y))
             with torch.no_grad():
@@ -83,11 +88,7 @@ def personal_update(model: torch.nn.Module, data: DeviceImages, idx: np.ndarray,
     return mean_loss(losses)
 
 
-def _validate(cfg: PFLConfig, algo: Algorithm) -> None:
-    require(cfg, algo, "ditto", aggregate=("full",), weight_decay=False)
-
-
-def _reset_personal(trainer: PFLTrainer, r: int) -> None:
+def reset_personal(trainer: PFLTrainer, r: int) -> None:
     """``main_ditto.py``'s rollback: every client's model is the round-start global (shared, not copied)."""
     trainer.personal = {j: trainer.broadcast for j in range(trainer.cfg.clients)}
 
@@ -99,20 +100,15 @@ def ditto(
     variant) and the personal pass's mean loss; ``v_i`` is stored in ``trainer.personal[i]``."""
     cfg, model, idx = trainer.cfg, trainer.model, trainer.split.train[i]
     eta = cfg.lr if opts.reference else lr
+    sgd = cfg.local_sgd(eta, eta, weight_decay=0.0)
     model.load_state_dict(trainer.broadcast)
-    sgd_epochs(model, trainer.train, idx, epochs=cfg.local_epochs, batch_size=cfg.batch_size, body_lr=eta,
-               head_lr=eta, momentum=cfg.momentum, weight_decay=0.0, seed=cfg.seed, keys=(r, i))  # fmt: skip
+    sgd_epochs(model, trainer.train, idx, sgd, (r, i))
     w_i = clone_state(model)
     model.load_state_dict(trainer.personal.get(i, trainer.broadcast))
-    loss = personal_update(model, trainer.train, idx, anchor=w_i, lam=opts.lam, lr=eta, momentum=cfg.momentum,
-                           epochs=cfg.local_epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                           keys=(r, i, PERSONAL_KEY))  # fmt: skip
+    loss = personal_update(model, trainer.train, idx, sgd, (r, i, PERSONAL_KEY), anchor=w_i, lam=opts.lam)
     v_i = clone_state(model)
     trainer.personal[i] = v_i
     return (v_i if opts.reference else w_i), loss
 
 
-register_procedure("ditto", validate=_validate)(ditto)
-register_procedure("ditto_reference", validate=_validate, begin_round=_reset_personal)(
-    partial(ditto, opts=DittoOptions(reference=True))
-)
+ditto_reference = partial(ditto, opts=DittoOptions(reference=True))

@@ -35,47 +35,43 @@ import numpy as np
 import torch
 
 from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_step
 from benchmark.pfl.models import is_head
-from benchmark.pfl.procedures import register_procedure
-from benchmark.pfl.procedures._loop import clone_state, epoch_batches, mean_loss, require, sgd_step
 
 if TYPE_CHECKING:
-    from benchmark.pfl.algorithms import Algorithm
-    from benchmark.pfl.trainer import PFLConfig, PFLTrainer, State
+    from benchmark.pfl.trainer import PFLTrainer
 
 
-def fedrep_update(model: torch.nn.Module, data: DeviceImages, idx: np.ndarray, *, head_epochs: int, lr: float,
-                  momentum: float, weight_decay: float, batch_size: int, seed: int, keys: tuple[int, ...],
-                  body_epochs: int = 1) -> float:  # fmt: skip
-    """``head_epochs`` epochs on the head (body lr 0), then ``body_epochs`` on the body (head lr 0), one SGD
-    optimiser throughout (module docstring). Returns the mean loss."""
+def fedrep_update(
+    model: torch.nn.Module,
+    data: DeviceImages,
+    idx: np.ndarray,
+    sgd: LocalSGD,
+    keys: tuple[int, ...],
+    body_epochs: int = 1,
+) -> float:
+    """``sgd.epochs`` epochs on the head at ``sgd.head_lr`` (body lr 0), then ``body_epochs`` on the body at
+    ``sgd.body_lr`` (head lr 0), one SGD optimiser throughout (module docstring). Returns the mean loss."""
     model.train()
     body = [p for n, p in model.named_parameters() if not is_head(n)]
     head = [p for n, p in model.named_parameters() if is_head(n)]
-    opt = torch.optim.SGD([{"params": body, "lr": 0.0}, {"params": head, "lr": lr}],
-                          momentum=momentum, weight_decay=weight_decay)  # fmt: skip
+    groups = [{"params": body, "lr": 0.0}, {"params": head, "lr": sgd.head_lr}]
+    opt = torch.optim.SGD(groups, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
     losses = []
-    for e in range(head_epochs):
+    for e in range(sgd.epochs + body_epochs):
+        if e == sgd.epochs:
+            opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = sgd.body_lr, 0.0
         losses += [
-            sgd_step(model, opt, x, y) for x, y in epoch_batches(data, idx, batch_size, seed, *keys, e)
+            sgd_step(model, opt, x, y)
+            for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e)
         ]
-    opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr, 0.0
-    for b in range(body_epochs):
-        batches = epoch_batches(data, idx, batch_size, seed, *keys, head_epochs + b)
-        losses += [sgd_step(model, opt, x, y) for x, y in batches]
     return mean_loss(losses)
 
 
-def _validate(cfg: PFLConfig, algo: Algorithm) -> None:
-    require(cfg, algo, "fedrep", aggregate=("body",), weight_decay=True)
-
-
-@register_procedure("fedrep", validate=_validate)
 def fedrep(trainer: PFLTrainer, i: int, r: int, lr: float) -> tuple[State, float]:
     """Client ``i``'s FedRep update in round ``r``: its full state after it, and the mean loss."""
-    cfg = trainer.cfg
     trainer.model.load_state_dict(trainer.client_state(i))
-    loss = fedrep_update(trainer.model, trainer.train, trainer.split.train[i], head_epochs=cfg.local_epochs, lr=lr,
-                         momentum=cfg.momentum, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
-                         seed=cfg.seed, keys=(r, i))  # fmt: skip
+    loss = fedrep_update(
+        trainer.model, trainer.train, trainer.split.train[i], trainer.cfg.local_sgd(lr, lr), (r, i)
+    )
     return clone_state(trainer.model), loss

@@ -42,12 +42,10 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.procedures import register_procedure
-from benchmark.pfl.procedures._loop import batch_stream, clone_state, mean_loss, require, sgd_step
+from benchmark.pfl.local import LocalSGD, State, batch_stream, clone_state, mean_loss, sgd_step
 
 if TYPE_CHECKING:
-    from benchmark.pfl.algorithms import Algorithm
-    from benchmark.pfl.trainer import PFLConfig, PFLTrainer, State
+    from benchmark.pfl.trainer import PFLTrainer
 
 
 @dataclass(frozen=True)
@@ -62,19 +60,27 @@ def meta_steps(n: int, batch_size: int, epochs: int) -> int:
     return int(math.ceil(n / batch_size) / epochs) + 1
 
 
-def per_fedavg_update(model: torch.nn.Module, data: DeviceImages, idx: np.ndarray, *, epochs: int, lr: float,
-                      beta: float, momentum: float, batch_size: int, seed: int, keys: tuple[int, ...]) -> float:  # fmt: skip
-    """First-order Per-FedAvg local update (module docstring). Returns the mean step-2 loss."""
+def per_fedavg_update(
+    model: torch.nn.Module,
+    data: DeviceImages,
+    idx: np.ndarray,
+    sgd: LocalSGD,
+    keys: tuple[int, ...],
+    *,
+    beta: float,
+) -> float:
+    """First-order Per-FedAvg local update (module docstring): the inner steps at ``sgd.body_lr``, the meta-step
+    at ``beta``. Returns the mean step-2 loss."""
     model.train()
     params = list(model.parameters())
-    opt = torch.optim.SGD(params, lr=lr, momentum=momentum)
+    opt = torch.optim.SGD(params, lr=sgd.body_lr, momentum=sgd.momentum)
     group = opt.param_groups[0]
     losses = []
-    for e in range(epochs):
-        stream = batch_stream(data, idx, batch_size, seed, *keys, e)
-        for _ in range(meta_steps(len(idx), batch_size, epochs)):
+    for e in range(sgd.epochs):
+        stream = batch_stream(data, idx, sgd.batch_size, sgd.seed, *keys, e)
+        for _ in range(meta_steps(len(idx), sgd.batch_size, sgd.epochs)):
             theta = [p.detach().clone() for p in params]
-            group["lr"] = lr
+            group["lr"] = sgd.body_lr
             sgd_step(model, opt, *next(stream))
             group["lr"] = beta
             x, y = next(stream)
@@ -89,23 +95,15 @@ def per_fedavg_update(model: torch.nn.Module, data: DeviceImages, idx: np.ndarra
     return mean_loss(losses)
 
 
-def _validate(cfg: PFLConfig, algo: Algorithm) -> None:
-    require(cfg, algo, "per_fedavg", aggregate=("full",), weight_decay=False)
-
-
 def per_fedavg(
     trainer: PFLTrainer, i: int, r: int, lr: float, opts: PerFedAvgOptions = PerFedAvgOptions()
 ) -> tuple[State, float]:
     """Client ``i``'s Per-FedAvg update in round ``r``: its full state after it, and the mean step-2 loss."""
-    cfg = trainer.cfg
     trainer.model.load_state_dict(trainer.client_state(i))
-    loss = per_fedavg_update(trainer.model, trainer.train, trainer.split.train[i], epochs=cfg.local_epochs, lr=lr,
-                             beta=lr if opts.beta is None else opts.beta, momentum=cfg.momentum,
-                             batch_size=cfg.batch_size, seed=cfg.seed, keys=(r, i))  # fmt: skip
+    beta = lr if opts.beta is None else opts.beta
+    sgd, idx = trainer.cfg.local_sgd(lr, lr), trainer.split.train[i]
+    loss = per_fedavg_update(trainer.model, trainer.train, idx, sgd, (r, i), beta=beta)
     return clone_state(trainer.model), loss
 
 
-register_procedure("per_fedavg", validate=_validate)(per_fedavg)
-register_procedure("per_fedavg_beta_lr", validate=_validate)(
-    partial(per_fedavg, opts=PerFedAvgOptions(beta=None))
-)
+per_fedavg_beta_lr = partial(per_fedavg, opts=PerFedAvgOptions(beta=None))
