@@ -86,13 +86,16 @@ class RoundTrainer:
 
     num_clients: int
     measures_communication: bool = False
+    accuracy_unit: str = "fraction"
+    """The unit of :meth:`evaluate`'s accuracy and so of the history's ``test_acc``: ``fraction`` (fl, pfl) or
+    ``percent`` (zo, whose records hold percent); progress always shows a fraction."""
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         """Local training of ``clients``, aggregation and the server step."""
         raise NotImplementedError
 
     def evaluate(self) -> tuple[float, float]:
-        """Test accuracy (fraction) and mean cross-entropy of the model(s) evaluated."""
+        """Test accuracy (in :attr:`accuracy_unit`) and mean cross-entropy of the model(s) evaluated."""
         raise NotImplementedError
 
     def on_evaluated(self, done: int) -> None:
@@ -231,8 +234,9 @@ def run_rounds(
             _row(plan, trainer, plan.start_round, costs, time.perf_counter() - t0, acc, loss, math.nan)
         )
     progress = RoundProgress(plan.label, plan.rounds, done=done, enabled=plan.progress)
+    scale = 100.0 if trainer.accuracy_unit == "percent" else 1.0
     for row in rows:
-        progress.set_acc(row.test_acc)
+        progress.set_acc(row.test_acc / scale)
     try:
         for i in range(done, plan.rounds):
             r = plan.start_round + i
@@ -243,7 +247,7 @@ def run_rounds(
             if plan.evaluates_after(i + 1):
                 acc, loss = trainer.evaluate()
                 trainer.on_evaluated(r + 1)
-                progress.set_acc(acc)
+                progress.set_acc(acc / scale)
             wall = time.perf_counter() - t0
             costs = replace(costs, wall_s=wall)
             rows.append(

@@ -118,6 +118,7 @@ class ZOTrainer(RoundTrainer):
 
     METHOD: ClassVar[str]
     measures_communication: ClassVar[bool] = True
+    accuracy_unit: ClassVar[str] = "percent"
     model: nn.Module
     clients: Sequence[TextTensors]
     config: FedMeZOConfig

@@ -395,6 +395,7 @@ class SLoRATrainer(RoundTrainer):
     :class:`~benchmark.zo.transport.Transport` (the round's costs); :meth:`evaluate` gives percent."""
 
     measures_communication: ClassVar[bool] = True
+    accuracy_unit: ClassVar[str] = "percent"
     model: TextClassifier
     clients: Sequence[TextTensors]
     test: TextTensors
