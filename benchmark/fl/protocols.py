@@ -41,25 +41,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
-from benchmark.errors import ConfigError, UnknownNameError
-from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt, clients_per_round
-from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
+from benchmark.errors import ConfigError
+from benchmark.fl.config import FLConfig, HeadKind, ServerOpt
+from benchmark.fl.protocol_base import (
+    INIT_METHODS,
+    Catalogue,
+    FederatedProtocol,
+    parse_entries,
+    parse_fields,
+    read_catalogue,
+)
+from benchmark.fl.protocol_base import EvalEvery as EvalEvery  # re-exported (its old home)
+from benchmark.fl.protocol_base import RoundsUnit as RoundsUnit  # re-exported (its old home)
+from benchmark.protocols import Where, check_mapping, coerce, hint_name
 from benchmark.schema import valid_keys_hint
 
-RoundsUnit = Literal["flsim_epochs", "rounds"]
-EvalEvery = int | Literal["flsim_epoch"]
 InitMethod = str
 """A registered federated closed-form method (:data:`benchmark.closed_form.registry.METHODS`)."""
-#: The closed-form heads an LP may start from: every registered federated closed-form method.
-_INIT_METHODS: tuple[str, ...] = tuple(m for m, info in CLOSED_FORM_METHODS.items() if info.federated)
 
 
 @dataclass(frozen=True)
@@ -90,69 +94,23 @@ class MethodSpec:
 
 
 @dataclass(frozen=True)
-class Protocol:
-    """One paper setting. Every field says where its value comes from; change values with ``overrides``."""
+class Protocol(FederatedProtocol):
+    """One paper setting. Every field says where its value comes from; change values with ``overrides``.
+    The federation fields (``num_clients`` ... ``notes``, keyword-only) are :class:`FederatedProtocol`'s."""
 
-    name: str
-    paper: str
-    source: str
-    """Tables / figures / sections the protocol reproduces."""
-    dataset: str
-    backbone: str
-    preprocess: str
-    """Preprocessing preset of the cached features (:mod:`benchmark.features.preprocess`)."""
     methods: Mapping[str, MethodSpec]
-    num_clients: int = 100
-    """K (legate2023 §4, fedcof §5: 100 clients)."""
-    partition_scheme: str = "dirichlet"
-    """Per-client Dirichlet proportions, equal client sizes (both papers' sharder, papers-code.md §1.2)."""
-    alpha: float | None = 0.1
-    participation: float = 0.3
-    """30 % of the clients per round for CIFAR (legate2023 §4, fedcof §5)."""
     rounds: int = 200
-    rounds_unit: RoundsUnit = "flsim_epochs"
-    eval_every: EvalEvery = "flsim_epoch"
-    local_epochs: int = 1
-    batch_size: int = 64
-    """Reference ``local_bs`` default (papers-code.md §1.1)."""
     server_opt: ServerOpt = "fedavg"
     server_lr: float = 1.0
-    selection: Selection = "best_on_test"
-    client_momentum: float = 0.0
-    """Reference client optimiser: plain SGD, momentum 0, weight decay 0 (papers-code.md §1.5)."""
-    client_shuffle: bool = False
-    """Reference: fixed batches in dataset order, never reshuffled (papers-code.md §1.1)."""
-    notes: tuple[str, ...] = field(default=())
-
-    # ---------------------------------------------------------------- derived values
-    @property
-    def clients_per_round(self) -> int:
-        """m = round(participation * K), at least 1 (as :class:`FLConfig`)."""
-        return clients_per_round(self.num_clients, self.participation)
-
-    @property
-    def flsim_epoch_rounds(self) -> int:
-        """Real rounds per FLSim epoch: ``ceil(K / m)``."""
-        return math.ceil(self.num_clients / self.clients_per_round)
 
     def method(self, name: str) -> MethodSpec:
         """The spec of method ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-        try:
-            return self.methods[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"protocol {self.name!r} has no method {name!r}", f"use one of: {', '.join(self.methods)}"
-            ) from None
+        return self._entry("method", self.methods, name)
 
-    def real_rounds(self, method: str) -> int:
-        """Communication rounds actually run for ``method`` (FLSim epochs converted, see module doc)."""
+    def nominal_rounds(self, method: str) -> int:
+        """The method's own ``rounds``, else the protocol's."""
         spec_rounds = self.method(method).rounds
-        nominal = self.rounds if spec_rounds is None else spec_rounds
-        return nominal * self.flsim_epoch_rounds if self.rounds_unit == "flsim_epochs" else nominal
-
-    def eval_interval(self) -> int:
-        """Rounds between evaluations."""
-        return self.flsim_epoch_rounds if self.eval_every == "flsim_epoch" else int(self.eval_every)
+        return self.rounds if spec_rounds is None else spec_rounds
 
     def fl_config(self, method: str, *, seed: int, device: str = "auto", progress: bool = True) -> FLConfig:
         """The engine configuration of ``method`` under this protocol for run seed ``seed``."""
@@ -162,29 +120,15 @@ class Protocol:
             head=spec.head,
             mlp_hidden=spec.mlp_hidden,
             head_bias="as_given",
-            num_clients=self.num_clients,
-            participation=self.participation,
             rounds=self.real_rounds(method),
-            local_epochs=self.local_epochs,
-            batch_size=self.batch_size,
-            client_shuffle=self.client_shuffle,
             client_lr=spec.client_lr,
-            client_momentum=self.client_momentum,
             server_opt=self.server_opt,
             server_lr=self.server_lr,
-            selection=self.selection,
-            eval_every=self.eval_interval(),
             seed=seed,
             device=device,
             progress=progress,
+            **self.federation_config(),
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready record."""
-        out = dataclasses.asdict(self)
-        out["methods"] = {k: dataclasses.asdict(v) for k, v in self.methods.items()}
-        out["notes"] = list(self.notes)
-        return out
 
     def with_overrides(self, method: str, overrides: Mapping[str, Any]) -> Protocol:
         """A copy with ``overrides`` applied: keys are :class:`Protocol` or :class:`MethodSpec` field names
@@ -199,7 +143,9 @@ class Protocol:
         for key, value in overrides.items():
             if key in m_fields:
                 now = getattr(spec, key)
-                m_kw[key] = _override_value(key, value, m_hints[key], getattr(self, key, None) if now is None else now)
+                m_kw[key] = _override_value(
+                    key, value, m_hints[key], getattr(self, key, None) if now is None else now
+                )
             elif key in p_fields:
                 p_kw[key] = _override_value(key, value, p_hints[key], getattr(self, key))
             else:
@@ -228,10 +174,10 @@ class Protocol:
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ConfigError(f"rounds must be a non-negative integer, got {self.rounds!r}", "e.g. 200")
         for name, spec in self.methods.items():
-            if spec.init is not None and spec.init not in _INIT_METHODS:
+            if spec.init is not None and spec.init not in INIT_METHODS:
                 raise ConfigError(
                     f"method {name!r}: init must be a federated closed-form method or None, got {spec.init!r}",
-                    f"use one of: {', '.join(_INIT_METHODS)}",
+                    f"use one of: {', '.join(INIT_METHODS)}",
                 )
             if spec.init and spec.head != "linear":
                 raise ConfigError(f"method {name!r}: a closed-form init needs head='linear'", "")
@@ -263,46 +209,16 @@ def _override_value(key: str, value: Any, hint: Any, example: Any) -> Any:
         ) from None
 
 
-#: Protocol fields the catalogue may not set: the name is the entry's key, the methods are parsed apart.
-_DERIVED = ("name", "methods")
-
-
-def _known_partitioners() -> tuple[str, ...]:
-    from benchmark.data.partition import available_partitioners
-
-    return available_partitioners()
-
-
 def _parse_method(raw: Any, where: Where) -> MethodSpec:
-    hints = typing.get_type_hints(MethodSpec)
-    fields = {f.name: hints[f.name] for f in dataclasses.fields(MethodSpec)}
-    data = check_mapping(
-        raw, where, allowed={k: hint_name(h) for k, h in fields.items()}, required=("client_lr", "lr_source")
-    )
-    kw = {k: coerce(v, fields[k], where.at(k)) for k, v in data.items()}
-    if kw.get("init") is not None:
-        check_name(kw["init"], where.at("init"), lambda: _INIT_METHODS, "federated closed-form method")
+    kw, _ = parse_fields(MethodSpec, raw, where, ("client_lr", "lr_source"))
     return MethodSpec(**kw)
 
 
 def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
     """One catalogue entry as a validated :class:`Protocol`; :class:`ConfigError` naming file, protocol, field."""
-    from benchmark.data.registry import DATASETS
-    from benchmark.features.preprocess import PRESETS
-    from benchmark.models.backbones import BACKBONES
-
-    hints = typing.get_type_hints(Protocol)
-    fields = {f.name: hints[f.name] for f in dataclasses.fields(Protocol) if f.name not in _DERIVED}
-    allowed = {k: hint_name(h) for k, h in fields.items()} | {"methods": "mapping of method name -> MethodSpec"}
-    data = check_mapping(
-        raw, where, allowed=allowed, required=("paper", "source", "dataset", "backbone", "preprocess", "methods")
-    )
-    kw = {k: coerce(v, fields[k], where.at(k)) for k, v in data.items() if k != "methods"}
-    check_name(kw["dataset"], where.at("dataset"), lambda: DATASETS, "dataset")
-    check_name(kw["backbone"], where.at("backbone"), lambda: BACKBONES, "backbone")
-    check_name(kw["preprocess"], where.at("preprocess"), lambda: PRESETS, "preprocessing preset")
-    if "partition_scheme" in kw:
-        check_name(kw["partition_scheme"], where.at("partition_scheme"), _known_partitioners, "partition scheme")
+    required = ("paper", "source", "dataset", "backbone", "preprocess", "methods")
+    nested = {"methods": "mapping of method name -> MethodSpec"}
+    kw, data = parse_fields(Protocol, raw, where, required, skip=("name",), nested=nested)
     methods_raw = check_mapping(data["methods"], where.at("methods"))
     if not methods_raw:
         raise where.at("methods").error("no method", "list at least one method")
@@ -317,30 +233,18 @@ def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
 
 def load_protocols(folder: Path | None = None) -> dict[str, Protocol]:
     """Every protocol of ``fl.yaml`` (in ``folder``, default: :mod:`benchmark.protocols`), validated."""
-    src = load_catalogue("fl", folder)
-    top = check_mapping(
-        src.data, Where.of(src), allowed={"protocols": "mapping of name -> protocol"}, required=("protocols",)
-    )
-    entries = check_mapping(top["protocols"], Where.of(src, "protocols"))
-    return {
-        name: parse_protocol(name, raw, Where.of(src, "protocols", name, protocol=name))
-        for name, raw in entries.items()
-    }
+    return parse_entries(read_catalogue("fl", folder), parse_protocol)
 
 
-_PROTOCOLS: dict[str, Protocol] = load_protocols()
+_PROTOCOLS: Catalogue[Protocol] = Catalogue(load_protocols, "FL protocol")
+_PROTOCOLS.entries()  # loaded and validated on import (module docstring)
 
 
 def list_protocols() -> list[str]:
     """Names of all catalogued protocols."""
-    return sorted(_PROTOCOLS)
+    return _PROTOCOLS.names()
 
 
 def get_protocol(name: str) -> Protocol:
     """Catalogue entry ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-    try:
-        return _PROTOCOLS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown FL protocol {name!r}", f"use one of: {', '.join(list_protocols())}"
-        ) from None
+    return _PROTOCOLS.get(name)

@@ -8,8 +8,9 @@ FT, Random; §3.3: FedNCM+FT; Table 6: LP for 5 / 10 rounds then FT; fedcof App.
 learning rates. :meth:`TrainProtocol.fl_config` turns (method, algorithm, seed, lrs) into the engine's
 :class:`~benchmark.fl.config.FLConfig`.
 
-Paper ambiguities are explicit fields with the reference code's behaviour as default (the same as the
-cached-feature protocols of :mod:`benchmark.fl.protocols`): ``rounds_unit`` (FLSim epochs = ceil(K/m) real
+Paper ambiguities are explicit fields with the reference code's behaviour as default (the federation fields
+of :class:`~benchmark.fl.protocol_base.FederatedProtocol`, shared with the cached-feature protocols of
+:mod:`benchmark.fl.protocols`): ``rounds_unit`` (FLSim epochs = ceil(K/m) real
 rounds each), ``eval_every`` (once per FLSim epoch), ``selection`` (best on test), ``bn_stats`` (global
 BatchNorm statistics never aggregated), frozen flips (the preset's). Learning rates the paper tuned without
 printing them are ``grid``: the runner tunes them on a validation split (:mod:`benchmark.fl.train_tuning`).
@@ -17,28 +18,33 @@ printing them are ``grid``: the runner tunes them on a validation split (:mod:`b
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmark.errors import ConfigError, UnknownNameError
-from benchmark.fl.config import (
-    FEDPROX_DEFAULT_MU,
-    BNStats,
-    FLConfig,
-    HeadBias,
-    Selection,
-    ServerOpt,
-    clients_per_round,
+from benchmark.errors import ConfigError
+from benchmark.fl.config import FEDPROX_DEFAULT_MU, BNStats, FLConfig, HeadBias, ServerOpt
+from benchmark.fl.protocol_base import (
+    Catalogue,
+    FederatedProtocol,
+    parse_entries,
+    parse_fields,
+    read_catalogue,
 )
-from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
+from benchmark.fl.protocol_base import RoundsUnit as RoundsUnit  # re-exported (its old home)
+from benchmark.protocols import Where, check_mapping, coerce
 
-RoundsUnit = Literal["flsim_epochs", "rounds"]
+__all__ = [
+    "FEDPROX_DEFAULT_MU",
+    "Algorithm",
+    "TrainMethod",
+    "TrainProtocol",
+    "get_train_protocol",
+    "list_train_protocols",
+    "load_train_protocols",
+]
 Engine = Literal["ft", "head_ft", "random", "lp_ft", "lp"]
 Dtype = Literal["float32", "float64"]
 GRID = "grid"
@@ -92,79 +98,30 @@ class Algorithm:
 
 
 @dataclass(frozen=True)
-class TrainProtocol:
-    """One paper setting of full-model training (module docstring)."""
+class TrainProtocol(FederatedProtocol):
+    """One paper setting of full-model training (module docstring); the federation fields (keyword-only) are
+    :class:`FederatedProtocol`'s."""
 
-    name: str
-    paper: str
-    source: str
-    dataset: str
-    backbone: str
-    preprocess: str
+    KIND = "training protocol"
+
     methods: Mapping[str, TrainMethod]
     algorithms: Mapping[str, Algorithm]
     grids: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
-    num_clients: int = 100
-    partition_scheme: str = "dirichlet"
-    alpha: float | None = 0.1
-    participation: float = 0.3
-    rounds_unit: RoundsUnit = "flsim_epochs"
-    eval_every: int | Literal["flsim_epoch"] = "flsim_epoch"
-    local_epochs: int = 1
-    batch_size: int = 64
-    selection: Selection = "best_on_test"
     bn_stats: BNStats = "frozen_global"
-    client_momentum: float = 0.0
-    client_shuffle: bool = False
     subset: str = "all"
     """Images per split (``all`` = the paper's protocol; ``stratified<N>`` only for reduced configurations)."""
     dtype: Dtype = "float32"
     """Compute dtype of model and inputs (float64 only for the pinned reduced configuration)."""
     val_fraction: float = 0.1
     """Share of every class held out of the training set to tune ``grid`` learning rates."""
-    notes: tuple[str, ...] = ()
-
-    # ---------------------------------------------------------------- derived values
-    @property
-    def clients_per_round(self) -> int:
-        return clients_per_round(self.num_clients, self.participation)
-
-    @property
-    def flsim_epoch_rounds(self) -> int:
-        return math.ceil(self.num_clients / self.clients_per_round)
 
     def method(self, name: str) -> TrainMethod:
-        try:
-            return self.methods[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"training protocol {self.name!r} has no method {name!r}",
-                f"use one of: {', '.join(self.methods)}",
-            ) from None
+        """The method ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
+        return self._entry("method", self.methods, name)
 
     def algorithm(self, name: str) -> Algorithm:
-        try:
-            return self.algorithms[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"training protocol {self.name!r} has no algorithm {name!r}",
-                f"use one of: {', '.join(self.algorithms)}",
-            ) from None
-
-    def real_rounds(self, method: str) -> int:
-        """Communication rounds of the (last) training stage actually run."""
-        n = self.method(method).rounds
-        return n * self.flsim_epoch_rounds if self.rounds_unit == "flsim_epochs" else n
-
-    def eval_interval(self) -> int:
-        return self.flsim_epoch_rounds if self.eval_every == "flsim_epoch" else int(self.eval_every)
-
-    def partition(self) -> dict[str, Any]:
-        """The partition the runs use (``benchmark.jobs.partition_tag`` input)."""
-        part: dict[str, Any] = {"scheme": self.partition_scheme, "num_clients": self.num_clients}
-        if self.alpha is not None:
-            part["alpha"] = self.alpha
-        return part
+        """The algorithm ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
+        return self._entry("algorithm", self.algorithms, name)
 
     def lr_grid(self, algorithm: str) -> list[tuple[float, float]]:
         """Every (client lr, server lr) pair to try for ``algorithm`` (one pair when nothing is tuned)."""
@@ -203,33 +160,18 @@ class TrainProtocol:
             method=m.engine,
             head_bias=m.head_bias,
             **stage,
-            num_clients=self.num_clients,
-            participation=self.participation,
             rounds=self.real_rounds(method),
-            local_epochs=self.local_epochs,
-            batch_size=self.batch_size,
-            client_shuffle=self.client_shuffle,
             client_lr=float(c_lr),
-            client_momentum=self.client_momentum,
             prox_mu=alg.prox_mu,
             server_opt=alg.server_opt,
             server_lr=float(s_lr),
-            selection=self.selection,
-            eval_every=self.eval_interval(),
             bn_stats=self.bn_stats,
             seed=seed,
             device=device,
             amp=amp,
             progress=progress,
+            **self.federation_config(),
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["methods"] = {k: dataclasses.asdict(v) for k, v in self.methods.items()}
-        out["algorithms"] = {k: dataclasses.asdict(v) for k, v in self.algorithms.items()}
-        out["grids"] = {k: list(v) for k, v in self.grids.items()}
-        out["notes"] = list(self.notes)
-        return out
 
     def validate(self, where: Where) -> None:
         """Raise :class:`ConfigError` naming the first bad field."""
@@ -264,51 +206,20 @@ class TrainProtocol:
 
 
 # ------------------------------------------------------------------------------------------------ catalogue
-def _parse(cls: type, raw: Any, where: Where, required: tuple[str, ...], skip: tuple[str, ...] = ()) -> dict:
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in skip}
-    data = check_mapping(raw, where, allowed={k: hint_name(h) for k, h in fields.items()}, required=required)
-    return {k: coerce(v, fields[k], where.at(k)) for k, v in data.items()}
-
-
 def parse_train_protocol(
     name: str, raw: Any, grids: Mapping[str, tuple[float, ...]], where: Where
 ) -> TrainProtocol:
     """One catalogue entry as a validated :class:`TrainProtocol`."""
-    from benchmark.closed_form.registry import METHODS as CLOSED_FORM
-    from benchmark.data.partition import available_partitioners
-    from benchmark.data.registry import DATASETS
-    from benchmark.features.preprocess import PRESETS
-    from benchmark.models.backbones import BACKBONES
-
-    hints = typing.get_type_hints(TrainProtocol)
-    fields = {f.name: hint_name(hints[f.name]) for f in dataclasses.fields(TrainProtocol) if f.name not in ("name", "grids")}
-    data = check_mapping(raw, where, allowed=fields, required=("methods", "algorithms"))
-    rest = {k: v for k, v in data.items() if k not in ("methods", "algorithms")}
-    kw = _parse(
-        TrainProtocol, rest, where, ("paper", "source", "dataset", "backbone", "preprocess"),
-        skip=("name", "methods", "algorithms", "grids"),
-    )  # fmt: skip
-    check_name(kw["dataset"], where.at("dataset"), lambda: DATASETS, "dataset")
-    check_name(kw["backbone"], where.at("backbone"), lambda: BACKBONES, "backbone")
-    check_name(kw["preprocess"], where.at("preprocess"), lambda: PRESETS, "preprocessing preset")
-    if "partition_scheme" in kw:
-        check_name(
-            kw["partition_scheme"], where.at("partition_scheme"), available_partitioners, "partition scheme"
-        )
-    federated = tuple(m for m, info in CLOSED_FORM.items() if info.federated)
+    required = ("methods", "algorithms", "paper", "source", "dataset", "backbone", "preprocess")
+    nested = {"methods": None, "algorithms": None}
+    kw, data = parse_fields(TrainProtocol, raw, where, required, skip=("name", "grids"), nested=nested)
     methods = {}
     for m, spec in check_mapping(data["methods"], where.at("methods")).items():
-        mkw = _parse(TrainMethod, spec, where.at("methods", m), ("engine", "rounds"))
-        if mkw.get("init") is not None:
-            check_name(
-                mkw["init"], where.at("methods", m, "init"), lambda: federated, "federated closed-form method"
-            )
+        mkw, _ = parse_fields(TrainMethod, spec, where.at("methods", m), ("engine", "rounds"))
         methods[m] = TrainMethod(**mkw)
+    required_alg = ("server_opt", "lr_source", "client_lr")
     algorithms = {
-        a: Algorithm(
-            **_parse(Algorithm, spec, where.at("algorithms", a), ("server_opt", "lr_source", "client_lr"))
-        )
+        a: Algorithm(**parse_fields(Algorithm, spec, where.at("algorithms", a), required_alg)[0])
         for a, spec in check_mapping(data["algorithms"], where.at("algorithms")).items()
     }
     proto = TrainProtocol(name=name, methods=methods, algorithms=algorithms, grids=dict(grids), **kw)
@@ -321,47 +232,22 @@ def parse_train_protocol(
 
 def load_train_protocols(folder: Path | None = None) -> dict[str, TrainProtocol]:
     """Every protocol of ``fl_train.yaml`` (in ``folder``, default: :mod:`benchmark.protocols`), validated."""
-    src = load_catalogue("fl_train", folder)
-    top = check_mapping(
-        src.data, Where.of(src), allowed={"protocols": "mapping of name -> protocol", "grids": "mapping of name -> list"},
-        required=("protocols",),
-    )  # fmt: skip
+    src = read_catalogue("fl_train", folder, {"grids": "mapping of name -> list"})
     grids = {
         g: coerce(v, tuple[float, ...], Where.of(src, "grids", g))
-        for g, v in check_mapping(top.get("grids", {}), Where.of(src, "grids")).items()
+        for g, v in check_mapping(src.data.get("grids", {}), Where.of(src, "grids")).items()
     }
-    entries = check_mapping(top["protocols"], Where.of(src, "protocols"))
-    return {
-        name: parse_train_protocol(name, raw, grids, Where.of(src, "protocols", name, protocol=name))
-        for name, raw in entries.items()
-    }
+    return parse_entries(src, lambda name, raw, where: parse_train_protocol(name, raw, grids, where))
 
 
-_PROTOCOLS: dict[str, TrainProtocol] | None = None
+_PROTOCOLS: Catalogue[TrainProtocol] = Catalogue(load_train_protocols, "training protocol")
 
 
 def list_train_protocols() -> list[str]:
-    return sorted(_catalogue())
+    """Names of all catalogued training protocols (the catalogue is loaded on first use)."""
+    return _PROTOCOLS.names()
 
 
 def get_train_protocol(name: str) -> TrainProtocol:
     """Catalogue entry ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""
-    try:
-        return _catalogue()[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown training protocol {name!r}", f"use one of: {', '.join(list_train_protocols())}"
-        ) from None
-
-
-def _catalogue() -> dict[str, TrainProtocol]:
-    global _PROTOCOLS
-    if _PROTOCOLS is None:
-        _PROTOCOLS = load_train_protocols()
-    return _PROTOCOLS
-
-
-__all__ = [
-    "FEDPROX_DEFAULT_MU", "Algorithm", "TrainMethod", "TrainProtocol", "get_train_protocol", "list_train_protocols",
-    "load_train_protocols",
-]  # fmt: skip
+    return _PROTOCOLS.get(name)
