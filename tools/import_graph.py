@@ -46,12 +46,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 #: The layers of ``benchmark/``, bottom first: a module may import modules of its own layer and of the layers
-#: below it, never one above. A module belongs to the layer of the longest prefix (``a.b`` matches ``a.b``
-#: and ``a.b.*``) listed; a module matching none is reported as unlayered (and then an error of the table,
-#: not of the code). Names are relative to the package (``fl.engine`` is ``benchmark.fl.engine``).
+#: below it, never one above. A module belongs to the layer of the longest pattern that matches it: ``a.b``
+#: matches ``a.b`` and every module under it, ``a.b.*`` only the modules under it (so a package's
+#: ``__init__``, e.g. the runner plug-in interface ``runners``, can sit below its plug-ins ``runners.*``).
+#: A module no pattern matches is reported as unlayered (an error of this table, not of the code). Names are
+#: relative to the package (``fl.engine`` is ``benchmark.fl.engine``; ``__init__`` is the package itself).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
-        "base",  # utilities with no domain: errors, files, paths, seeds, schemas, provenance
+        "base",  # utilities with no domain: errors, files, paths, seeds, schemas, provenance, tidy rows
         (
             "__init__",
             "errors",
@@ -60,6 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "paths",
             "seeding",
             "schema",
+            "kv",
             "portable",
             "provenance",
             "timing",
@@ -70,41 +73,49 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tidy",
             "registry",
         ),
-    ),
+    ),  # fmt: skip
+    ("data", ("data",)),  # datasets by name, their files and downloads, partitions, subsets
     (
-        "resources",  # datasets, partitions, backbones and weights, the named protocols, the printed values
-        ("data", "models", "protocols", "expected"),
+        "resources",  # backbones and their weights, the named protocols, the printed values
+        ("models", "protocols", "expected"),
     ),
     (
         "methods",  # what computes a number: features, closed-form heads, costs, the three training stacks
-        ("features", "closed_form", "costs", "fl", "pfl", "zo", "diagnostics"),
+        ("features", "closed_form", "costs", "fl", "pfl", "zo"),
     ),
     (
-        "runners",  # one planned job -> its output files
-        ("runners", "jobs"),
-    ),
-    (
-        "assembly",  # plan a target, assemble tables, verdicts, figures, claims, the report, the ledger
+        "steps",  # one job's computation, files in, files out; the typed jobs that call them
         (
-            "tables",
-            "verdict",
-            "figures",
-            "claims",
-            "site",
-            "report",
-            "report_guard",
-            "ledger",
-            "ledger_import",
-            "harvest_estimate",
-            "harvest",
             "pipeline",
-            "workflow",
+            "fl.jobs",
+            "fl.train_job",
+            "fl.train_tuning",
+            "pfl.run",
+            "zo.run",
+            "diagnostics",
+            "jobs",
         ),
     ),
     (
-        "apps",  # the command line and the applications on top of the library
-        ("apps", "cli", "ledger_cli", "harvest_cli"),
+        "planning",  # specs, availability, plans and assembly of the tables, the runner interface, verdicts, ledger
+        ("tables", "runners", "verdict", "ledger"),
     ),
+    ("runner plug-ins", ("runners.*",)),  # one module per runner: plan a cell's jobs, collect their outputs
+    (
+        "outputs",  # figures, claims, report and site; the workflow's helpers; harvesting recorded runs
+        (
+            "figures",
+            "claims",
+            "report",
+            "report_guard",
+            "site",
+            "workflow",
+            "harvest",
+            "harvest_estimate",
+            "ledger_import",
+        ),
+    ),  # fmt: skip
+    ("apps", ("apps", "cli", "ledger_cli", "harvest_cli")),  # the command line and the applications
 )
 
 PRAGMAS = ("noqa", "fmt:", "type:", "pragma:", "isort:", "pylint:", "ruff:")
@@ -354,14 +365,18 @@ def strongly_connected(nodes: Iterable[str], edges: Iterable[tuple[str, str]]) -
 
 
 def layer_of(module: str, package: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> int | None:
-    """Index in ``layers`` (0 = bottom) of the longest prefix matching ``module``; None if none does."""
+    """Index in ``layers`` (0 = bottom) of the longest pattern matching ``module`` (:data:`LAYERS`); None if
+    none does."""
     rel = module[len(package) + 1 :] if module != package else "__init__"
-    best: tuple[int, int] | None = None  # (prefix length, layer)
-    for i, (_, prefixes) in enumerate(layers):
-        for prefix in prefixes:
-            if rel == prefix or rel.startswith(prefix + "."):
-                if best is None or len(prefix) > best[0]:
-                    best = (len(prefix), i)
+    best: tuple[int, int] | None = None  # (pattern length, layer)
+    for i, (_, patterns) in enumerate(layers):
+        for pattern in patterns:
+            if pattern.endswith(".*"):
+                hit = rel.startswith(pattern[:-1])
+            else:
+                hit = rel == pattern or rel.startswith(pattern + ".")
+            if hit and (best is None or len(pattern) > best[0]):
+                best = (len(pattern), i)
     return None if best is None else best[1]
 
 
