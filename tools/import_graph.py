@@ -73,7 +73,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tidy",
             "registry",
         ),
-    ),  # fmt: skip
+    ),
     ("data", ("data",)),  # datasets by name, their files and downloads, partitions, subsets
     (
         "resources",  # backbones and their weights, the named protocols, the printed values
@@ -114,7 +114,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harvest_estimate",
             "ledger_import",
         ),
-    ),  # fmt: skip
+    ),
     ("apps", ("apps", "cli", "ledger_cli", "harvest_cli")),  # the command line and the applications
 )
 
