@@ -20,9 +20,9 @@ from benchmark.features.extract import extract_features
 from benchmark.features.pointer import load_features, load_train_test, partition_data_of, pointer_dict
 from benchmark.features.preprocess import get_preprocess
 from benchmark.io import atomic_write_json
+from benchmark.kv import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
-from benchmark.workflow import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
 
 
 def extract_step(

@@ -24,8 +24,10 @@ from benchmark.jobs import (
     parse_partition_tag,
     partition_tag,
 )
+from benchmark.kv import parse_kv
 
-__all__ = ["parse_partition_tag", "partition_tag"]  # re-exported: the job module owns the partition tag
+# re-exported: the job module owns the partition tag, benchmark.kv the key=value parser
+__all__ = ["parse_kv", "parse_partition_tag", "partition_tag"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The Snakemake community layout: the config schema beside the workflow, the default config in config/. These are
@@ -333,20 +335,6 @@ def target_runs(config: Mapping[str, Any], name: str) -> list[str]:
 
 def closed_form_targets(config: Mapping[str, Any]) -> list[str]:
     return sorted(config["targets"])
-
-
-def parse_kv(items: Sequence[str]) -> dict[str, Any]:
-    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
-        k, v = item.split("=", 1)
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
 
 
 def data_marker(dataset: str) -> str:

@@ -205,16 +205,6 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-@torch.no_grad()
-def nudge_parameters(model: torch.nn.Module, ulps: int) -> None:
-    """Move every parameter ``ulps`` units in the last place of its dtype (``np.nextafter``, in place)."""
-    for p in model.parameters():
-        a = p.detach().numpy()
-        for _ in range(abs(ulps)):
-            a = np.nextafter(a, np.inf if ulps > 0 else -np.inf)
-        p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
-
-
 def load_reduced_data(rc: ReducedConfig, seed: int, data_root: str | Path | None = None) -> ReducedData:
     """Stratified subsets of the real CIFAR-10 splits, preprocessed once, partitioned over the clients.
 
@@ -299,8 +289,9 @@ def run_via_runner(
     """One reduced run of ``method`` (``ft`` or ``fedncm_ft``) through the ``fl_train`` runner's job
     (:func:`runner_job`): its partition job is run (or reused), then the job's own request is trained in this
     process, in ``rc.dtype`` on ``rc.threads`` threads; ``init_ulps`` moves every initial parameter that many
-    ulps (:func:`nudge_parameters`; tolerance measurement only). Returns the result and the run identity, after
-    checking that the runner saw exactly the inputs :func:`load_reduced_data` describes."""
+    ulps (:func:`benchmark.fl.train_job.nudge_parameters`; tolerance measurement only). Returns the result and
+    the run identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data`
+    describes."""
     from benchmark.fl.train_job import run_training
     from benchmark.jobs import run_jobs
 

@@ -108,8 +108,8 @@ def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device
 
 def _validation_clients(proto: TrainProtocol, labels: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, str]:
     """Clients drawn on the training rows minus a stratified validation share (tuning only)."""
-    from benchmark.apps.tuning import validation_split
     from benchmark.data.partition import make_partition
+    from benchmark.data.subsets import validation_split
 
     keep, val = validation_split(labels, proto.val_fraction, 0)
     part = make_partition(proto.partition_scheme, labels[keep], 0, **{
@@ -186,8 +186,6 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     model, weights_ident = _model(proto, req.method, num_classes, cfg, req)
     ident["weights"] = asdict(weights_ident)
     if req.init_ulps:
-        from benchmark.apps.reduced import nudge_parameters
-
         nudge_parameters(model, req.init_ulps)
     if req.hash_inputs:
         ident["train_inputs_sha256"] = inputs_sha256(train_set)
@@ -267,6 +265,17 @@ def _checkpoint(req: TrainRequest) -> Any:
     except ModuleNotFoundError:  # pragma: no cover - engine without checkpointing
         return None
     return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)
+
+
+@torch.no_grad()
+def nudge_parameters(model: torch.nn.Module, ulps: int) -> None:
+    """Move every parameter ``ulps`` units in the last place of its dtype (``np.nextafter``, in place): the
+    pinned guard's tolerance measurement (``TrainRequest.init_ulps``, ``flb pin-reduced``)."""
+    for p in model.parameters():
+        a = p.detach().numpy()
+        for _ in range(abs(ulps)):
+            a = np.nextafter(a, np.inf if ulps > 0 else -np.inf)
+        p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
 
 @torch.no_grad()
