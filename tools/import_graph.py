@@ -81,7 +81,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "methods",  # what computes a number: features, closed-form heads, costs, the three training stacks
-        ("features", "closed_form", "costs", "fl", "pfl", "zo"),
+        ("features", "closed_form", "costs", "fl", "pfl", "zo", "curves", "curve_plots"),
     ),
     (
         "steps",  # one job's computation, files in, files out; the typed jobs that call them

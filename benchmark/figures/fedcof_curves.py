@@ -1,5 +1,5 @@
 """fedcof's training curves: Figs. 4 and 7 (LP after the multi-round initialisation, on cached features) and
-Fig. 3 (fine-tuning of the whole model after it), drawn by :func:`benchmark.apps.plots.draw_curves` (the
+Fig. 3 (fine-tuning of the whole model after it), drawn by :func:`benchmark.curve_plots.draw_curves` (the
 initialisation stage dotted, a star where training starts, as the paper's captions describe).
 
 * **Fig. 7** (caption line 824; App. K line 814: LP after initialisation, SqueezeNet, three datasets): the
@@ -76,7 +76,7 @@ def lp_inputs(config: Mapping[str, Any]) -> list[str]:
 
 def _final(series: Mapping[str, list[str]], label: str) -> float | None:
     """Mean over seeds of the last evaluated accuracy of ``label``'s training stage."""
-    from benchmark.apps.plots import INIT_STAGE, as_frame
+    from benchmark.curves import INIT_STAGE, as_frame
 
     finals = []
     for path in series.get(label, []):
@@ -90,7 +90,8 @@ def _final(series: Mapping[str, list[str]], label: str) -> float | None:
 def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, notes: tuple[str, ...]):
     import pandas as pd
 
-    from benchmark.apps.plots import curves_data, draw_curves
+    from benchmark.curve_plots import draw_curves
+    from benchmark.curves import curves_data
     from benchmark.figures.fedcof_data import SUBSTITUTE_NOTE, is_substitute
     from benchmark.figures.registry import DrawnFigure, Reading
 
@@ -230,7 +231,7 @@ def draw_fig3(config: Mapping[str, Any]):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from benchmark.apps.plots import INIT_STAGE, curves_data, mean_curve
+    from benchmark.curves import INIT_STAGE, curves_data, mean_curve
     from benchmark.figures.registry import DrawnFigure, Reading
 
     jobs = fig3_jobs(config)

@@ -8,7 +8,7 @@ and runs the protocol's method under the protocol's algorithm through the engine
 checkpointing every few rounds so that a killed run resumes where it stopped.
 
 Outputs (atomic): the tidy rows (:func:`benchmark.fl.jobs.tidy_rows`'s metrics, plus the *measured* uplink /
-downlink bytes next to the arithmetic ones), the per-round curve (:func:`benchmark.fl.jobs.curve_frame`) and a
+downlink bytes next to the arithmetic ones), the per-round curve (:func:`benchmark.curves.curve_frame`) and a
 JSON record (protocol, engine configuration, learning-rate choice and its source, run metadata: device,
 precision, throughput, peak memory; inputs' identities; commit; machine).
 
@@ -136,7 +136,7 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     """Run ``req`` (module docstring) and return the result, tidy rows, curve and record."""
     from benchmark.data.partition import PartitionData, load_partition_for
     from benchmark.fl.engine import resolve_device
-    from benchmark.fl.jobs import curve_frame
+    from benchmark.curves import curve_frame
     from benchmark.fl.methods import run_method
 
     proto = get_train_protocol(req.protocol)
@@ -373,7 +373,7 @@ def _rows(res: RunResult, proto: TrainProtocol, req: TrainRequest, cfg: Any, ide
 
 def train_step(req: TrainRequest, *, out: str | Path, curve: str | Path, record: str | Path) -> TrainOutcome:
     """Run ``req`` and write the tidy rows ``out``, the curve and the record (all atomically)."""
-    from benchmark.fl.jobs import write_curve
+    from benchmark.curves import write_curve
 
     outcome = run_training(req)
     write_curve(outcome.curve, curve)

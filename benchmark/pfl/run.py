@@ -138,7 +138,7 @@ def _write_outputs(trainer: PFLTrainer, out: Path, cfg: PFLConfig, selected_roun
 
 
 def curve_frame(trainer: PFLTrainer, history: list[dict[str, Any]]):
-    """The per-round curve in the suite's curve format (``benchmark.apps.plots``): ``round, stage, accuracy``
+    """The per-round curve in the suite's curve format (``benchmark.curves``): ``round, stage, accuracy``
     (percent, weighted over the evaluated clients), ``train_loss``, cumulative ``uplink_bytes`` /
     ``downlink_bytes`` (the aggregated entries, float32, sent by and to each sampled client: FedBABU sends the
     body only) and ``compute_f`` (forward = 1 F per image, backward = 2 F: 3 F per training image)."""

@@ -217,7 +217,7 @@ def plot_training_curves(report: TableReport, path: Path, *, title: str) -> Path
     series = training_curves(report)
     if not series:
         return None
-    from benchmark.apps.plots import plot_curves  # matplotlib and torch: only for tables with training runs
+    from benchmark.curve_plots import plot_curves  # local: matplotlib, only for tables with training runs
 
     return plot_curves(series, path, title=title)
 
