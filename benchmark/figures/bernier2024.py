@@ -3,9 +3,9 @@
 thesis figure named in ``copies``.
 
 * **Figure 4.1** (line 598): the FedMeZO protocol diagram, no data.
-* **Figures 4.2-4.3** (lines 611, 657): drawn by :mod:`benchmark.zo.figures` from the fedmezo runner's run
-  records (FedMeZO vs DistMeZO naive, final accuracy; FedMeZO / SLoRA, IID / non-IID, accuracy vs rounds),
-  with Table 4.1's printed final accuracies (RoBERTa-large) as the readings.
+* **Figures 4.2-4.3** (lines 611, 657): drawn by :mod:`benchmark.figures.bernier2024_runs` from the fedmezo
+  runner's run records (FedMeZO vs DistMeZO naive, final accuracy; FedMeZO / SLoRA, IID / non-IID, accuracy
+  vs rounds), with Table 4.1's printed final accuracies (RoBERTa-large) as the readings.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ _SUBSTITUTE = (
 
 def _unavailable(config: Mapping[str, Any], name: str = "bernier2024_fig4_3") -> str | None:
     from benchmark.errors import ConfigError
+    from benchmark.figures.bernier2024_runs import figure_jobs
     from benchmark.runners.fl_train import training_allowed
-    from benchmark.zo.figures import figure_jobs
 
     if training_allowed(config):
         return None
@@ -41,7 +41,7 @@ def _unavailable(config: Mapping[str, Any], name: str = "bernier2024_fig4_3") ->
 
 def _inputs(name: str):
     def inputs(config: Mapping[str, Any]) -> list[str]:
-        from benchmark.zo.figures import figure_jobs
+        from benchmark.figures.bernier2024_runs import figure_jobs
 
         return [str(j.path) for j in figure_jobs(config, name).values()]
 
@@ -52,7 +52,7 @@ def _draw(name: str):
     def draw(config: Mapping[str, Any]) -> DrawnFigure:
         import pandas as pd
 
-        from benchmark.zo import figures as zo
+        from benchmark.figures import bernier2024_runs as zo
 
         records = zo.load_records(config, name)
         readings = tuple(Reading(**r) for r in zo.thesis_readings(name, records))

@@ -134,9 +134,9 @@ def _model(proto: TrainProtocol, method: str, num_classes: int, seed_cfg: Any, r
 # ------------------------------------------------------------------------------------------------ the run
 def run_training(req: TrainRequest) -> TrainOutcome:
     """Run ``req`` (module docstring) and return the result, tidy rows, curve and record."""
+    from benchmark.curves import curve_frame
     from benchmark.data.partition import PartitionData, load_partition_for
     from benchmark.fl.engine import resolve_device
-    from benchmark.curves import curve_frame
     from benchmark.fl.methods import run_method
 
     proto = get_train_protocol(req.protocol)

@@ -253,7 +253,7 @@ class FedMeZORunner(Runner):
         return CellResult(values, rows, note=note, departures=tuple(sorted(departures)))
 
     def artefacts(self, plan) -> dict[str, list[str]]:
-        return {}  # the curves are plotted by the figure targets (benchmark/zo/figures.py), not the FL plotter
+        return {}  # the curves are plotted by the figure targets (benchmark/figures/bernier2024_runs.py), not the FL plotter
 
 
 def _fmt(value: Any) -> str:
