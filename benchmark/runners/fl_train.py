@@ -26,6 +26,7 @@ from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs
+from benchmark.tables.availability import training_allowed
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
 RECORDED_LR_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid" / "train"
@@ -216,11 +217,6 @@ def _protocol_key(dataset: Any, image_size: Any) -> str:
 def _method_algorithm(label: str, cell_algorithm: Any) -> tuple[str, str]:
     method, _, algorithm = str(label).partition("@")
     return method, algorithm or str(cell_algorithm or "fedavg")
-
-
-def training_allowed(config: Mapping[str, Any]) -> bool:
-    """Whether training jobs are planned: a CUDA device asked for, or CPU training opted into explicitly."""
-    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
 
 
 @lru_cache(maxsize=32)

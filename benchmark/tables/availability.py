@@ -1,4 +1,4 @@
-"""What this machine can run: which datasets are on disk and which weights a model would use.
+"""What this machine can run: which datasets are on disk, which weights a model would use, whether it trains.
 
 Checked when the workflow is planned, so a cell that cannot run becomes a ``not_run`` row with the reason
 instead of a failing job. Nothing here downloads anything: a dataset that is absent but has a public
@@ -10,10 +10,18 @@ reachable (:func:`dataset_fetch_planned`), and NOT RUN with the command that get
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
+
+
+def training_allowed(config: Mapping[str, Any]) -> bool:
+    """Whether training jobs are planned: a CUDA device asked for, or CPU training opted into explicitly."""
+    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
+
 
 # The model and data modules import torch / torchvision; they are imported where needed, so that
 # assembling a table whose cells need neither (most of them) starts in a second, not in five.
