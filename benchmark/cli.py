@@ -347,7 +347,9 @@ def _data_command(args: argparse.Namespace) -> int:
         raise ConfigError("flb data fetch needs a dataset NAME or --weights MODEL (one of them)",
                           "e.g. `flb data fetch cifar10` or `flb data fetch --weights resnet18`")  # fmt: skip
     if args.weights:
-        rec = download.fetch_weights(args.weights, marker=args.marker, mirror=args.mirror)
+        from benchmark.models.fetch import fetch_weights
+
+        rec = fetch_weights(args.weights, marker=args.marker, mirror=args.mirror)
         print(f"{args.weights}: {rec['file']} sha256 {rec['sha256'][:12]}... verified at {rec['path']}")
         return 0
     rec = download.fetch_dataset(args.name, args.data_root, marker=args.marker, mirror=args.mirror)

@@ -391,42 +391,6 @@ def fetch_dataset(
 # ------------------------------------------------------------------------------- torchvision weights
 
 
-def fetch_weights(
-    model: str, *, marker: str | Path | None = None, log: Callable[[str], None] = print,
-    mirror: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """``flb data fetch --weights MODEL``: torchvision's checkpoint into the torch hub cache, verified.
-
-    The checkpoint goes to a ``.part`` file beside its destination (kept and resumed after a failed
-    transfer, removed on a checksum mismatch) and is renamed into place only when its sha256 starts with
-    the prefix in torchvision's file name; an existing file is verified, never replaced.
-    """
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import _hash_prefix, hub_checkpoint_path
-
-    spec = backbone_spec(model)
-    path = hub_checkpoint_path(spec.torchvision_url)
-    prefix = _hash_prefix(path.name)
-    if not prefix:
-        raise ChecksumError(f"torchvision file name {path.name} carries no sha256 prefix", "cannot verify it")
-    downloaded = False
-    if not path.is_file():
-        download_checkpoint(spec.torchvision_url, path, prefix, log=log, mirror=mirror, label=model)
-        downloaded = True
-    digest = sha256_file(path)
-    if not digest.startswith(prefix):
-        raise ChecksumError(
-            f"{path} has sha256 {digest[:12]}..., torchvision's file name says {prefix}",
-            "delete the file and run the fetch again",
-        )
-    record = {"model": model, "file": path.name, "path": str(path), "sha256": digest, "downloaded": downloaded,
-              "url": spec.torchvision_url,
-              "verified_at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
-    if marker:
-        atomic_write_json(marker, record)
-    return record
-
-
 def download_checkpoint(
     url: str, path: Path, prefix: str, *, log: Callable[[str], None] = print, mirror: str | None = None,
     label: str | None = None,
