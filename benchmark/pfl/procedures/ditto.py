@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.procedures import register_procedure
 from benchmark.pfl.procedures._loop import clone_state, epoch_batches, mean_loss, require, sgd_step
+from benchmark.pfl.procedures.registry import register_procedure
 from benchmark.pfl.trainer import State, sgd_epochs
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ import torch
 
 from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.models import is_head
-from benchmark.pfl.procedures import register_procedure
 from benchmark.pfl.procedures._loop import clone_state, epoch_batches, mean_loss, require, sgd_step
+from benchmark.pfl.procedures.registry import register_procedure
 
 if TYPE_CHECKING:
     from benchmark.pfl.algorithms import Algorithm

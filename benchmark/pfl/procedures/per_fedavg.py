@@ -42,8 +42,8 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.pfl.data import DeviceImages
-from benchmark.pfl.procedures import register_procedure
 from benchmark.pfl.procedures._loop import batch_stream, clone_state, mean_loss, require, sgd_step
+from benchmark.pfl.procedures.registry import register_procedure
 
 if TYPE_CHECKING:
     from benchmark.pfl.algorithms import Algorithm
