@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.dataset import DatasetSplit, register_dataset
 from benchmark.data.fetch import ensure_present, manifest_entries, public_downloader, verify_dataset_files
-from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError
 from benchmark.io import atomic_write_text, file_digest, read_manifest, sha256_bytes
 from benchmark.seeding import check_seed, numpy_rng
