@@ -18,6 +18,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from benchmark import workflow  # module attribute: tests replace load_config
 from benchmark.errors import BenchmarkError
 
 
@@ -256,9 +257,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "run":
         from benchmark.tables.assemble import build_table
         from benchmark.tables.execute import run_planned
-        from benchmark.workflow import load_config
 
-        cfg = load_config(args.config, parse_kv(args.set))
+        cfg = workflow.load_config(args.config, parse_kv(args.set))
         plan_file, jobs = run_planned(args.target, cfg)
         from benchmark.tables.gate import verdict_exit
 
@@ -317,12 +317,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "job":
         from benchmark.jobs import job_from_dict
         from benchmark.runners import load_runners
-        from benchmark.workflow import load_config
 
         load_runners()  # plug-ins register their job types on import
         job = job_from_dict(_json_arg(args.job_json, "job_json"))
         base = _json_arg(args.config_json, "--config-json") if args.config_json is not None else None
-        job.execute(load_config(args.config, parse_kv(args.set), base=base))
+        job.execute(workflow.load_config(args.config, parse_kv(args.set), base=base))
         print(f"{job.KIND} job -> {job.path}")
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.closed_form.protocols import ALL_METHODS, merge_options, protocol_methods, protocol_options
+from benchmark.data import registry as data_registry  # module attribute: a test replaces dataset_info
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset, stratified_indices
 from benchmark.errors import ConfigError
@@ -48,12 +49,11 @@ def extract_step(
     Everything that can be checked without the data is checked before any is read: the names, the device
     (:func:`~benchmark.features.extract.pick_device`), ``out`` (not a folder) and the cache folder (not a file).
     """
-    from benchmark.data.registry import dataset_info
     from benchmark.features.extract import pick_device
     from benchmark.fs_errors import check_output_file
     from benchmark.models.backbones import backbone_spec
 
-    dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
+    data_registry.dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
     pick_device(device)
     check_output_file(out, "--out")
     cache = FeatureCache(cache_dir)

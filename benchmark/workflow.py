@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from benchmark import jobs as jobs_module  # module attribute: tests replace JOB_KINDS
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.jobs import (
     ClosedFormJob,
@@ -385,11 +386,10 @@ BUILTIN_JOB_KINDS = ("extract", "partition", "closed_form", "fl_run")
 def plugin_job_types() -> dict[str, Any]:
     """Job types registered by runner plug-ins (:mod:`benchmark.runners`) that no built-in rule produces; the
     workflow gives each a rule of its own (workflow/rules/plugins.smk), so a new runner needs no rule."""
-    from benchmark.jobs import JOB_KINDS
     from benchmark.runners import load_runners
 
     load_runners()
-    return {k: cls for k, cls in sorted(JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
+    return {k: cls for k, cls in sorted(jobs_module.JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
 
 
 def plugin_job_inputs(cls: Any) -> Any:

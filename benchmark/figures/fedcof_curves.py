@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmark.errors import ConfigError
+from benchmark.figures import fedcof_data  # module attribute: a test replaces is_substitute
 
 LP_PROTOCOL = "fedcof_cifar100_lp"
 LP_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -92,7 +93,6 @@ def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, not
 
     from benchmark.curve_plots import draw_curves
     from benchmark.curves import curves_data
-    from benchmark.figures.fedcof_data import SUBSTITUTE_NOTE, is_substitute
     from benchmark.figures.registry import DrawnFigure, Reading
 
     series = lp_series(config)
@@ -114,8 +114,8 @@ def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, not
         "Dirichlet 0.1, seeds 0-4; the initialisation stage (dotted) is the multi-round closed form of path B "
         "of the fedcof code. Mean line, min-max band over seeds."
     )
-    if is_substitute(config):
-        all_notes.append(SUBSTITUTE_NOTE)
+    if fedcof_data.is_substitute(config):
+        all_notes.append(fedcof_data.SUBSTITUTE_NOTE)
     return DrawnFigure(fig, data, (reading,), tuple(all_notes))
 
 
