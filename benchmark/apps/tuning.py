@@ -31,12 +31,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.data.partition import make_partition
 from benchmark.data.subsets import validation_split
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.features.pointer import load_features
 from benchmark.fl.jobs import FLInputs, run_fl_job
 from benchmark.fl.lp_features import CachedFeatures
 from benchmark.fl.protocols import get_protocol
 from benchmark.io import atomic_write_json
+from benchmark.pipeline import parse_kv
 from benchmark.provenance import git_commit, machine, package_versions
 
 #: legate2023 App. B: the FedAvg client-lr grid for CIFAR-10, CUB, Cars and EuroSAT.
@@ -59,9 +62,6 @@ def lr_grid_search(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the grid (module docstring) and return the JSON-ready record."""
-    from benchmark.data.partition import make_partition
-    from benchmark.features.pointer import load_features
-
     proto = get_protocol(protocol)
     proto.method(method)
     if overrides:
@@ -151,8 +151,6 @@ def lr_grid_search(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``flb tune-lr`` (module docstring)."""
-    from benchmark.pipeline import parse_kv
-
     ap = argparse.ArgumentParser(prog="flb tune-lr", description=__doc__.splitlines()[0])
     ap.add_argument("--protocol", required=True)
     ap.add_argument("--method", required=True)

@@ -29,6 +29,7 @@ protocol          methods and options
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,6 @@ def option_names(method: str) -> tuple[str, ...] | None:
     """The options closed-form method ``method`` takes: the keyword parameters of its ``plan`` (federated
     methods, with those of :func:`~benchmark.closed_form.registry.run_method` for multi-round runs) or of its
     ``fit``; ``None`` when its function takes any keyword."""
-    import inspect
-
     info = METHODS.get(method)
     own = inspect.signature(info.plan or info.fit).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own):

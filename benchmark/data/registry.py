@@ -12,6 +12,7 @@ expected where.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,6 @@ def load_dataset(
     if split not in info.splits:
         raise ConfigError(f"dataset {name!r} has no split {split!r}", f"use one of: {', '.join(info.splits)}")
     if options:
-        import inspect
-
         params = inspect.signature(info.loader).parameters
         unknown = sorted(k for k in options if k not in params or k in ("root", "split", "download"))
         if unknown:

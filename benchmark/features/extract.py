@@ -69,7 +69,7 @@ def pick_device(device: str | None = None, where: str = DEVICE_SETTING) -> torch
 
 
 def _decode(path: object) -> torch.Tensor:
-    from PIL import Image
+    from PIL import Image  # local: heavy import (PIL)
 
     try:
         with Image.open(path) as im:  # type: ignore[arg-type]

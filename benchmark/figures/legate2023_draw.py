@@ -90,7 +90,7 @@ _AXIS_LABELS = {
 def curve_points(curves: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Tidy mean curves (``series, axis, stage, x, y, y_lo, y_hi, n_seeds``) of each series' runs (seeds),
     per x axis, from :func:`benchmark.curves.mean_curve`."""
-    from benchmark.curves import mean_curve
+    from benchmark.curves import mean_curve  # local: heavy import (torch)
 
     rows = []
     for series, runs in curves.items():

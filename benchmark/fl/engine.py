@@ -737,7 +737,7 @@ def trainer_class(cfg: FLConfig) -> type[ModelTrainer]:
     """The model-path trainer of ``cfg``: :class:`ModelTrainer` (clients one after the other), or, with
     ``client_exec="vectorised"``, :class:`benchmark.fl.vectorised.VectorisedTrainer` (imported only then)."""
     if getattr(cfg, "client_exec", "loop") == "vectorised":
-        from benchmark.fl.vectorised import VectorisedTrainer
+        from benchmark.fl.vectorised import VectorisedTrainer  # local: fl.vectorised imports this module
 
         return VectorisedTrainer
     return ModelTrainer

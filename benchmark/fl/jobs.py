@@ -58,8 +58,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchmark.closed_form import paper_protocol_options, participation_schedule, run_method
 from benchmark.curves import CURVE_COLUMNS, curve_frame, read_curve, write_curve  # noqa: F401  (re-exported)
+from benchmark.data.partition import load_partition_for
 from benchmark.errors import ConfigError
+from benchmark.features.pointer import load_train_test, partition_data_of
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import Costs, RoundRecord, RunResult
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
@@ -67,6 +70,7 @@ from benchmark.fl.methods import closed_form_head, init_head
 from benchmark.fl.protocols import MethodSpec, Protocol, get_protocol
 from benchmark.io import atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
+from benchmark.seeding import check_seed
 from benchmark.tidy import make_row, write_tidy
 
 TRAIN_STAGE = "lp"
@@ -107,9 +111,6 @@ def load_inputs(train: str | Path, test: str | Path, partition: str | Path, prot
     values, one extraction), the partition through :func:`benchmark.data.partition.load_partition_for`
     (drawn on these train rows).
     """
-    from benchmark.data.partition import load_partition_for
-    from benchmark.features.pointer import load_train_test, partition_data_of
-
     ptr_tr, tr, ptr_te, te = load_train_test(train, test)
     expect = {"dataset": protocol.dataset, "backbone": protocol.backbone}
     for key, want in expect.items():
@@ -177,8 +178,6 @@ def closed_form_init(
     per initialisation round (accuracy of the head after that round), the stage-1 costs (module doc) and a
     description. The round schedule is drawn from the run's ``init_schedule`` stream.
     """
-    from benchmark.closed_form import paper_protocol_options, participation_schedule, run_method
-
     assert spec.init is not None
     (x_tr, y_tr), (x_te, y_te) = inputs.train_np, inputs.test_np
     clients = list(inputs.features.client_indices)
@@ -351,8 +350,6 @@ def fl_run_step(
     progress: bool = True,
 ) -> FLJobResult:
     """``flb fl-run``: load the inputs, run the job, write ``out`` (tidy), ``curve`` and ``record``."""
-    from benchmark.seeding import check_seed
-
     check_seed(seed)
     proto = get_protocol(protocol)
     proto.method(method)

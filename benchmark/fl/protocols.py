@@ -49,8 +49,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
+from benchmark.data.partition import available_partitioners
+from benchmark.data.registry import DATASETS
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.features.preprocess import PRESETS
 from benchmark.fl.config import FLConfig, HeadKind, Selection, ServerOpt, clients_per_round
+from benchmark.models.backbones import BACKBONES
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 from benchmark.schema import valid_keys_hint
 
@@ -268,8 +272,6 @@ _DERIVED = ("name", "methods")
 
 
 def _known_partitioners() -> tuple[str, ...]:
-    from benchmark.data.partition import available_partitioners
-
     return available_partitioners()
 
 
@@ -287,10 +289,6 @@ def _parse_method(raw: Any, where: Where) -> MethodSpec:
 
 def parse_protocol(name: str, raw: Any, where: Where) -> Protocol:
     """One catalogue entry as a validated :class:`Protocol`; :class:`ConfigError` naming file, protocol, field."""
-    from benchmark.data.registry import DATASETS
-    from benchmark.features.preprocess import PRESETS
-    from benchmark.models.backbones import BACKBONES
-
     hints = typing.get_type_hints(Protocol)
     fields = {f.name: hints[f.name] for f in dataclasses.fields(Protocol) if f.name not in _DERIVED}
     allowed = {k: hint_name(h) for k, h in fields.items()} | {"methods": "mapping of method name -> MethodSpec"}

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from benchmark.data.partition import available_partitioners
+from benchmark.data.registry import DATASETS
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.config import (
     FEDPROX_DEFAULT_MU,
@@ -275,11 +277,10 @@ def parse_train_protocol(
     name: str, raw: Any, grids: Mapping[str, tuple[float, ...]], where: Where
 ) -> TrainProtocol:
     """One catalogue entry as a validated :class:`TrainProtocol`."""
+    # local: heavy import (scipy, torch, torchvision)
     from benchmark.closed_form.registry import METHODS as CLOSED_FORM
-    from benchmark.data.partition import available_partitioners
-    from benchmark.data.registry import DATASETS
-    from benchmark.features.preprocess import PRESETS
-    from benchmark.models.backbones import BACKBONES
+    from benchmark.features.preprocess import PRESETS  # local: heavy import (torch)
+    from benchmark.models.backbones import BACKBONES  # local: heavy import (torch, torchvision)
 
     hints = typing.get_type_hints(TrainProtocol)
     fields = {f.name: hint_name(hints[f.name]) for f in dataclasses.fields(TrainProtocol) if f.name not in ("name", "grids")}

@@ -24,7 +24,7 @@ def choose_lr(
     points: Sequence[tuple[float, float, Path]], *, out: str | Path, what: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Read each grid point's tidy CSV (``accuracy`` on validation) and write the choice JSON to ``out``."""
-    from benchmark.tidy import read_tidy
+    from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     grid: list[dict[str, Any]] = []
     for client_lr, server_lr, path in points:

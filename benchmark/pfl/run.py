@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -29,25 +30,29 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.data.registry import load_dataset
 from benchmark.errors import ConfigError, CorruptFileError, DataMissingError
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
+from benchmark.pfl.centralised import train_centralised
 from benchmark.pfl.data import DeviceImages
+from benchmark.pfl.local_only import train_local_only
+from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit, make_partitioner
 from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
-from benchmark.pfl.trainer import PFLConfig, PFLTrainer, client_accuracies
+from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer, client_accuracies, weighted_mean
+from benchmark.pfl.vectorised import model_reason, personalise_vectorised
+from benchmark.provenance import git_commit, machine, package_versions
 
 
 def resolve_device(device: str | None) -> torch.device:
     """The config's ``device`` (``auto`` / empty: CUDA when available, else CPU)."""
-    from benchmark.features.extract import pick_device
+    from benchmark.features.extract import pick_device  # local: heavy import (torchvision)
 
     return pick_device(None if device == "auto" else device)
 
 
 def load_run_data(cfg: PFLConfig, partition: dict[str, Any], device: torch.device, data_root: str | None):
     """The train / test splits on ``device`` and the client partition (a function of the config and seed)."""
-    from benchmark.data.registry import load_dataset
-
     tr = load_dataset(cfg.dataset, "train", data_root)
     te = load_dataset(cfg.dataset, "test", data_root)
     split = make_partitioner(num_clients=cfg.clients, **partition)(tr.labels, te.labels, cfg.seed)
@@ -62,8 +67,6 @@ def load_run_data(cfg: PFLConfig, partition: dict[str, Any], device: torch.devic
 
 
 def _provenance() -> dict[str, Any]:
-    from benchmark.provenance import git_commit, machine, package_versions
-
     return {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
 
 
@@ -82,8 +85,6 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
     if cfg.algorithm in CENTRALISED:
         res = _centralised(trainer, CENTRALISED[cfg.algorithm])
     elif cfg.algorithm == "local_only":
-        from benchmark.pfl.local_only import train_local_only
-
         res = train_local_only(trainer)
     else:
         res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
@@ -105,8 +106,6 @@ def train_step(cfg: PFLConfig, partition: dict[str, Any], out: str | Path, *, de
 
 
 def _weighted(trainer: PFLTrainer, acc: np.ndarray) -> float:
-    from benchmark.pfl.trainer import weighted_mean
-
     return float(weighted_mean(acc, trainer.eval_split()))
 
 
@@ -142,7 +141,7 @@ def curve_frame(trainer: PFLTrainer, history: list[dict[str, Any]]):
     (percent, weighted over the evaluated clients), ``train_loss``, cumulative ``uplink_bytes`` /
     ``downlink_bytes`` (the aggregated entries, float32, sent by and to each sampled client: FedBABU sends the
     body only) and ``compute_f`` (forward = 1 F per image, backward = 2 F: 3 F per training image)."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
     cfg = trainer.cfg
     sent = sum(v.numel() * 4 for v in trainer.broadcast.values())
@@ -166,10 +165,6 @@ CENTRALISED = {"centralized_full": "full", "centralized_body": "body"}
 
 
 def _centralised(trainer: PFLTrainer, part: str):
-    import time
-
-    from benchmark.pfl.centralised import train_centralised
-    from benchmark.pfl.trainer import PFLResult, weighted_mean
 
     cfg, t0 = trainer.cfg, time.perf_counter()
     state = train_centralised(cfg, trainer.train, trainer.split, part, cfg.rounds, num_classes=trainer.model.linear.out_features)
@@ -212,8 +207,6 @@ def eval_step(record_path: str | Path, evaluation: str, out: str | Path, *, ft: 
     if meta["partition_hash"] != record["partition_hash"]:
         raise ConfigError(f"the partition rebuilt for {record_path} differs from the one it was trained on",
                           "re-run the training job with this code")  # fmt: skip
-    from benchmark.pfl.models import build_model
-    from benchmark.pfl.vectorised import model_reason, personalise_vectorised
 
     def vectorised_ok(m: torch.nn.Module) -> bool:
         return model_reason(m) is None

@@ -212,7 +212,7 @@ class PFLTrainer:
         self.prox_mu = cfg.prox_mu if cfg.prox_mu is not None else self.algo.prox_mu
         self.procedure = None  # the reference's LocalUpdate.train (sgd_epochs); else a registered procedure
         if self.algo.procedure not in ("sgd", "centralised"):  # centralised: benchmark.pfl.run
-            from benchmark.pfl.procedures import get_procedure
+            from benchmark.pfl.procedures import get_procedure  # local: the procedures import this module
 
             self.procedure = get_procedure(self.algo.procedure)
             self.procedure.check(cfg, self.algo)

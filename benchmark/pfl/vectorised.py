@@ -297,7 +297,7 @@ def personalise_vectorised(model: nn.Module, train: DeviceImages, test: DeviceIm
     reason = model_reason(model)
     ids = list(clients) if clients is not None else list(range(split.num_clients))
     if reason:
-        from benchmark.pfl.personalise import personalise
+        from benchmark.pfl.personalise import personalise  # local: circle via pfl.personalise -> pfl.trainer
 
         warnings.warn(f"personalise_vectorised runs the per-client loop: {reason}", stacklevel=2)
         return personalise(model, train, test, split, states, ft, seed, eval_batch, clients)

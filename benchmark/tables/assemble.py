@@ -255,7 +255,7 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
 def _write_outputs(
     spec: Any, report: TableReport, results: Path, tier: str = "full", settings: Any = None
 ) -> None:
-    from tabulate import tabulate
+    from tabulate import tabulate  # local: heavy import (tabulate)
 
     records = []
     for o in report.outcomes:

@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
+from benchmark.data.fetch import network_reachable
+from benchmark.data.registry import dataset_info, load_dataset
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
 
@@ -30,8 +33,6 @@ def training_allowed(config: Mapping[str, Any]) -> bool:
 @functools.cache
 def dataset_missing(name: str, root: str | None = None) -> str | None:
     """None when ``name`` loads from the data root (without downloading), else the reason it cannot."""
-    from benchmark.data.registry import dataset_info, load_dataset
-
     try:
         info = dataset_info(name)
     except UnknownNameError as err:
@@ -49,8 +50,6 @@ def dataset_missing(name: str, root: str | None = None) -> str | None:
 def online() -> bool:
     """Whether downloads can run now (``network_reachable``: ``FLB_OFFLINE``/``FLB_ONLINE``, else a probe),
     asked once per planning process."""
-    from benchmark.data.fetch import network_reachable
-
     return network_reachable()
 
 
@@ -58,16 +57,12 @@ def online() -> bool:
 def dataset_fetch_planned(name: str, root: str | None = None) -> bool:
     """True when ``name`` is absent here, has a public download and the network is reachable: the
     workflow then fetches (and verifies) it in a ``fetch_data`` job before the jobs that read it."""
-    from benchmark.data.download import SOURCES
-
     return name in SOURCES and dataset_missing(name, root) is not None and online()
 
 
 def dataset_blocker(name: str, root: str | None = None) -> str | None:
     """None when the cell's dataset is here or will be fetched; else the NOT RUN reason, which names
     the command that gets the data (``flb data fetch NAME``) or where to get it when there is no download."""
-    from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
-
     missing = dataset_missing(name, root)
     if missing is None or dataset_fetch_planned(name, root):
         return None
@@ -85,8 +80,8 @@ def dataset_blocker(name: str, root: str | None = None) -> str | None:
 def weights_fetch_planned(model: str) -> bool:
     """True when ``model``'s torchvision checkpoint is not in the torch hub cache but the network is
     reachable: the workflow fetches it (``flb data fetch --weights MODEL``) before extracting with it."""
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import hub_checkpoint_path
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
     try:
         spec = backbone_spec(model)
@@ -102,8 +97,8 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
     reachable; otherwise the substitute file when one exists; otherwise None.
     """
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import hub_checkpoint_path
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
     try:
         spec = backbone_spec(model)

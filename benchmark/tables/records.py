@@ -30,6 +30,7 @@ Snakemake neither runs the job nor the jobs it would have read.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +170,6 @@ def _older_than(files: list[Path], outputs: list[Path]) -> None:
     from an earlier copy of them), so that Snakemake does not run those dependants again for a newer input."""
     if not outputs:
         return
-    import os
 
     stamp = min(o.stat().st_mtime for o in outputs) - 1.0
     for f in files:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from benchmark.data.partition import make_partition, partition_sha256
 from benchmark.data.registry import DatasetSplit, load_dataset
@@ -44,8 +45,6 @@ class TextTask:
 
     @property
     def union(self) -> TextTensors:
-        import torch
-
         parts = [c for c in self.clients if len(c)]
         width = max(p.input_ids.shape[1] for p in parts)
 

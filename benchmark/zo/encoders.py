@@ -102,7 +102,7 @@ class EncoderSpec:
 
     def config(self):
         """The transformers config of this architecture, built from the constants alone (works offline)."""
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # local: heavy import (transformers)
 
         extra = {"bos_token_id": 0, "eos_token_id": 2} if self.model_type == "roberta" else {}
         return AutoConfig.for_model(
@@ -223,7 +223,7 @@ class HubWeights:
         return f"hf download {self.repo_id} --revision {self.revision} {' '.join(self.files)}"
 
     def _cached(self, cache: Path) -> Path | None:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # local: heavy import (huggingface_hub)
 
         found = [
             try_to_load_from_cache(self.repo_id, f, cache_dir=str(cache), revision=self.revision)
@@ -236,7 +236,7 @@ class HubWeights:
     def locate(self, download: bool | None) -> tuple[Path, str, str]:
         """The verified snapshot folder, :attr:`source` and the weights' sha256; downloads missing files if
         allowed."""
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import hf_hub_download  # local: heavy import (huggingface_hub)
 
         cache = hub_cache_dir()
         folder = self._cached(cache)
@@ -385,7 +385,7 @@ def _model_kwargs(spec: EncoderSpec) -> dict:
 
 def meta_encoder(name: str) -> nn.Module:
     """The architecture of ``name`` on the meta device (no memory, no init): parameter counts and shapes."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # local: heavy import (transformers)
 
     spec = encoder_spec(name)
     with torch.device("meta"):
@@ -407,7 +407,7 @@ def random_encoder(
     """Same shapes as ``name``, transformers' default init from ``seed`` (for throughput runs; no weights, works
     offline). The init is drawn on CPU from a forked RNG (the global RNG is untouched); ``identity.source`` is
     ``"random"`` and its sha256 is over the initial state dict (names, dtypes, shapes, bytes)."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # local: heavy import (transformers)
 
     spec = encoder_spec(name)
     with torch.random.fork_rng(devices=[]):
@@ -420,7 +420,7 @@ def random_encoder(
 
 def _load_dir(folder: Path, spec: EncoderSpec):
     """``AutoModel`` and ``AutoTokenizer`` from a verified local folder (never touches the network)."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer  # local: heavy import (transformers)
 
     model, info = AutoModel.from_pretrained(
         str(folder), local_files_only=True, output_loading_info=True, **_model_kwargs(spec)

@@ -366,7 +366,7 @@ def lora_factors(delta: torch.Tensor, rank: int, scaling: float = 1.0) -> tuple[
 
 def lora_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The peft LoRA layers of ``model`` (name, module), in module order."""
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # local: heavy import (peft)
 
     return [(n, m) for n, m in model.named_modules() if isinstance(m, LoraLayer)]
 
@@ -378,7 +378,7 @@ def switch_to_lora(
     injected on ``config.target_modules`` with ``(A, B)`` from the SVD of ``ΔW = W − pretrained`` of each
     target, every encoder weight goes back to ``pretrained`` and is frozen. Returns the stage-2 trainable
     parameters (LoRA A, B per target, then the head)."""
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import LoraConfig, inject_adapter_in_model  # local: heavy import (peft)
 
     stage1 = {n: p.detach().clone() for n, p in model.encoder.named_parameters()}
     lora_cfg = LoraConfig(
