@@ -260,7 +260,7 @@ class PFLTrainer:
 
     def run_round(self, r: int) -> dict[str, Any]:
         if self.cfg.client_exec == "vectorised" and self.procedure is None:  # procedures run their own loop
-            from benchmark.pfl.vectorised import run_round_vectorised
+            from benchmark.pfl.vectorised import run_round_vectorised  # local: circle via pfl.personalise
 
             return run_round_vectorised(self, r, self.cfg.vector_chunk)
         lr = self.cfg.lr_at(r)
