@@ -39,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.harvest import Progress, Unit, harvest, manifest, plan_units, precision_of, written_by
 from benchmark.harvest_estimate import DEFAULT_JOB_S, job_estimate
@@ -283,8 +285,6 @@ class _Bar:
     terminal, every minute into a file (a background harvest's log stays short)."""
 
     def __init__(self, budget_s: float) -> None:
-        from tqdm import tqdm  # local: heavy import (tqdm)
-
         self.every = 1.0 if sys.stderr.isatty() else 60.0
         self.last = time.monotonic() - self.every
         self.bar = tqdm(total=round(budget_s), unit="s", desc="harvest", dynamic_ncols=True, file=sys.stderr,

@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate
+
 from benchmark.claims.model import VERDICTS as CLAIM_VERDICTS
 from benchmark.errors import ConfigError
 from benchmark.expected import PAPERS
@@ -164,8 +166,6 @@ def _totals(cells: Sequence[Mapping[str, Any]]) -> str:
 
 def target_counts_table(reports: Sequence[Mapping[str, Any]], pages: str | None = None) -> str:
     """One row of verdict counts per target (GitHub markdown), each target linked to its page under ``pages``."""
-    from tabulate import tabulate  # local: heavy import (tabulate)
-
     rows = [
         [f"[{r['target']}]({pages}/{r['target']}.md)" if pages else r["target"], *_count_texts(r["cells"]).values()]
         for r in reports
@@ -241,8 +241,6 @@ def index_page(reports: Sequence[Mapping[str, Any]], stamp: Stamp) -> str:
 
 def target_page(report: Mapping[str, Any], stamp: Stamp) -> str:
     """The results page of one target: stamp, counts, the cells that ran, the others grouped by reason."""
-    from tabulate import tabulate  # local: heavy import (tabulate)
-
     target, cells = report["target"], report["cells"]
     tier = f" (tier `{report['tier']}`)" if report.get("tier") else ""
     lines = [

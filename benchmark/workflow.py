@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import yaml
+
 from benchmark import jobs as jobs_module  # module attribute: tests replace JOB_KINDS
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.jobs import (
@@ -97,8 +99,6 @@ def _schema(schema: str | Path | None = None) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _parsed_schema(path: Path, mtime_ns: int) -> dict[str, Any]:
-    import yaml  # local: heavy import (yaml)
-
     return yaml.safe_load(path.read_text())
 
 
@@ -195,8 +195,6 @@ def load_config(
 ) -> dict[str, Any]:
     """The default config (or ``base``, e.g. the whole config the workflow passes to a job), overlaid by
     ``path`` and then by ``overrides``; validated."""
-    import yaml  # local: heavy import (yaml)
-
     cfg = dict(base) if base is not None else yaml.safe_load(DEFAULT_CONFIG.read_text())
     if path:
         p = Path(path)

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmark import provenance
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.figures.registry import DrawnFigure, FigureSpec, figure_status, get_figure
@@ -107,7 +109,6 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
                 f"--config-json is not valid JSON ({exc.msg})", "pass the workflow config"
             ) from exc
         return dict(config)
-    import yaml  # local: heavy import (yaml)
 
     config = yaml.safe_load(Path(DEFAULT_CONFIG).read_text()) or {}
     config.update(parse_kv(args.set))

@@ -17,6 +17,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from benchmark.errors import UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
@@ -304,8 +306,6 @@ class PFLRunner(Runner):
     def collect(self, spec, plan, labels, settings) -> CellResult:
         """Per seed the mean accuracy across clients; rows: every client's accuracy, the mean and the std
         across clients (ddof 0); the std across clients (mean over seeds) goes to the table beside ours."""
-        import numpy as np  # local: heavy import (numpy)
-
         from benchmark.tidy import make_row  # local: heavy import (pandas)
 
         values, rows, stds, sel = [], [], [], []

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from benchmark.data.registry import load_dataset
 from benchmark.errors import ConfigError
 from benchmark.io import atomic_write_json
@@ -72,7 +74,6 @@ def head_row_cosine(weight: Any) -> float:
 def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dict[str, Any]:
     """Train ``job``'s network on the (first ``train_images``) training images; the record with one history
     row per epoch (lr, mean train loss, test accuracy on the whole test set, wall time)."""
-    import numpy as np  # local: heavy import (numpy)
     import torch  # local: heavy import (torch)
 
     from benchmark.pfl.centralised import CentralRecipe, fit_part  # local: heavy import (torch)
