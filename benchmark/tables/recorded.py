@@ -28,7 +28,9 @@ class RecordedJob:
     def label(self) -> str:
         """``recorded <date> on <machine>, commit <sha8>[; caveat ...]`` (as
         :meth:`benchmark.ledger.RunRecord.label`)."""
-        return f"recorded {self.date} on {self.machine}, commit {self.commit[:8]}" + "".join(f"; {c}" for c in self.caveats)
+        return f"recorded {self.date} on {self.machine}, commit {self.commit[:8]}" + "".join(
+            f"; {c}" for c in self.caveats
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {**dataclasses.asdict(self), "notes": list(self.notes), "caveats": list(self.caveats)}
@@ -38,7 +40,9 @@ class RecordedJob:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> RecordedJob:
-        return cls(**{**raw, "notes": tuple(raw.get("notes") or ()), "caveats": tuple(raw.get("caveats") or ())})
+        return cls(
+            **{**raw, "notes": tuple(raw.get("notes") or ()), "caveats": tuple(raw.get("caveats") or ())}
+        )
 
     @classmethod
     def of(cls, record: RunRecord) -> RecordedJob:
