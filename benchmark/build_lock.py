@@ -21,6 +21,7 @@ Dry runs (``-n``) and the per-job Snakemake processes of cluster executors chang
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import socket
 import sys
@@ -52,8 +53,6 @@ def recover(workdir: str | Path = ".") -> Recovery:
     """Take this build's hold on ``workdir`` (the ``flock`` and the host record, released when the process
     ends) and remove Snakemake's locks when they are provably stale (module docstring). Filesystems without
     ``flock`` are left as they are."""
-    import fcntl
-
     state = Path(workdir).resolve() / ".snakemake"
     try:
         state.mkdir(parents=True, exist_ok=True)

@@ -14,11 +14,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import sys
 import traceback
 from collections.abc import Sequence
 
-from benchmark.errors import BenchmarkError
+from benchmark import (
+    apps,
+    report,
+    workflow,  # module attribute: tests replace load_config
+)
+from benchmark.data import download
+from benchmark.data.registry import list_datasets
+from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.fs_errors import check_output_file, os_error
+from benchmark.jobs import job_from_dict
+from benchmark.paths import check_locations
+from benchmark.runners import load_runners
+from benchmark.tables.execute import run_planned
+from benchmark.tables.gate import ci_gate, verdict_exit
+from benchmark.workflow import parse_kv
 
 
 def _common_paths(p: argparse.ArgumentParser) -> None:
@@ -182,24 +197,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_apps(sub: argparse._SubParsersAction) -> None:
     """``flb pin-reduced``, ``flb tune-lr``, ``flb plot``: applications, listed here, run by :func:`run`."""
-    from benchmark import apps
-
     apps.register(sub)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    from benchmark import apps
-
     argv = list(sys.argv[1:] if argv is None else argv)
     if (code := apps.dispatch(argv)) is not None:  # an application parses its own arguments
         return code
     args = build_parser().parse_args(argv)
     _check_outputs(args)
-    from benchmark.workflow import parse_kv
 
     if hasattr(args, "data_root"):  # a data root / weights folder named by a flag or $FLB_* must exist
-        from benchmark.paths import check_locations
-
         check_locations(args.data_root, getattr(args, "weights_dir", None), via="flag",
                         weights=hasattr(args, "weights_dir"), will_create=getattr(args, "data_cmd", "") == "fetch")  # fmt: skip
 
@@ -254,34 +262,26 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
         print(f"wrote {n} rows ({args.protocol} protocol) to {args.out}")
     elif args.cmd == "run":
-        from benchmark.tables.assemble import build_table
-        from benchmark.tables.execute import run_planned
-        from benchmark.workflow import load_config
+        from benchmark.tables.assemble import build_table  # local: heavy import (pandas)
 
-        cfg = load_config(args.config, parse_kv(args.set))
+        cfg = workflow.load_config(args.config, parse_kv(args.set))
         plan_file, jobs = run_planned(args.target, cfg)
-        from benchmark.tables.gate import verdict_exit
-
-        report = build_table(args.target, plan_file=plan_file)
-        print(f"{len(jobs)} jobs\n{report.summary()}")
+        table = build_table(args.target, plan_file=plan_file)
+        print(f"{len(jobs)} jobs\n{table.summary()}")
         return verdict_exit(args.target)
     elif args.cmd == "table":
         # Exit 0 whatever the verdicts: Snakemake deletes the outputs of a failing job. The target rule
         # runs `flb verdict` afterwards, which is where a FAIL turns into a non-zero exit.
-        from benchmark.tables.assemble import build_table
+        from benchmark.tables.assemble import build_table  # local: heavy import (pandas)
 
-        report = build_table(args.target, plan_file=args.plan)
-        print(report.summary())
+        table = build_table(args.target, plan_file=args.plan)
+        print(table.summary())
     elif args.cmd == "verdict":
-        from benchmark.tables.gate import verdict_exit
-
         return verdict_exit(args.target, args.results, args.findings)
     elif args.cmd == "ci-gate":
-        from benchmark.tables.gate import ci_gate
-
         return ci_gate(args.checks, args.findings, partial=args.partial)
     elif args.cmd == "fl-run":
-        from benchmark.fl.jobs import fl_run_step
+        from benchmark.fl.jobs import fl_run_step  # local: heavy import (pandas, scipy, torch, torchvision)
 
         job = fl_run_step(
             protocol=args.protocol,
@@ -304,8 +304,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             f"{r.costs.total_bytes / 1e9:.4f} GB, {r.costs.compute_f:.3g} F -> {args.out}"
         )
     elif args.cmd == "report":
-        from benchmark import report
-
         extra = report.extra_totals(args.claims, args.figures)
         if args.readme:
             print(report.update_readme(args.readme, args.checks, command=args.command, extra_totals=extra,
@@ -315,14 +313,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "data":
         return _data_command(args)
     elif args.cmd == "job":
-        from benchmark.jobs import job_from_dict
-        from benchmark.runners import load_runners
-        from benchmark.workflow import load_config
-
         load_runners()  # plug-ins register their job types on import
         job = job_from_dict(_json_arg(args.job_json, "job_json"))
         base = _json_arg(args.config_json, "--config-json") if args.config_json is not None else None
-        job.execute(load_config(args.config, parse_kv(args.set), base=base))
+        job.execute(workflow.load_config(args.config, parse_kv(args.set), base=base))
         print(f"{job.KIND} job -> {job.path}")
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
@@ -333,12 +327,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _data_command(args: argparse.Namespace) -> int:
     """``flb data list`` / ``flb data fetch NAME`` / ``flb data fetch --weights MODEL``."""
-    from benchmark.data import download
-    from benchmark.errors import ConfigError
-
     if args.data_cmd == "list":
-        from benchmark.data.registry import list_datasets
-
         for name in list_datasets():
             st = download.dataset_status(name, args.data_root)
             print(f"{name:16s} {st.state:12s} {st.detail}")
@@ -347,7 +336,9 @@ def _data_command(args: argparse.Namespace) -> int:
         raise ConfigError("flb data fetch needs a dataset NAME or --weights MODEL (one of them)",
                           "e.g. `flb data fetch cifar10` or `flb data fetch --weights resnet18`")  # fmt: skip
     if args.weights:
-        rec = download.fetch_weights(args.weights, marker=args.marker, mirror=args.mirror)
+        from benchmark.models.fetch import fetch_weights  # local: heavy import (torch, torchvision)
+
+        rec = fetch_weights(args.weights, marker=args.marker, mirror=args.mirror)
         print(f"{args.weights}: {rec['file']} sha256 {rec['sha256'][:12]}... verified at {rec['path']}")
         return 0
     rec = download.fetch_dataset(args.name, args.data_root, marker=args.marker, mirror=args.mirror)
@@ -358,8 +349,6 @@ def _data_command(args: argparse.Namespace) -> int:
 
 
 def _json_arg(text: str, name: str) -> dict:
-    from benchmark.errors import ConfigError
-
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -381,8 +370,6 @@ EXIT_BROKEN_PIPE = 141
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, an output option (``--out``, ``--curve``, ``--record``, ``--marker``) that
     names an existing folder or a path under a file."""
-    from benchmark.fs_errors import check_output_file
-
     for attr, option in OUTPUT_OPTIONS.items():
         value = getattr(args, attr, None)
         if value:
@@ -438,8 +425,6 @@ def _stdout_gone() -> bool:
     that cannot be told (stdout replaced, no ``poll``), as a closed stdout is where a BrokenPipeError of
     ``flb`` comes from."""
     try:
-        import select
-
         fd = sys.stdout.fileno()
         poller = select.poll()
         poller.register(fd, select.POLLOUT)
@@ -474,8 +459,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BenchmarkError as err:
         return _fail(err, f"flb: error: {err}", 2, debug)
     except OSError as err:
-        from benchmark.fs_errors import os_error
-
         return _fail(err, f"flb: error: {os_error(err, _outputs_named(args))}", 2, debug)
     except Exception as err:
         return _fail(err, internal_error_line(err), EXIT_INTERNAL, debug)

@@ -16,6 +16,7 @@ import errno
 from pathlib import Path
 
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.io import disk_full_error, not_writable_error
 
 
 class FileSystemError(BenchmarkError):
@@ -69,8 +70,6 @@ def os_error(err: OSError, writing: str | None = None) -> FileSystemError:
     folder = str(Path(path).parent) if path is not None else "its folder"
     code = err.errno
     if path is not None and code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EROFS):
-        from benchmark.io import disk_full_error, not_writable_error  # the atomic writer's own words
-
         failed = disk_full_error(Path(path)) if code != errno.EROFS else not_writable_error(Path(path), err)
         return FileSystemError(failed.what, failed.fix)
     if code in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):

@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
+from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.runners import load_runners
+from benchmark.runners.pfl import planning_configs
+from benchmark.tables.plan import plan_target
 
 #: Job kinds that are training (the heavy root of a unit); everything else runs inside the unit that needs it.
 TRAINING_KINDS = ("pfl_train", "pfl_central_curve", "fl_train", "zo_train")
@@ -64,8 +68,6 @@ class Unit:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Unit:
-        from benchmark.runners import load_runners
-
         load_runners()  # registers the plug-in job kinds
         return cls(tuple(job_from_dict(j) for j in raw["jobs"]), tuple(raw["cells"]), float(raw["est_s"]),
                    int(raw.get("seed", 0)), int(raw.get("prereq", 0)))  # fmt: skip
@@ -124,9 +126,6 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
 def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Callable[[Job], float]) -> list[Unit]:
     """The training units of ``targets`` under ``config`` (with ``pfl_both_selections``, the cells of both pfl
     model selections: one training fills them all)."""
-    from benchmark.runners.pfl import planning_configs
-    from benchmark.tables.plan import plan_target
-
     configs = planning_configs(config)
     pairs = []
     for cfg in configs:
@@ -162,7 +161,7 @@ def worker_numerics(config: Mapping[str, Any]) -> None:
     unless ``tf32`` is true) and ``threads_per_worker`` intra-op threads. The manifest records the same
     values from the same config (:func:`manifest`)."""
     try:
-        import torch
+        import torch  # local: torch only in the harvest's workers, not in its planning
     except ImportError:  # pragma: no cover
         return
     torch.backends.cudnn.allow_tf32 = bool(config.get("tf32", False))
@@ -356,10 +355,8 @@ def precision_of(config: Mapping[str, Any]) -> str:
 def manifest(entries: list[dict[str, Any]], config: Mapping[str, Any], budget_s: float) -> dict[str, Any]:
     """What a harvest ran, where and how: the jobs' log entries, the machine, the device, the threads per worker
     and the precision the workers were given (:func:`worker_numerics`, from ``config``)."""
-    from benchmark.provenance import git_commit, machine, package_versions
-
     try:
-        import torch
+        import torch  # local: torch only in the harvest's workers, not in its planning
 
         cuda = {"torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()} \
             if torch.cuda.is_available() else {}  # fmt: skip

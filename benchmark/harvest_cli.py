@@ -32,11 +32,14 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.harvest import Progress, Unit, harvest, manifest, plan_units, precision_of, written_by
@@ -44,6 +47,9 @@ from benchmark.harvest_estimate import DEFAULT_JOB_S, job_estimate
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
+from benchmark.runners import load_runners
+from benchmark.tables.spec import list_specs, load_spec
+from benchmark.workflow import load_config, parse_kv
 
 #: Config keys of the harvester only (not in the workflow's schema): name -> type.
 HARVEST_KEYS: dict[str, type] = {"tf32": bool, "threads_per_worker": int}
@@ -71,8 +77,6 @@ def harvest_config(device: str, overrides: Mapping[str, Any], *, workers: int = 
     the device set so training jobs are planned, ``progress`` off (workers write to log files), and the
     harvester's own keys (:data:`HARVEST_KEYS`) checked apart: ``tf32`` false unless asked,
     ``threads_per_worker`` 1 with ``nice`` on a CPU, else the CPUs shared among the workers."""
-    from benchmark.workflow import load_config
-
     own = {k: overrides[k] for k in HARVEST_KEYS if k in overrides}
     for key, value in own.items():
         kind = HARVEST_KEYS[key]
@@ -220,8 +224,6 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
     """Write a record into ledger ``out`` for every job that finished in this harvest: each ``done`` log entry,
     and the outputs a training wrote for its sibling job (:func:`benchmark.harvest.written_by`), with the
     training's times. A job the ledger already records with other files keeps its record (one line says so)."""
-    from benchmark.runners import load_runners
-
     load_runners()
     done = {e["path"]: e for e in entries if e.get("status") == "done"}
     todo: list[tuple[Job, Mapping[str, Any], tuple[str, ...]]] = []
@@ -265,8 +267,6 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
     """Run ``units`` for ``budget_s`` (:func:`benchmark.harvest.harvest`, work folder
     ``results/harvest/<stamp>/``), write the manifest beside it and a record into ``out`` for every finished
     job (:func:`record_finished`). The jobs write under the current directory (``root``: ``.``)."""
-    import time
-
     stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work = root / HARVEST_DIR / stamp
     missing_before = {j.path for u in units for j in u.jobs if not (root / j.path).exists()}
@@ -285,18 +285,12 @@ class _Bar:
     terminal, every minute into a file (a background harvest's log stays short)."""
 
     def __init__(self, budget_s: float) -> None:
-        import time
-
-        from tqdm import tqdm
-
         self.every = 1.0 if sys.stderr.isatty() else 60.0
         self.last = time.monotonic() - self.every
         self.bar = tqdm(total=round(budget_s), unit="s", desc="harvest", dynamic_ncols=True, file=sys.stderr,
                         mininterval=self.every, bar_format="{desc}: {bar} {n_fmt}/{total_fmt} s{postfix}")  # fmt: skip
 
     def tick(self, p: Progress) -> None:
-        import time
-
         self.bar.n = round(p.elapsed_s)
         self.bar.set_postfix_str(f"units {p.units_done}/{p.units_total} (running {p.running}), "
                                  f"cells {p.cells_filled}", refresh=False)  # fmt: skip
@@ -329,9 +323,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``flb harvest`` (module docstring). Exit 0 when every unit it ran finished or was stopped by the budget,
     1 when one failed; bad input is one :class:`BenchmarkError` (one line)."""
-    from benchmark.tables.spec import list_specs, load_spec
-    from benchmark.workflow import parse_kv
-
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     budget_s = parse_budget(args.budget)
     if args.workers < 1:

@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.errors import BenchmarkError
+from benchmark.fl.estimate import REFERENCE_SIZE, native_rate, run_cost
+from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import Job
+from benchmark.runners import fedmezo
+from benchmark.runners.fl_train import _split_size
 
 #: Seconds assumed for a job whose kind has no measured rate on the device (stated in the harvest plan).
 DEFAULT_JOB_S = 600.0
@@ -44,8 +49,6 @@ class Estimate:
 
 
 def _pfl_train(job: Any, machine: str) -> float | None:
-    from benchmark.fl.estimate import native_rate
-
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
@@ -56,8 +59,6 @@ def _pfl_train(job: Any, machine: str) -> float | None:
 
 
 def _pfl_eval(job: Any, machine: str) -> float | None:
-    from benchmark.fl.estimate import native_rate
-
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
@@ -68,8 +69,6 @@ def _pfl_eval(job: Any, machine: str) -> float | None:
 
 
 def _central(job: Any, machine: str) -> float | None:
-    from benchmark.fl.estimate import native_rate
-
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
@@ -78,10 +77,6 @@ def _central(job: Any, machine: str) -> float | None:
 
 
 def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
-    from benchmark.fl.estimate import REFERENCE_SIZE, run_cost
-    from benchmark.fl.train_protocols import get_train_protocol
-    from benchmark.runners.fl_train import _split_size
-
     proto = get_train_protocol(job.protocol)
     n_train = _split_size(job.dataset, "train", job.subset, data_root)
     n_test = _split_size(job.dataset, "test", job.subset, data_root)
@@ -95,8 +90,6 @@ def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
 
 
 def _zo_train(job: Any, machine: str, data_root: str | None) -> float | None:
-    from benchmark.runners import fedmezo
-
     if machine != "cpu" or job.method == "slora":  # measured on this suite's CPU only; SLoRA backpropagates
         return None
     if job.k_shot == "16":
@@ -110,8 +103,6 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
     """Estimated seconds of ``job`` on ``device`` (``cpu`` / ``cuda``): from the measured throughput of its kind
     on that machine, else :data:`DEFAULT_JOB_S` with ``measured=False``. Never raises for a job it cannot
     estimate (a missing dataset, an unknown protocol): that is the default too."""
-    from benchmark.errors import BenchmarkError
-
     machine = machine_key(device)
     data_root = (config or {}).get("data_root")
     if job.KIND in LIGHT_KINDS:

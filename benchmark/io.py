@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import fcntl
 import hashlib
 import io
 import json
@@ -190,8 +191,6 @@ def _temp_pattern(name: str) -> re.Pattern[str]:
 def _try_lock(fd: int) -> bool | None:
     """Take an exclusive ``flock`` without waiting: True taken, False held by a live process, None when the
     file system does not support it."""
-    import fcntl
-
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -428,7 +427,7 @@ def read_verified_csv(
 ):
     """A CSV as a DataFrame after :func:`read_verified_bytes` and :func:`check_csv` (``read_csv``: keywords
     of :func:`pandas.read_csv`). Returns ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
     data = read_verified_bytes(path, fix=fix)
     check_csv(path, data, columns=columns, nonempty=nonempty, numeric=numeric, fix=fix)

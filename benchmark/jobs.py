@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from benchmark.errors import ConfigError
+from benchmark.suggest import did_you_mean
 
 J = TypeVar("J", bound="Job")
 
@@ -95,8 +96,6 @@ def job_from_dict(raw: Any) -> Job:
     """Inverse of :func:`job_to_dict` (a plan file's job, or ``flb job '<json>'``). An unknown kind, an unknown,
     missing or ill-typed field is one :class:`ConfigError` naming the job kind, the field(s) and the valid
     fields (never a ``TypeError``)."""
-    from benchmark.suggest import did_you_mean
-
     if not isinstance(raw, Mapping):
         raise ConfigError(f"a job must be a JSON object, got {type(raw).__name__}", 'e.g. {"kind": "partition", ...}')
     kind = raw.get("kind")
@@ -203,7 +202,7 @@ class ExtractJob(Job):
     split: str
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark import pipeline
+        from benchmark import pipeline  # local: heavy import (pandas, scipy, torch, torchvision)
 
         pipeline.extract_step(
             dataset=self.dataset, split=self.split, backbone=self.backbone, weights=self.weights,
@@ -227,7 +226,7 @@ class PartitionJob(Job):
     seed: int
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark import pipeline
+        from benchmark import pipeline  # local: heavy import (pandas, scipy, torch, torchvision)
 
         scheme, params = parse_partition_tag(self.ptag)
         pipeline.partition_step(
@@ -275,7 +274,7 @@ class ClosedFormJob(_OnFeatures):
     seed: int
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark import pipeline
+        from benchmark import pipeline  # local: heavy import (pandas, scipy, torch, torchvision)
 
         pipeline.closed_form_step(
             train=self.features("train").path, test=self.features("test").path,
@@ -300,7 +299,7 @@ class FLRunJob(_OnFeatures):
         return self.path.removesuffix(".csv") + ".curve.csv"
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.jobs import fl_run_step
+        from benchmark.fl.jobs import fl_run_step  # local: heavy import (pandas, scipy, torch, torchvision)
 
         fl_run_step(
             protocol=self.protocol, method=self.method, train=self.features("train").path,

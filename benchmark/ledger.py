@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmark import jobs as registry
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text, read_verified_json, sha256_bytes, sha256_file
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
+from benchmark.runners import load_runners
 
 #: The ledger folder, relative to the checkout.
 LEDGER_DIR = Path("runs")
@@ -53,8 +55,6 @@ class RecordExistsError(ConfigError):
 def numerics_version(kind: str) -> int:
     """The numerics version of job kind ``kind`` in this code (``Job.NUMERICS``; bump it when a change alters
     the numbers the job produces: records made before are then stale)."""
-    from benchmark import jobs as registry  # the registry as it is now (tests may swap it)
-
     cls = registry.JOB_KINDS.get(kind)
     if cls is None:
         _load_kinds()
@@ -63,8 +63,6 @@ def numerics_version(kind: str) -> int:
 
 
 def _load_kinds() -> None:
-    from benchmark.runners import load_runners
-
     load_runners()
 
 

@@ -15,6 +15,9 @@ from pathlib import Path
 
 from benchmark.errors import ConfigError
 from benchmark.ledger import LEDGER_DIR, RunRecord, read_record, record_folders, short_machine, verify_all
+from benchmark.ledger_import import ImportOptions, import_results, planned_jobs
+from benchmark.tables.spec import SPEC_DIR
+from benchmark.workflow import load_config, parse_kv
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,10 +73,6 @@ def main(argv: list[str]) -> int:
 
 
 def _import(args: argparse.Namespace, ledger: Path) -> int:
-    from benchmark.ledger_import import ImportOptions, import_results, planned_jobs
-    from benchmark.tables.spec import SPEC_DIR
-    from benchmark.workflow import load_config, parse_kv
-
     cfg = load_config(None, parse_kv(args.config))
     cfg.setdefault("pfl_both_selections", True)
     if not cfg.get("device") and not cfg.get("cpu_training"):

@@ -27,6 +27,8 @@ from benchmark.ledger import (
     record_folder,
     write_record,
 )
+from benchmark.runners.pfl import planning_configs
+from benchmark.tables.plan import plan_target
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,6 @@ def results_root(path: Path) -> Path:
 
 def planned_jobs(targets: Iterable[str], config: Mapping[str, Any]) -> list[Job]:
     """Every job (inputs included) the targets' plans run, both pfl selections when ``pfl_both_selections``."""
-    from benchmark.runners.pfl import planning_configs
-    from benchmark.tables.plan import plan_target
-
     configs = planning_configs(config)
     return job_closure(job for cfg in configs for target in targets for plan in plan_target(target, cfg)
                        for job in plan.jobs)  # fmt: skip

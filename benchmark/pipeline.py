@@ -11,18 +11,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmark.closed_form import run_methods
 from benchmark.closed_form.protocols import ALL_METHODS, merge_options, protocol_methods, protocol_options
+from benchmark.closed_form.registry import get_method
+from benchmark.data import registry as data_registry  # module attribute: a test replaces dataset_info
+from benchmark.data.partition import PartitionData, load_partition_for, make_partition
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset, stratified_indices
+from benchmark.devices import pick_device
 from benchmark.errors import ConfigError
 from benchmark.features.cache import FeatureCache, FeatureSet
 from benchmark.features.extract import extract_features
 from benchmark.features.pointer import load_features, load_train_test, partition_data_of, pointer_dict
 from benchmark.features.preprocess import get_preprocess
+from benchmark.fs_errors import check_output_file
 from benchmark.io import atomic_write_json
+from benchmark.kv import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
+from benchmark.models.backbones import backbone_spec
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
-from benchmark.tidy import make_row, write_tidy
-from benchmark.workflow import parse_kv  # noqa: F401  (re-exported: pipeline.parse_kv)
+from benchmark.tidy import concat_tidy, make_row, write_tidy
 
 
 def extract_step(
@@ -48,12 +55,7 @@ def extract_step(
     Everything that can be checked without the data is checked before any is read: the names, the device
     (:func:`~benchmark.devices.pick_device`), ``out`` (not a folder) and the cache folder (not a file).
     """
-    from benchmark.data.registry import dataset_info
-    from benchmark.devices import pick_device
-    from benchmark.fs_errors import check_output_file
-    from benchmark.models.backbones import backbone_spec
-
-    dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
+    data_registry.dataset_info(dataset), backbone_spec(backbone)  # unknown names fail before any data is read
     pick_device(device)
     check_output_file(out, "--out")
     cache = FeatureCache(cache_dir)
@@ -125,8 +127,6 @@ def partition_step(
     data_root: str | None = None,
 ) -> dict[str, Any]:
     """Partition the train split of ``dataset`` over clients and write the partition JSON."""
-    from benchmark.data.partition import PartitionData, make_partition
-
     data = split_labels(dataset, "train", subset, subset_seed, data_root)
     kwargs = dict(params)
     if scheme == "natural":
@@ -163,9 +163,6 @@ def closed_form_step(
     (:func:`~benchmark.closed_form.run_methods`); ``wall_s`` is each method's own time plus the shared
     client moments it used.
     """
-    from benchmark.closed_form import run_methods
-    from benchmark.data.partition import load_partition_for
-
     ptr_tr, tr, _, te = load_train_test(train, test)
     part = load_partition_for(partition, partition_data_of(ptr_tr), train)
     plan = merge_options(protocol_options(protocol, ptr_tr["backbone"], seed=part.seed), options)
@@ -222,8 +219,6 @@ def closed_form_step(
 
 
 def get_method_federated(name: str) -> bool:
-    from benchmark.closed_form.registry import get_method
-
     return bool(get_method(name).federated)
 
 
@@ -235,8 +230,6 @@ def collect_step(
     labels: Mapping[str, Any] | None = None,
 ) -> int:
     """Concatenate tidy CSVs, optionally keeping only ``methods`` and setting ``labels`` columns."""
-    from benchmark.tidy import concat_tidy
-
     df = concat_tidy(inputs)
     if methods:
         df = df[df["method"].isin(list(methods))]

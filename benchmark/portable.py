@@ -26,6 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmark import paths
+from benchmark.papers import papers_dir
+
 #: The checkout this package belongs to.
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,9 +74,6 @@ def machine_aliases() -> tuple[PathAlias, ...]:
 
 @functools.lru_cache(maxsize=8)
 def _aliases(_env: tuple[str | None, ...], _cwd: str) -> tuple[PathAlias, ...]:
-    from benchmark import paths
-    from benchmark.papers import papers_dir
-
     shared = os.environ.get("FLB_SHARED") or next(
         (str(p / "shared") for p in ROOT.parents if (p / "shared").is_dir()), str(ROOT.parent / "shared")
     )

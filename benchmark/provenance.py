@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import resource
 import subprocess
@@ -127,8 +128,6 @@ def cpu_description() -> str:
 
 def machine() -> str:
     """A short description of the machine (CPU count, CPU model and vector extensions, GPU if any)."""
-    import os
-
     desc = f"{platform.machine()} {os.cpu_count()} cpu ({cpu_description()})"
     torch = sys.modules.get("torch")  # a process that computed with torch has imported it; others
     if torch is not None and torch.cuda.is_available():  # (e.g. cost arithmetic) need no GPU line

@@ -246,7 +246,7 @@ def _status(ok: bool, substitute: bool, departures: Sequence[str] = ()) -> Statu
 
 def _departure_reason(departures: Sequence[str]) -> str:
     """``matches only under <name> (<description>), ...`` for a ``PASS*`` cell."""
-    from benchmark.costs.conventions import DEPARTURES
+    from benchmark.costs.conventions import DEPARTURES  # local: heavy import (torch, torchvision)
 
     names = list(dict.fromkeys(departures))
     parts = [f"{n} ({DEPARTURES[n].description})" if n in DEPARTURES else n for n in names]

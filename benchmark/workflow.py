@@ -9,23 +9,37 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import yaml
+
+from benchmark import jobs as jobs_module  # module attribute: tests replace JOB_KINDS
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.jobs import (
     ClosedFormJob,
     ExtractJob,
     FLRunJob,
     PartitionJob,
+    job_to_dict,
     parse_partition_tag,
     partition_tag,
 )
+from benchmark.kv import parse_kv
+from benchmark.paths import check_locations, data_root
+from benchmark.runners import load_runners
+from benchmark.suggest import did_you_mean
+from benchmark.tables.availability import dataset_fetch_planned, weights_fetch_planned
+from benchmark.tables.records import recorded_output
 
-__all__ = ["parse_partition_tag", "partition_tag"]  # re-exported: the job module owns the partition tag
+# re-exported: the job module owns the partition tag, benchmark.kv the key=value parser
+__all__ = ["parse_kv", "parse_partition_tag", "partition_tag"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The Snakemake community layout: the config schema beside the workflow, the default config in config/. These are
@@ -59,9 +73,6 @@ def checkout_package(root: Path) -> None:
     (this process: plans) and on ``PYTHONPATH`` (the jobs it starts), as ``python -m`` already does for a job
     started in the checkout. A package imported earlier from elsewhere cannot be replaced: a
     :class:`ConfigError` says so."""
-    import os
-    import sys
-
     package = Path(root) / "benchmark"
     if not (package / "__init__.py").is_file():
         return  # a workflow without its package (a copy of workflow/ and config/): the installed one runs
@@ -88,8 +99,6 @@ def _schema(schema: str | Path | None = None) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _parsed_schema(path: Path, mtime_ns: int) -> dict[str, Any]:
-    import yaml
-
     return yaml.safe_load(path.read_text())
 
 
@@ -117,8 +126,6 @@ def _path_text(path: Sequence[Any]) -> str:
 
 def _schema_error(e: Any) -> ConfigError:
     """One :class:`ConfigError` for a jsonschema error: the field, what is wrong, what to do."""
-    from benchmark.suggest import did_you_mean
-
     where = list(e.path)
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
         valid = sorted(e.schema.get("properties") or {})
@@ -143,7 +150,7 @@ def _schema_error(e: Any) -> ConfigError:
 
 
 def _validator(schema: str | Path | None = None) -> Any:
-    import jsonschema
+    import jsonschema  # local: heavy import (jsonschema)
 
     return jsonschema.Draft202012Validator(_schema(schema))
 
@@ -176,7 +183,6 @@ def validate_config(config: Mapping[str, Any], schema: str | Path | None = None)
                 f"config field 'cell_filter': {pattern!r} is not a regular expression ({err})",
                 "fix the pattern (Python `re` syntax), e.g. cell_filter='cifar10/.*'",
             ) from None
-    from benchmark.paths import check_locations
 
     check_locations(config.get("data_root"), config.get("weights_dir"))  # a named folder must exist
 
@@ -189,8 +195,6 @@ def load_config(
 ) -> dict[str, Any]:
     """The default config (or ``base``, e.g. the whole config the workflow passes to a job), overlaid by
     ``path`` and then by ``overrides``; validated."""
-    import yaml
-
     cfg = dict(base) if base is not None else yaml.safe_load(DEFAULT_CONFIG.read_text())
     if path:
         p = Path(path)
@@ -205,23 +209,17 @@ def load_config(
 def job_config_arg(config: Mapping[str, Any]) -> str:
     """The whole (validated) workflow config as one shell-quoted JSON word: what ``flb job --config-json`` runs
     a plug-in job with, so every key the user set reaches the job as typed."""
-    import shlex
-
     return shlex.quote(json.dumps(dict(config), sort_keys=True, default=str))
 
 
 def shell_word(value: Any) -> str:
     """``value`` quoted for a shell line (a path with spaces stays one argument)."""
-    import shlex
-
     return shlex.quote(str(value))
 
 
 def exit_on_error(err: BenchmarkError) -> NoReturn:
     """Print ``err`` as the one line the command line prints (``flb: error: ...``) and end the process with
     status 2: how the Snakefile and its input functions report bad input, instead of a Snakemake traceback."""
-    import sys
-
     print(f"flb: error: {err}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
@@ -244,16 +242,12 @@ def data_root_identity(config: Mapping[str, Any]) -> str:
     """The resolved dataset root the data-reading jobs use (config ``data_root``, else ``$FLB_DATA_ROOT``, else
     ``./data``). The rules that read data carry it as a ``params``, so that pointing the workflow at other
     data re-runs them (Snakemake's params rerun trigger) instead of keeping outputs of the old data."""
-    from benchmark.paths import data_root
-
     return str(data_root(config.get("data_root")).resolve())
 
 
 def unknown_target(name: str, targets: Sequence[str]) -> None:
     """Refuse a requested name that no rule produces, with the closest target names (the Snakefile's catch-all
     rule calls it; Snakemake's own "No rule to produce X" does not say which targets exist)."""
-    from benchmark.suggest import did_you_mean
-
     hint = did_you_mean(name, targets)
     raise ConfigError(
         f"unknown snakemake target {name!r}" + (f" ({hint})" if hint else ""),
@@ -304,8 +298,6 @@ def run_inputs(job: ClosedFormJob | FLRunJob) -> dict[str, str]:
     """The named inputs of a run on cached features (``train``, ``test``, ``partition``: the Snakefile's
     ``closed_form`` and ``fl_run`` rules); none for a run filled from the ledger of recorded runs
     (:func:`benchmark.tables.records.recorded_output`), which Snakemake then neither runs nor feeds."""
-    from benchmark.tables.records import recorded_output
-
     if recorded_output(job):
         return {}
     return {"train": job.features("train").path, "test": job.features("test").path,
@@ -335,20 +327,6 @@ def closed_form_targets(config: Mapping[str, Any]) -> list[str]:
     return sorted(config["targets"])
 
 
-def parse_kv(items: Sequence[str]) -> dict[str, Any]:
-    """``["alpha=0.1", "clients=100"]`` -> ``{"alpha": 0.1, "clients": 100}`` (JSON values where they parse)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"expected key=value, got {item!r}", "write parameters as key=value")
-        k, v = item.split("=", 1)
-        try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k] = v
-    return out
-
-
 def data_marker(dataset: str) -> str:
     """Output of the ``fetch_data`` rule: the verified identity of a downloaded dataset (``flb data fetch``)."""
     return f"results/data/{dataset}.json"
@@ -370,8 +348,6 @@ def fetch_inputs(
     exists, so that the set of inputs does not change after the download (which would make Snakemake
     re-run the extraction). Data that was here from the start needs no marker.
     """
-    from benchmark.tables.availability import dataset_fetch_planned, weights_fetch_planned
-
     out = []
     marker = data_marker(dataset)
     if Path(marker).exists() or dataset_fetch_planned(dataset, config.get("data_root")):
@@ -385,7 +361,7 @@ def fetch_inputs(
 
 def hub_dir() -> Path:
     """torch's hub folder, where torchvision checkpoints are kept (``$TORCH_HOME/hub``)."""
-    import torch
+    import torch  # local: heavy import (torch)
 
     return Path(torch.hub.get_dir())
 
@@ -397,18 +373,13 @@ BUILTIN_JOB_KINDS = ("extract", "partition", "closed_form", "fl_run")
 def plugin_job_types() -> dict[str, Any]:
     """Job types registered by runner plug-ins (:mod:`benchmark.runners`) that no built-in rule produces; the
     workflow gives each a rule of its own (workflow/rules/plugins.smk), so a new runner needs no rule."""
-    from benchmark.jobs import JOB_KINDS
-    from benchmark.runners import load_runners
-
     load_runners()
-    return {k: cls for k, cls in sorted(JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
+    return {k: cls for k, cls in sorted(jobs_module.JOB_KINDS.items()) if k not in BUILTIN_JOB_KINDS}
 
 
 def plugin_job_inputs(cls: Any) -> Any:
     """The input function of a plug-in job's rule: the outputs of the jobs it reads (none for a job filled from
     the ledger of recorded runs: :func:`benchmark.tables.records.recorded_output`)."""
-    from benchmark.tables.records import recorded_output
-
     def inputs(wildcards: Any) -> list[str]:
         job = cls.from_wildcards(wildcards)
         return [] if recorded_output(job) else [j.path for j in job.inputs()]
@@ -418,8 +389,5 @@ def plugin_job_inputs(cls: Any) -> Any:
 
 def plugin_job_arg(cls: Any) -> Any:
     """The params function of a plug-in job's rule: the job as shell-quoted JSON for ``flb job``."""
-    import shlex
-
-    from benchmark.jobs import job_to_dict
 
     return lambda wildcards: shlex.quote(json.dumps(job_to_dict(cls.from_wildcards(wildcards))))

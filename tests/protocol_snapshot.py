@@ -9,8 +9,14 @@ import dataclasses
 import json
 from typing import Any
 
-from benchmark.closed_form.protocols import PAPER_PROTOCOL, PROTOCOLS, protocol_methods, protocol_options
-from benchmark.closed_form.registry import METHODS, paper_protocol_options
+from benchmark.closed_form.protocols import (
+    PAPER_PROTOCOL,
+    PROTOCOLS,
+    paper_protocol_options,
+    protocol_methods,
+    protocol_options,
+)
+from benchmark.closed_form.registry import METHODS
 from benchmark.fl.protocols import get_protocol, list_protocols
 from benchmark.models.backbones import list_backbones
 

@@ -10,10 +10,10 @@ import pytest
 from test_data_text import real_text_root  # noqa: F401  (the fixture: a data root linking the real text)
 
 from benchmark.errors import ConfigError
+from benchmark.figures.bernier2024_runs import ZO_FIGURES, draw, figure_data, figure_jobs
 from benchmark.runners.fedmezo import PROBE_ROUNDS, ZOTrainJob, zo_job
 from benchmark.tables.plan import plan_target
 from benchmark.zo.data import complete_dirichlet, k_shot_indices
-from benchmark.zo.figures import ZO_FIGURES, draw, figure_data, figure_jobs
 
 TARGET = "bernier2024_table4_1"
 

@@ -97,7 +97,7 @@ def stage_zo(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) -> 
 
 def zo_figure_jobs() -> list[Any]:
     """bernier2024 Figs. 4.2 (10 rounds) and 4.3 (1,000 rounds) on SST-2, the budgets docs/runs/fedmezo_cpu ran."""
-    from benchmark.zo.figures import figure_jobs
+    from benchmark.figures.bernier2024_runs import figure_jobs
 
     base = dict(zo_k_shot=16, zo_lr=0.004, zo_figure_tasks=["sst2"])
     jobs = list(figure_jobs(_config(**base, zo_rounds=10, zo_eval_every=10), "bernier2024_fig4_2").values())

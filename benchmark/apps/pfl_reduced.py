@@ -44,7 +44,9 @@ import numpy as np
 
 from benchmark.apps.reduced import torch_threads
 from benchmark.io import atomic_write_json
+from benchmark.jobs import run_jobs
 from benchmark.provenance import machine, package_versions
+from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_PATH = ROOT / "expected" / "pinned" / "pfl_reduced_cifar10_4convnet.json"
@@ -57,8 +59,6 @@ TOLERANCE_FLOOR = {"loss_rtol": 1e-9, "accuracy_abs": 0.1, "client_accuracy_abs"
 
 def jobs(algorithm: str) -> tuple[Any, Any]:
     """The training job and the personalisation job of the reduced configuration."""
-    from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
-
     base = dict(dataset="cifar10", model="4convnet", bn="batch", scheme="shards", scheme_param="2", clients=100,
                 server_fraction="0", algorithm=algorithm, participation="0.02", local_epochs=1, rounds=4,
                 momentum="0.9", head_lr="1", head_init="default", prox_mu="default", selection="best", seed=0)  # fmt: skip
@@ -78,8 +78,6 @@ def _in_dir(path: Path) -> Iterator[None]:
 
 def compute(threads: int = 1, data_root: str | None = None) -> dict[str, Any]:
     """Run both algorithms through the runner's jobs in a scratch directory; the values the guard compares."""
-    from benchmark.jobs import run_jobs
-
     root = data_root or os.environ.get("FLB_DATA_ROOT")
     config = {**KNOBS, "data_root": str(Path(root).resolve()) if root else None}
     out: dict[str, Any] = {}

@@ -62,11 +62,18 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from benchmark.data.partition import make_partition
+from benchmark.data.registry import load_dataset
+from benchmark.data.subsets import stratified_indices
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.features.preprocess import get_preprocess
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import RunResult
+from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.io import atomic_write_json, sha256_bytes
+from benchmark.jobs import partition_tag, run_jobs
 from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.runners.fl_train import FLTrainJob
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED_PATH = ROOT / "expected" / "pinned" / "fl_reduced_ft_cifar10x32.json"
@@ -183,8 +190,6 @@ def torch_threads(n: int) -> Iterator[None]:
 
 def _preprocess(images: np.ndarray, split: str, preset: str) -> torch.Tensor:
     """uint8 NHWC -> normalised float32 NCHW with the preset's frozen flip (FLSim: drawn once per image)."""
-    from benchmark.features.preprocess import get_preprocess
-
     pre = get_preprocess(preset)
     raw = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2)
     flips = torch.from_numpy(pre.flip_mask(len(images), split))
@@ -205,26 +210,12 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-@torch.no_grad()
-def nudge_parameters(model: torch.nn.Module, ulps: int) -> None:
-    """Move every parameter ``ulps`` units in the last place of its dtype (``np.nextafter``, in place)."""
-    for p in model.parameters():
-        a = p.detach().numpy()
-        for _ in range(abs(ulps)):
-            a = np.nextafter(a, np.inf if ulps > 0 else -np.inf)
-        p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
-
-
 def load_reduced_data(rc: ReducedConfig, seed: int, data_root: str | Path | None = None) -> ReducedData:
     """Stratified subsets of the real CIFAR-10 splits, preprocessed once, partitioned over the clients.
 
     The frozen flip is drawn over the *subset's* indices (as if the subset were the dataset), the partition
     from the run seed's ``partition`` stream.
     """
-    from benchmark.data.partition import make_partition
-    from benchmark.data.registry import load_dataset
-    from benchmark.data.subsets import stratified_indices
-
     out = {}
     for split, per_class in (("train", rc.train_per_class), ("test", rc.test_per_class)):
         data = load_dataset(rc.dataset, split, data_root)
@@ -254,7 +245,7 @@ def load_reduced_data(rc: ReducedConfig, seed: int, data_root: str | Path | None
 def create_model(rc: ReducedConfig, seed: int, weights_dir: str | Path | None = None) -> tuple[Any, Any]:
     """The pre-trained backbone with a fresh 10-class head (run seed's ``model_init`` stream), in ``rc.dtype``;
     returns the model and its weights' identity."""
-    from benchmark.models.backbones import create_backbone
+    from benchmark.models.backbones import create_backbone  # local: heavy import (torchvision)
 
     model, ident = create_backbone(
         rc.backbone, rc.weights, num_classes=10, seed=rc.fl_config(seed).seeds.int_seed("model_init"),
@@ -273,10 +264,6 @@ RUNNER_KNOBS: tuple[str, ...] = ("threads", "dtype", "client_lr")
 
 def runner_job(method: str, seed: int, rc: ReducedConfig | None = None) -> Any:
     """The ``fl_train`` job of ``method`` / ``seed`` in the reduced configuration (its partition job is an input)."""
-    from benchmark.fl.train_protocols import get_train_protocol
-    from benchmark.jobs import partition_tag
-    from benchmark.runners.fl_train import FLTrainJob
-
     rc = rc or ReducedConfig()
     proto = get_train_protocol(RUNNER_PROTOCOL)
     return FLTrainJob(
@@ -299,10 +286,10 @@ def run_via_runner(
     """One reduced run of ``method`` (``ft`` or ``fedncm_ft``) through the ``fl_train`` runner's job
     (:func:`runner_job`): its partition job is run (or reused), then the job's own request is trained in this
     process, in ``rc.dtype`` on ``rc.threads`` threads; ``init_ulps`` moves every initial parameter that many
-    ulps (:func:`nudge_parameters`; tolerance measurement only). Returns the result and the run identity, after
-    checking that the runner saw exactly the inputs :func:`load_reduced_data` describes."""
-    from benchmark.fl.train_job import run_training
-    from benchmark.jobs import run_jobs
+    ulps (:func:`benchmark.fl.train_job.nudge_parameters`; tolerance measurement only). Returns the result and
+    the run identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data`
+    describes."""
+    from benchmark.fl.train_job import run_training  # local: heavy import (pandas)
 
     rc = rc or ReducedConfig()
     fixed = {k: v for k, v in asdict(rc).items() if k not in RUNNER_KNOBS}

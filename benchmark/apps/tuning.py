@@ -31,36 +31,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.data.partition import make_partition
+from benchmark.data.subsets import validation_split
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.features.pointer import load_features
 from benchmark.fl.jobs import FLInputs, run_fl_job
 from benchmark.fl.lp_features import CachedFeatures
 from benchmark.fl.protocols import get_protocol
 from benchmark.io import atomic_write_json
+from benchmark.pipeline import parse_kv
 from benchmark.provenance import git_commit, machine, package_versions
-from benchmark.seeding import numpy_rng
 
 #: legate2023 App. B: the FedAvg client-lr grid for CIFAR-10, CUB, Cars and EuroSAT.
 LEGATE2023_FEDAVG_GRID: tuple[float, ...] = (0.1, 0.07, 0.05, 0.03, 0.01, 0.007, 0.005, 0.003, 0.001)
 
 #: The recorded grids stay beside the protocols that cite them (``benchmark/fl/protocols.py`` ``lr_source``).
 LR_GRID_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid"
-
-
-def validation_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(train_rows, val_rows)``: ``floor(fraction * n_c)`` samples of every class c go to validation (drawn
-    from the ``validation`` stream of ``seed``), both sorted."""
-    if not 0.0 < fraction < 1.0:
-        raise ConfigError(f"val_fraction must be in (0, 1), got {fraction}", "e.g. 0.1")
-    labels = np.asarray(labels)
-    rng = numpy_rng(seed, "validation")
-    val = []
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        val.append(rng.choice(idx, size=int(np.floor(fraction * idx.size)), replace=False))
-    val_rows = np.sort(np.concatenate(val))
-    mask = np.ones(labels.size, dtype=bool)
-    mask[val_rows] = False
-    return np.flatnonzero(mask), val_rows
 
 
 def lr_grid_search(
@@ -76,9 +62,6 @@ def lr_grid_search(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the grid (module docstring) and return the JSON-ready record."""
-    from benchmark.data.partition import make_partition
-    from benchmark.features.pointer import load_features
-
     proto = get_protocol(protocol)
     proto.method(method)
     if overrides:
@@ -168,8 +151,6 @@ def lr_grid_search(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``flb tune-lr`` (module docstring)."""
-    from benchmark.pipeline import parse_kv
-
     ap = argparse.ArgumentParser(prog="flb tune-lr", description=__doc__.splitlines()[0])
     ap.add_argument("--protocol", required=True)
     ap.add_argument("--method", required=True)

@@ -11,7 +11,7 @@ messages into a :class:`~.heads.LinearHead`. Entry point for the workflow::
 Methods are looked up by name (:func:`list_methods`, :func:`get_method`); :func:`paper_protocol_options`
 gives the reference-code options of a paper's tables. Modules: :mod:`.heads` (head, solvers),
 :mod:`.stats` (client messages), :mod:`.fedncm`, :mod:`.fed3r`, :mod:`.fedcof`, :mod:`.centralised`,
-:mod:`.registry`.
+:mod:`.registry`, :mod:`.protocols` (run protocols and the papers' options).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from benchmark.closed_form.centralised import ncm_head, ridge_head, within_class
 
 # isort: on
 from benchmark.closed_form.heads import SOLVERS, LinearHead, evaluate
+from benchmark.closed_form.protocols import paper_protocol_options
 from benchmark.closed_form.registry import (
     MethodResult,
     get_method,
     list_methods,
-    paper_protocol_options,
     participation_schedule,
     register_method,
     run_method,

@@ -1,11 +1,11 @@
 """Closed-form run protocols: which methods one run computes, and with which options.
 
 The values live in the catalogue ``benchmark/protocols/closed_form.yaml`` (per protocol its ``source`` and
-``note``; per paper key the reference-code options of :func:`~benchmark.closed_form.paper_protocol_options`),
+``note``; per paper key the reference-code options of :func:`paper_protocol_options`),
 loaded and validated on import (:func:`load_closed_form_catalogue`).
 
 A paper table is reproduced under that paper's protocol, the options its reference code used
-(:func:`~benchmark.closed_form.registry.paper_protocol_options`, papers-code.md §1.4, §2.4, §6). The protocol
+(:func:`paper_protocol_options`, papers-code.md §1.4, §2.4, §6). The protocol
 is part of the run file's path (``results/runs/closed_form/.../<protocol>/seed<k>.csv``), so runs of two
 papers on the same features and partition never share a file, and it is written in every tidy row.
 
@@ -29,12 +29,14 @@ protocol          methods and options
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmark.closed_form.registry import METHODS, suite_methods
+from benchmark.closed_form.fedcof import default_gamma
+from benchmark.closed_form.registry import METHODS, get_method, run_method, suite_methods
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.protocols import Where, check_mapping, check_name, load_catalogue
 
@@ -71,10 +73,6 @@ def option_names(method: str) -> tuple[str, ...] | None:
     """The options closed-form method ``method`` takes: the keyword parameters of its ``plan`` (federated
     methods, with those of :func:`~benchmark.closed_form.registry.run_method` for multi-round runs) or of its
     ``fit``; ``None`` when its function takes any keyword."""
-    import inspect
-
-    from benchmark.closed_form.registry import run_method
-
     info = METHODS.get(method)
     own = inspect.signature(info.plan or info.fit).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own):
@@ -176,8 +174,6 @@ def resolve_options(
     options: Mapping[str, Any], *, model_name: str | None, seed: int | None, what: str
 ) -> dict[str, Any]:
     """``options`` with the run-time values filled in (:data:`BACKBONE_GAMMA` needs ``model_name``)."""
-    from benchmark.closed_form.fedcof import default_gamma
-
     out: dict[str, Any] = {}
     for key, value in options.items():
         if value == BACKBONE_GAMMA:
@@ -207,8 +203,6 @@ def protocol_methods(protocol: str) -> tuple[str, ...]:
 def protocol_options(protocol: str, model_name: str, *, seed: int | None = None) -> dict[str, dict[str, Any]]:
     """Per-method options of ``protocol`` for backbone ``model_name`` (``seed``: the run's seed, used by
     ``legate2023-code``'s random bias)."""
-    from benchmark.closed_form.registry import paper_protocol_options
-
     out: dict[str, dict[str, Any]] = {}
     for method, entry in CATALOGUE.protocols[check_protocol(protocol)].items():
         base = (
@@ -229,3 +223,38 @@ def merge_options(
     for method, opts in (override or {}).items():
         out.setdefault(method, {}).update(opts)
     return out
+
+
+def paper_protocol_options(
+    method: str, *, paper: str = "fedcof", model_name: str | None = None
+) -> dict[str, Any]:
+    """Options reproducing the reference code behind a paper's tables (papers-code.md 1.4, 2.4, 3, 6).
+
+    The values are the ``paper_options`` of the catalogue ``benchmark/protocols/closed_form.yaml``:
+
+    * ``paper="fedcof"`` (fedcof Table 3, path A of its code): every server in float32 with ``pinv``
+      (``solver="pinv32"``); FedNCM without bias; Fed3R ``lam=0.01``; FedCOF/oracle ``gamma`` by backbone
+      (:func:`~benchmark.closed_form.fedcof.default_gamma`, needs ``model_name``), no extra ridge
+      (the paper text's ``lambda = 0.01`` is not in the code), K_c = 1 handled as the code does.
+      Official Fed3R: float32 ``solve`` (``solver="solve32"``).
+    * ``paper="fedcof-multiround"`` (Fig. 3-4, path B): as above, but FedCOF adds ``gamma I`` once more
+      to the estimated Gram (``ridge = gamma``) and a class seen on one client only gets the noisy-copy
+      covariance (``single_client="path_b_noise"``).
+    * ``paper="legate2023"``: FedNCM as the paper's text states it (§3.2: "the bias term to 0"), float32.
+    * ``paper="legate2023-code"``: FedNCM as the legate2023 reference code runs it, with the random
+      ``nn.Linear`` bias init kept (``bias="random"``, papers-code.md 1.4), float32. An explicit option,
+      never the default of the legate2023 tables.
+    """
+    get_method(method)
+    papers = list(CATALOGUE.paper_options)
+    if paper not in CATALOGUE.paper_options:
+        raise UnknownNameError(
+            f"unknown paper protocol {paper!r}", f"use {', '.join(papers[:-1])} or {papers[-1]}"
+        )
+    table = CATALOGUE.paper_options[paper]
+    if method not in table:
+        raise ConfigError(
+            f"paper protocol {paper!r} has no closed-form method {method!r}", f"use one of: {', '.join(table)}"
+        )
+    what = f"paper_protocol_options({method!r})"
+    return resolve_options(table[method], model_name=model_name, seed=None, what=what)

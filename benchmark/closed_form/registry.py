@@ -8,8 +8,8 @@
 client. :func:`run_method` fits a method on cached train features and evaluates it on cached test features;
 with ``participation`` set it runs the multi-round protocol of fedcof Sec. 4.3 / Fig. 3-4 and records the
 accuracy after every round. :func:`run_methods` runs several methods on one partition in a single pass over
-the clients (shared client moments). :func:`paper_protocol_options` gives the reference-code options under which
-the papers' tables were produced (pinv32 solver etc., papers-code.md section 6).
+the clients (shared client moments). The reference-code options under which the papers' tables were produced
+(pinv32 solver etc., papers-code.md section 6) are :func:`benchmark.closed_form.protocols.paper_protocol_options`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from benchmark.closed_form.stats import (
     federate_jointly,
     federate_plan,
 )
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 
 
@@ -102,14 +102,11 @@ class MethodResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _load_methods() -> None:
-    # Importing the package imports the method modules, which register themselves; the package imports
-    # them in the suite's order (fedncm, fed3r, fedcof, centralised), which ALL_METHODS keeps.
-    import benchmark.closed_form  # noqa: F401
-
-
-#: The closed-form methods by name. Registration order is the order runs compute them.
-METHODS: Registry[MethodInfo] = Registry("closed-form method", loader=_load_methods)
+#: The closed-form methods by name. Registration order is the order runs compute them. The method modules
+#: register themselves when imported, and the package's ``__init__`` imports them, in the suite's order (fedncm,
+#: fed3r, fedcof, centralised, which ALL_METHODS keeps), before any module of the package is used: importing
+#: this module imports the package first, so the registry needs no loader (and imports no method module).
+METHODS: Registry[MethodInfo] = Registry("closed-form method")
 
 
 def register_method(
@@ -356,39 +353,3 @@ def run_methods(
             extra["joint_with"] = sorted(plans)
             results[name] = MethodResult(acc, out.head, out.uplink, extra)
     return {name: results[name] for name in methods}
-
-
-def paper_protocol_options(
-    method: str, *, paper: str = "fedcof", model_name: str | None = None
-) -> dict[str, Any]:
-    """Options reproducing the reference code behind a paper's tables (papers-code.md 1.4, 2.4, 3, 6).
-
-    The values are the ``paper_options`` of the catalogue ``benchmark/protocols/closed_form.yaml``:
-
-    * ``paper="fedcof"`` (fedcof Table 3, path A of its code): every server in float32 with ``pinv``
-      (``solver="pinv32"``); FedNCM without bias; Fed3R ``lam=0.01``; FedCOF/oracle ``gamma`` by backbone
-      (:func:`~benchmark.closed_form.fedcof.default_gamma`, needs ``model_name``), no extra ridge
-      (the paper text's ``lambda = 0.01`` is not in the code), K_c = 1 handled as the code does.
-      Official Fed3R: float32 ``solve`` (``solver="solve32"``).
-    * ``paper="fedcof-multiround"`` (Fig. 3-4, path B): as above, but FedCOF adds ``gamma I`` once more
-      to the estimated Gram (``ridge = gamma``) and a class seen on one client only gets the noisy-copy
-      covariance (``single_client="path_b_noise"``).
-    * ``paper="legate2023"``: FedNCM as the paper's text states it (§3.2: "the bias term to 0"), float32.
-    * ``paper="legate2023-code"``: FedNCM as the legate2023 reference code runs it, with the random
-      ``nn.Linear`` bias init kept (``bias="random"``, papers-code.md 1.4), float32. An explicit option,
-      never the default of the legate2023 tables.
-    """
-    from benchmark.closed_form.protocols import CATALOGUE, resolve_options
-
-    get_method(method)
-    papers = list(CATALOGUE.paper_options)
-    if paper not in CATALOGUE.paper_options:
-        raise UnknownNameError(
-            f"unknown paper protocol {paper!r}", f"use {', '.join(papers[:-1])} or {papers[-1]}"
-        )
-    table = CATALOGUE.paper_options[paper]
-    if method not in table:
-        raise ConfigError(
-            f"paper protocol {paper!r} has no closed-form method {method!r}", f"use one of: {', '.join(table)}"
-        )
-    return resolve_options(table[method], model_name=model_name, seed=None, what=f"paper_protocol_options({method!r})")

@@ -46,6 +46,7 @@ from benchmark.costs.comm import (
     fed3r_traffic,
     fedcof_traffic,
     fedncm_traffic,
+    ft_round_traffic,
     legate2023_comm_floats,
     lp_round_traffic,
 )
@@ -740,8 +741,6 @@ def fedcof_training_mb(backbone: str, dataset: str, rounds: int, deps: frozenset
     Departures: ``both_directions``, ``head_bias_charged`` (the fedcof code's heads have none),
     ``binary_prefix`` (MiB).
     """
-    from benchmark.costs.comm import ft_round_traffic
-
     c = dataset_facts(dataset).num_classes
     base = feature_extractor_params(backbone)
     bias = cv.HEAD_BIAS_CHARGED.name in deps

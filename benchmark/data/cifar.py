@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.data.dataset import DatasetSplit, register_dataset
 from benchmark.data.fetch import ensure_present, public_downloader, verify_dataset_files
-from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError
 
 CIFAR10_FOLDER = "cifar-10-batches-py"

@@ -36,9 +36,11 @@ from typing import Any, Literal
 
 from benchmark.data import cifar, emnist, folders, text
 from benchmark.data.fetch import manifest_entries
+from benchmark.data.registry import dataset_info, load_dataset
 from benchmark.data.transfer import Opener, download_part, mirror_base, mirrored, urlopen
-from benchmark.errors import ChecksumError, DataMissingError, UnknownNameError
+from benchmark.errors import BenchmarkError, ChecksumError, DataMissingError, UnknownNameError
 from benchmark.io import atomic_write_json, file_digest, sha256_file
+from benchmark.paths import data_root
 
 STAGING = ".flb-fetch"
 
@@ -137,7 +139,6 @@ def data_source(name: str) -> DataSource:
         return SOURCES[name]
     if name in NO_DOWNLOAD:
         raise DataMissingError(f"{name} has no public download", NO_DOWNLOAD[name])
-    from benchmark.data.registry import dataset_info
 
     dataset_info(name)  # unknown names: the registry's error, listing the valid ones
     raise DataMissingError(
@@ -339,8 +340,6 @@ def fetch_files(
 
 def verified_identity(name: str, root: str | Path | None = None) -> dict[str, Any]:
     """Load every split of ``name`` without downloading (verifying it) and return its identity."""
-    from benchmark.data.registry import dataset_info, load_dataset
-
     info = dataset_info(name)
     splits = {}
     for split in info.splits:
@@ -358,8 +357,6 @@ def fetch_dataset(
     The marker (``results/data/<name>.json`` in the workflow) records the data root, the verified
     identity of every split and the sources used (and the mirror, when one was used).
     """
-    from benchmark.paths import data_root
-
     root_path = data_root(root).absolute()
     downloaded, kept = False, []
     try:
@@ -389,42 +386,6 @@ def fetch_dataset(
 
 
 # ------------------------------------------------------------------------------- torchvision weights
-
-
-def fetch_weights(
-    model: str, *, marker: str | Path | None = None, log: Callable[[str], None] = print,
-    mirror: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """``flb data fetch --weights MODEL``: torchvision's checkpoint into the torch hub cache, verified.
-
-    The checkpoint goes to a ``.part`` file beside its destination (kept and resumed after a failed
-    transfer, removed on a checksum mismatch) and is renamed into place only when its sha256 starts with
-    the prefix in torchvision's file name; an existing file is verified, never replaced.
-    """
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import _hash_prefix, hub_checkpoint_path
-
-    spec = backbone_spec(model)
-    path = hub_checkpoint_path(spec.torchvision_url)
-    prefix = _hash_prefix(path.name)
-    if not prefix:
-        raise ChecksumError(f"torchvision file name {path.name} carries no sha256 prefix", "cannot verify it")
-    downloaded = False
-    if not path.is_file():
-        download_checkpoint(spec.torchvision_url, path, prefix, log=log, mirror=mirror, label=model)
-        downloaded = True
-    digest = sha256_file(path)
-    if not digest.startswith(prefix):
-        raise ChecksumError(
-            f"{path} has sha256 {digest[:12]}..., torchvision's file name says {prefix}",
-            "delete the file and run the fetch again",
-        )
-    record = {"model": model, "file": path.name, "path": str(path), "sha256": digest, "downloaded": downloaded,
-              "url": spec.torchvision_url,
-              "verified_at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
-    if marker:
-        atomic_write_json(marker, record)
-    return record
 
 
 def download_checkpoint(
@@ -471,8 +432,6 @@ class DatasetStatus:
 
 def dataset_status(name: str, root: str | Path | None = None) -> DatasetStatus:
     """Present and verified / absent with a download / absent without one / present but not verifying."""
-    from benchmark.errors import BenchmarkError
-
     try:
         identity = verified_identity(name, root)
     except DataMissingError as err:

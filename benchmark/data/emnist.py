@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.data.dataset import DatasetSplit, register_dataset
 from benchmark.data.fetch import ensure_present, public_downloader, verify_dataset_files
-from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError
 
 EMNIST_DEST = "emnist"  # where gzip.zip is extracted (relative to the data root)

@@ -91,6 +91,7 @@ def public_downloader(name: str) -> Callable[[Path], None]:
     """The verified downloader of dataset ``name`` (:func:`benchmark.data.download.fetch_files`)."""
 
     def run(root: Path) -> None:
+        # local: download.py imports the loader modules, which call this
         from benchmark.data.download import fetch_files
 
         fetch_files(name, root)

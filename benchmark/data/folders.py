@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.dataset import DatasetSplit, register_dataset
 from benchmark.data.fetch import ensure_present, manifest_entries, public_downloader, verify_dataset_files
-from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError
 from benchmark.io import atomic_write_text, file_digest, read_manifest, sha256_bytes
 from benchmark.seeding import check_seed, numpy_rng
@@ -137,7 +137,7 @@ def record_manifest(root: Path, folder: str, files: Iterable[str]) -> None:
 
 def _loadmat(path: Path) -> dict[str, Any]:
     """``scipy.io.loadmat(path, squeeze_me=True)``; only ever called on a verified file."""
-    from scipy.io import loadmat
+    from scipy.io import loadmat  # local: heavy import (scipy)
 
     try:
         return loadmat(str(path), squeeze_me=True)
@@ -213,6 +213,7 @@ def folder_identity(
 
 def _image_folder(directory: Path, dataset: str) -> tuple[list[str], list[Path], np.ndarray]:
     """``torchvision.datasets.ImageFolder``'s classes and samples (same order), without opening images."""
+    # local: heavy import (torchvision)
     from torchvision.datasets.folder import IMG_EXTENSIONS, find_classes, make_dataset
 
     try:

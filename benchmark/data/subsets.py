@@ -1,4 +1,5 @@
-"""Seeded, stratified subsets of a split (the smoke target and small CI configurations)."""
+"""Seeded, stratified subsets of a split (the smoke target and small CI configurations), and the stratified
+validation share that learning-rate tuning holds out of a training split."""
 
 from __future__ import annotations
 
@@ -36,3 +37,20 @@ def parse_subset(spec: str) -> tuple[str, int]:
     raise ConfigError(
         f"unknown subset {spec!r}", "use 'all' or 'stratified<N>' (N >= 1 samples per class, no leading zero)"
     )
+
+
+def validation_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train_rows, val_rows)``: ``floor(fraction * n_c)`` samples of every class c go to validation (drawn
+    from the ``validation`` stream of ``seed``), both sorted."""
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"val_fraction must be in (0, 1), got {fraction}", "e.g. 0.1")
+    labels = np.asarray(labels)
+    rng = numpy_rng(seed, "validation")
+    val = []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        val.append(rng.choice(idx, size=int(np.floor(fraction * idx.size)), replace=False))
+    val_rows = np.sort(np.concatenate(val))
+    mask = np.ones(labels.size, dtype=bool)
+    mask[val_rows] = False
+    return np.flatnonzero(mask), val_rows

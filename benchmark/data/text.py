@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.data.dataset import DatasetSplit, register_dataset
 from benchmark.data.fetch import ensure_present, network_reachable, public_downloader, verify_dataset_files
 from benchmark.data.folders import bad_file, read_verified_text
-from benchmark.data.registry import DatasetSplit, register_dataset
 from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
 from benchmark.io import sha256_bytes
 

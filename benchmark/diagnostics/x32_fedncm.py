@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.registry import load_dataset
+from benchmark.data.subsets import stratified_indices
 from benchmark.features.preprocess import (
     CIFAR10_MEAN,
     CIFAR10_STD,
@@ -42,6 +44,8 @@ from benchmark.features.preprocess import (
     Preprocess,
     get_preprocess,
 )
+from benchmark.io import atomic_write_json, atomic_write_text
+from benchmark.provenance import git_commit, machine, package_versions
 
 #: Printed values of the cell (legate2023 Table 2 / the workshop's Table 1), for the report only.
 PRINTED = {"legate2023": 40.02, "legate2023ws": 44.9}
@@ -75,6 +79,7 @@ VARIANTS = (
 
 def fedncm_accuracy(train, test) -> float:
     """FedNCM with legate2023's protocol (bias 0) on one client holding every row (= centralised NCM)."""
+    # local: heavy import (scipy, torchvision)
     from benchmark.closed_form import paper_protocol_options, run_method
 
     clients = [np.arange(len(train.labels))]
@@ -86,10 +91,7 @@ def fedncm_accuracy(train, test) -> float:
 
 
 def run(per_class: int, data_root: str | None, weights_dir: str | None, batch_size: int) -> dict[str, Any]:
-    from benchmark.data.registry import load_dataset
-    from benchmark.data.subsets import stratified_indices
-    from benchmark.features.extract import extract_features
-    from benchmark.provenance import git_commit, machine, package_versions
+    from benchmark.features.extract import extract_features  # local: heavy import (torchvision)
 
     full = {s: load_dataset("cifar10", s, data_root) for s in ("train", "test")}
     sub = {
@@ -158,8 +160,6 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from benchmark.io import atomic_write_json, atomic_write_text
-
     ap = argparse.ArgumentParser(prog="python -m benchmark.diagnostics.x32_fedncm", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="results/diagnostics", help="folder for the JSON and Markdown reports")
     ap.add_argument("--per-class", type=int, default=300, help="images per class of each split for 224 px")

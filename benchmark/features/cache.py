@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from benchmark.errors import CacheCorruptError, CorruptFileError
+from benchmark.fs_errors import check_folder
 from benchmark.io import (
     atomic_path,
     atomic_write_json,
@@ -73,7 +74,7 @@ def read_verified_entry(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features and labels of the cache file ``tensors``, after checking its sha256 and shape against what
     ``recorder`` (its metadata, or a pointer) records; any failure is a :class:`CacheCorruptError` with ``fix``."""
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load_file  # local: heavy import (safetensors)
 
     if sha256_file(tensors) != want_sha256:
         raise CacheCorruptError(f"cache file {tensors} does not match the sha256 {recorder} records", fix)
@@ -98,8 +99,6 @@ class FeatureCache:
         """The cache under ``root`` (else ``$FLB_CACHE_DIR``, else ``results/cache``). A cache folder that is
         a file, or lies under one, is one :class:`~benchmark.errors.ConfigError` naming it and the setting it
         came from; nothing is created here."""
-        from benchmark.fs_errors import check_folder
-
         base = cache_dir(root)
         if root not in (None, ""):
             setting, point = "set by --cache-dir", "pass a folder to --cache-dir"
@@ -139,7 +138,7 @@ class FeatureCache:
         self, key: FeatureKey, features: np.ndarray, labels: np.ndarray, extra: dict[str, Any]
     ) -> FeatureSet:
         """Store an entry atomically and return it; a failed write leaves neither of its files."""
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save_file  # local: heavy import (safetensors)
 
         tensors, meta_path = self.paths(key)
         feats = np.ascontiguousarray(features, dtype=np.float32)

@@ -34,7 +34,7 @@ PRECISIONS = ("fp32", "bf16")
 
 
 def _decode(path: object) -> torch.Tensor:
-    from PIL import Image
+    from PIL import Image  # local: heavy import (PIL)
 
     try:
         with Image.open(path) as im:  # type: ignore[arg-type]

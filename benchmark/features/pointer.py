@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.partition import PartitionData
 from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureSet, read_verified_entry
 from benchmark.paths import cache_dir as default_cache_dir
@@ -171,8 +172,6 @@ def load_train_test(
 
 def partition_data_of(ptr: Mapping[str, Any]):
     """The :class:`~benchmark.data.partition.PartitionData` a partition of these (train) features records."""
-    from benchmark.data.partition import PartitionData
-
     return PartitionData(
         dataset=str(ptr["dataset"]),
         subset=str(ptr["subset"]),

@@ -3,9 +3,9 @@
 thesis figure named in ``copies``.
 
 * **Figure 4.1** (line 598): the FedMeZO protocol diagram, no data.
-* **Figures 4.2-4.3** (lines 611, 657): drawn by :mod:`benchmark.zo.figures` from the fedmezo runner's run
-  records (FedMeZO vs DistMeZO naive, final accuracy; FedMeZO / SLoRA, IID / non-IID, accuracy vs rounds),
-  with Table 4.1's printed final accuracies (RoBERTa-large) as the readings.
+* **Figures 4.2-4.3** (lines 611, 657): drawn by :mod:`benchmark.figures.bernier2024_runs` from the fedmezo
+  runner's run records (FedMeZO vs DistMeZO naive, final accuracy; FedMeZO / SLoRA, IID / non-IID, accuracy
+  vs rounds), with Table 4.1's printed final accuracies (RoBERTa-large) as the readings.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from benchmark.errors import ConfigError
+from benchmark.figures import bernier2024_runs as zo
+from benchmark.figures.bernier2024_runs import figure_jobs
 from benchmark.figures.registry import DrawnFigure, FigureSpec, Reading, register_figure
+from benchmark.runners.fl_train import training_allowed
 
 _SUBSTITUTE = (
     "Substitute encoder all-MiniLM-L6-v2 (the thesis: RoBERTa-large) unless zo_encoder=roberta-large; "
@@ -22,10 +26,6 @@ _SUBSTITUTE = (
 
 
 def _unavailable(config: Mapping[str, Any], name: str = "bernier2024_fig4_3") -> str | None:
-    from benchmark.errors import ConfigError
-    from benchmark.runners.fl_train import training_allowed
-    from benchmark.zo.figures import figure_jobs
-
     if training_allowed(config):
         return None
     try:  # every run recorded (runs/, docs/ledger.md): drawn from the records, no training here
@@ -41,8 +41,6 @@ def _unavailable(config: Mapping[str, Any], name: str = "bernier2024_fig4_3") ->
 
 def _inputs(name: str):
     def inputs(config: Mapping[str, Any]) -> list[str]:
-        from benchmark.zo.figures import figure_jobs
-
         return [str(j.path) for j in figure_jobs(config, name).values()]
 
     return inputs
@@ -50,9 +48,7 @@ def _inputs(name: str):
 
 def _draw(name: str):
     def draw(config: Mapping[str, Any]) -> DrawnFigure:
-        import pandas as pd
-
-        from benchmark.zo import figures as zo
+        import pandas as pd  # local: heavy import (pandas)
 
         records = zo.load_records(config, name)
         readings = tuple(Reading(**r) for r in zo.thesis_readings(name, records))

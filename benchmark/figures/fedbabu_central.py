@@ -22,7 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.figures.fedbabu_partitions import new_figure
 from benchmark.figures.registry import DrawnFigure
+from benchmark.io import read_verified_json
+from benchmark.ledger import all_recorded
+from benchmark.runners.fl_train import training_allowed
+from benchmark.runners.pfl_central import CentralCurveJob
 
 #: The paper's budget (§5.1, line 106).
 PAPER_EPOCHS = 160
@@ -68,8 +73,6 @@ def budget(config: Mapping[str, Any]) -> tuple[int, str]:
 
 def figure_jobs(config: Mapping[str, Any], name: str) -> dict[str, Any]:
     """Legend label -> the :class:`~benchmark.runners.pfl_central.CentralCurveJob` of each series."""
-    from benchmark.runners.pfl_central import CentralCurveJob
-
     fig = CENTRAL_FIGURES[name]
     epochs, images = budget(config)
     return {label: CentralCurveJob(fig.dataset, fig.model, part, init, epochs, images, 0)
@@ -78,9 +81,6 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 def unavailable(name: str):
     def why(config: Mapping[str, Any]) -> str | None:
-        from benchmark.ledger import all_recorded
-        from benchmark.runners.fl_train import training_allowed
-
         if training_allowed(config) or all_recorded(figure_jobs(config, name).values(), config):
             return None  # trained here, or every run recorded (runs/, docs/ledger.md)
         fig = CENTRAL_FIGURES[name]
@@ -108,10 +108,7 @@ def inputs(name: str):
 
 def draw(name: str):
     def drawn(config: Mapping[str, Any]) -> DrawnFigure:
-        import pandas as pd
-
-        from benchmark.figures.fedbabu_partitions import new_figure
-        from benchmark.io import read_verified_json
+        import pandas as pd  # local: heavy import (pandas)
 
         fig_spec = CENTRAL_FIGURES[name]
         records = {label: read_verified_json(job.path) for label, job in figure_jobs(config, name).items()}

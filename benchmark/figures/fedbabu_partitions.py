@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.registry import load_dataset
 from benchmark.figures.registry import DrawnFigure, Reading
+from benchmark.pfl.partition import DirichletPartitioner, ShardsPartitioner
 
 #: The partition seed (a run's seed 0: the partition of seed-0 runs).
 SEED = 0
@@ -51,8 +53,6 @@ class Labels:
 
     @classmethod
     def load(cls, dataset: str, config: Mapping[str, Any]) -> Labels:
-        from benchmark.data.registry import load_dataset
-
         root = config.get("data_root")
         tr = load_dataset(dataset, "train", root)
         te = load_dataset(dataset, "test", root)
@@ -77,8 +77,6 @@ def _tidy(counts: np.ndarray, series: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------ Figure 14
 def shard_splits(labels: Labels) -> dict[int, np.ndarray]:
     """s -> the ``(clients, classes)`` training counts of the Figure 14 partition with s shards per client."""
-    from benchmark.pfl.partition import ShardsPartitioner
-
     out = {}
     for s in FIG14_SHARDS:
         split = ShardsPartitioner(FIG14_CLIENTS, s)(labels.train, labels.test, SEED)
@@ -100,7 +98,7 @@ def fig14_readings(counts: dict[int, np.ndarray]) -> tuple[Reading, ...]:
 
 
 def draw_fig14(config: Mapping[str, Any]) -> DrawnFigure:
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
     labels = Labels.load("cifar10", config)
     counts = shard_splits(labels)
@@ -135,8 +133,6 @@ def draw_fig14(config: Mapping[str, Any]) -> DrawnFigure:
 # ------------------------------------------------------------------------------------------- Figures 10-11
 def dirichlet_counts(labels: Labels, beta: float) -> tuple[np.ndarray, np.ndarray]:
     """The ``(clients, classes)`` train and test counts of Table 18's Dirichlet partition with ``beta``."""
-    from benchmark.pfl.partition import DirichletPartitioner
-
     split = DirichletPartitioner(DIRICHLET_CLIENTS, beta)(labels.train, labels.test, SEED)
     return (class_counts(labels.train, split.train, labels.num_classes),
             class_counts(labels.test, split.test, labels.num_classes))  # fmt: skip
@@ -146,7 +142,7 @@ def draw_dirichlet(name: str):
     beta = DIRICHLET_BETAS[name]
 
     def draw(config: Mapping[str, Any]) -> DrawnFigure:
-        import pandas as pd
+        import pandas as pd  # local: heavy import (pandas)
 
         labels = Labels.load("cifar100", config)
         train, test = dirichlet_counts(labels, beta)
@@ -181,8 +177,8 @@ def draw_dirichlet(name: str):
 
 def new_figure(rows: int, cols: int, figsize: tuple[float, float]):
     """A matplotlib figure on the Agg canvas (object API, no pyplot) and its ``rows * cols`` axes, flat."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # local: heavy import (matplotlib)
+    from matplotlib.figure import Figure  # local: heavy import (matplotlib)
 
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
@@ -191,7 +187,7 @@ def new_figure(rows: int, cols: int, figsize: tuple[float, float]):
 
 
 def _class_colours(n: int) -> list[Any]:
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # local: heavy import (matplotlib)
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,8 +32,6 @@ def _lazy(module: str, attr: str):
     """``module.attr`` resolved at call time (keeps ``import benchmark.figures.fedcof`` light)."""
 
     def call(config: Mapping[str, Any]):
-        import importlib
-
         return getattr(importlib.import_module(module), attr)(config)
 
     call.__name__ = f"{module.rsplit('.', 1)[-1]}.{attr}"

@@ -27,6 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from benchmark.figures import fedcof_data as fd
+from benchmark.figures.registry import DrawnFigure, Reading
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def fig5_rows(
 ) -> pd.DataFrame:
     """Rows ``panel, method, clients, alpha, means, seed, accuracy``: FedCOF and FedNCM on every left-panel
     partition (one joint pass), FedCOF with ``means > 1`` subsets on the right panel's."""
-    from benchmark.closed_form import run_methods
+    from benchmark.closed_form import run_methods  # local: heavy import (scipy, torch, torchvision)
 
     rows = []
 
@@ -186,8 +187,6 @@ def draw_fig5_figure(data: pd.DataFrame, reads: Sequence[Mapping[str, Any]] = ()
 
 def draw(config: Mapping[str, Any]):
     """The registry's ``draw`` of ``fedcof_fig5``."""
-    from benchmark.figures.registry import DrawnFigure, Reading
-
     g = grid(config)
     s = fd.load_setting(config)
     parts = {(k, a, sd): fd.load_clients(s, fd.partition_job(a, k, sd)) for k, a, sd in g.partitions()}

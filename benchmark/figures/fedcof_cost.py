@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from benchmark.costs import conventions as cv
 from benchmark.costs.comm import fed3r_traffic, fedcof_traffic, fedncm_traffic
+from benchmark.figures.registry import DrawnFigure
 
 #: Feature dimensions of the caption: backbone -> d.
 FIG6_DIMS: dict[str, int] = {"SqueezeNet": 512, "ViT-B/16": 768, "MobileNetV2": 1280}
@@ -85,8 +86,6 @@ def draw_fig6(data: pd.DataFrame) -> Figure:
 
 def draw(config: Mapping[str, Any]):
     """The registry's ``draw`` of ``fedcof_fig6``."""
-    from benchmark.figures.registry import DrawnFigure
-
     data = fig6_data()
     fedcof = data[data["method"] == "FedCOF"]["y"].to_numpy()
     fedncm = data[data["method"] == "FedNCM"]["y"].to_numpy()

@@ -1,5 +1,5 @@
 """fedcof's training curves: Figs. 4 and 7 (LP after the multi-round initialisation, on cached features) and
-Fig. 3 (fine-tuning of the whole model after it), drawn by :func:`benchmark.apps.plots.draw_curves` (the
+Fig. 3 (fine-tuning of the whole model after it), drawn by :func:`benchmark.curve_plots.draw_curves` (the
 initialisation stage dotted, a star where training starts, as the paper's captions describe).
 
 * **Fig. 7** (caption line 824; App. K line 814: LP after initialisation, SqueezeNet, three datasets): the
@@ -24,6 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmark.errors import ConfigError
+from benchmark.figures import fedcof_data  # module attribute: a test replaces is_substitute
+from benchmark.figures.fedcof_data import unavailable
+from benchmark.figures.registry import DrawnFigure, Reading
+from benchmark.fl.train_protocols import get_train_protocol
+from benchmark.jobs import FLRunJob, partition_tag
+from benchmark.runners.fl_train import FLTrainJob, recorded_choice_path, training_allowed
+from benchmark.tables.availability import choose_weights
 
 LP_PROTOCOL = "fedcof_cifar100_lp"
 LP_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -44,16 +51,13 @@ def lp_unavailable(config: Mapping[str, Any]) -> str | None:
             "LP curves: 20 FedAvg-LP runs of 200 rounds (4 methods x 5 seeds, minutes each on a CPU): full tier "
             "only (--config tier=full)"
         )
-    from benchmark.figures.fedcof_data import unavailable
 
     return unavailable(config)
 
 
 def lp_series(config: Mapping[str, Any]) -> dict[str, list[str]]:
     """Per series label, the curve files of its seeds (outputs of the ``fl_run`` rule)."""
-    from benchmark.fl.protocols import get_protocol
-    from benchmark.jobs import FLRunJob, partition_tag
-    from benchmark.tables.availability import choose_weights
+    from benchmark.fl.protocols import get_protocol  # local: heavy import (scipy, torch, torchvision)
 
     fl = get_protocol(LP_PROTOCOL)
     weights, why = choose_weights(fl.backbone, config.get("data_root"), config.get("weights_dir"))
@@ -76,7 +80,7 @@ def lp_inputs(config: Mapping[str, Any]) -> list[str]:
 
 def _final(series: Mapping[str, list[str]], label: str) -> float | None:
     """Mean over seeds of the last evaluated accuracy of ``label``'s training stage."""
-    from benchmark.apps.plots import INIT_STAGE, as_frame
+    from benchmark.curves import INIT_STAGE, as_frame  # local: heavy import (pandas, torch)
 
     finals = []
     for path in series.get(label, []):
@@ -88,11 +92,10 @@ def _final(series: Mapping[str, list[str]], label: str) -> float | None:
 
 
 def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, notes: tuple[str, ...]):
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
-    from benchmark.apps.plots import curves_data, draw_curves
-    from benchmark.figures.fedcof_data import SUBSTITUTE_NOTE, is_substitute
-    from benchmark.figures.registry import DrawnFigure, Reading
+    from benchmark.curve_plots import draw_curves  # local: heavy import (matplotlib, pandas, torch)
+    from benchmark.curves import curves_data  # local: heavy import (pandas, torch)
 
     series = lp_series(config)
     fig = draw_curves(series, axes=axes, title=title)  # type: ignore[arg-type]
@@ -113,8 +116,8 @@ def _lp_figure(config: Mapping[str, Any], axes: tuple[str, ...], title: str, not
         "Dirichlet 0.1, seeds 0-4; the initialisation stage (dotted) is the multi-round closed form of path B "
         "of the fedcof code. Mean line, min-max band over seeds."
     )
-    if is_substitute(config):
-        all_notes.append(SUBSTITUTE_NOTE)
+    if fedcof_data.is_substitute(config):
+        all_notes.append(fedcof_data.SUBSTITUTE_NOTE)
     return DrawnFigure(fig, data, (reading,), tuple(all_notes))
 
 
@@ -172,8 +175,6 @@ _TABLE4_LINES = {
 
 
 def fig3_unavailable(config: Mapping[str, Any]) -> str | None:
-    from benchmark.runners.fl_train import training_allowed
-
     if not training_allowed(config):
         return (
             "full-model fine-tuning (FedAvg / FedAdam, 100-200 rounds, 5 series x 2 datasets x 3 seeds) needs a GPU: "
@@ -184,11 +185,6 @@ def fig3_unavailable(config: Mapping[str, Any]) -> str | None:
 
 def fig3_jobs(config: Mapping[str, Any]) -> dict[tuple[str, str], list[Any]]:
     """(dataset label, series label) -> the :class:`~benchmark.runners.fl_train.FLTrainJob` of each seed."""
-    from benchmark.fl.train_protocols import get_train_protocol
-    from benchmark.jobs import partition_tag
-    from benchmark.runners.fl_train import FLTrainJob, recorded_choice_path
-    from benchmark.tables.availability import choose_weights
-
     out: dict[tuple[str, str], list[Any]] = {}
     for ds_label, name in FT_DATASETS.items():
         proto = get_train_protocol(name)
@@ -226,12 +222,11 @@ def fig3_inputs(config: Mapping[str, Any]) -> list[str]:
 
 
 def draw_fig3(config: Mapping[str, Any]):
-    import pandas as pd
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    import pandas as pd  # local: heavy import (pandas)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # local: heavy import (matplotlib)
+    from matplotlib.figure import Figure  # local: heavy import (matplotlib)
 
-    from benchmark.apps.plots import INIT_STAGE, curves_data, mean_curve
-    from benchmark.figures.registry import DrawnFigure, Reading
+    from benchmark.curves import INIT_STAGE, curves_data, mean_curve  # local: heavy import (pandas, torch)
 
     jobs = fig3_jobs(config)
     fig = Figure(figsize=(5.2 * len(FT_DATASETS), 4.2), layout="constrained")

@@ -15,7 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmark.data.partition import load_partition_for
+from benchmark.errors import ConfigError
 from benchmark.jobs import ExtractJob, PartitionJob, partition_tag
+from benchmark.tables.availability import choose_weights
 
 DATASET = "cifar100"
 BACKBONE = "squeezenet1_1"
@@ -29,8 +32,6 @@ PAPER_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 
 def weights(config: Mapping[str, Any]) -> tuple[str | None, str]:
     """SqueezeNet weights used here (``None`` and why, when there are none)."""
-    from benchmark.tables.availability import choose_weights
-
     return choose_weights(BACKBONE, config.get("data_root"), config.get("weights_dir"))
 
 
@@ -48,8 +49,6 @@ def feature_jobs(config: Mapping[str, Any]) -> tuple[ExtractJob, ExtractJob]:
     """(train, test) feature jobs of CIFAR-100 / SqueezeNet / fedcof preprocessing."""
     w, why = weights(config)
     if w is None:
-        from benchmark.errors import ConfigError
-
         raise ConfigError(f"fedcof CIFAR-100 figures: {why}", "provide the weights (FLB_WEIGHTS_DIR)")
     precision = str(config.get("precision", "fp32"))
     return tuple(  # type: ignore[return-value]
@@ -78,7 +77,7 @@ class Setting:
 
 def load_setting(config: Mapping[str, Any]) -> Setting:
     """The features of :func:`feature_jobs`, read from their pointers (sha256-checked by the cache)."""
-    from benchmark.features.pointer import load_train_test
+    from benchmark.features.pointer import load_train_test  # local: heavy import (torch)
 
     tr_job, te_job = feature_jobs(config)
     ptr, tr, _, te = load_train_test(tr_job.path, te_job.path)
@@ -87,8 +86,7 @@ def load_setting(config: Mapping[str, Any]) -> Setting:
 
 def load_clients(setting: Setting, job: PartitionJob) -> list[np.ndarray]:
     """Client index arrays of partition ``job``, checked against the features it indexes."""
-    from benchmark.data.partition import load_partition_for
-    from benchmark.features.pointer import partition_data_of
+    from benchmark.features.pointer import partition_data_of  # local: heavy import (torch)
 
     part = load_partition_for(job.path, partition_data_of(setting.train_pointer), setting.train_path)
     return list(part.clients)
@@ -97,6 +95,7 @@ def load_clients(setting: Setting, job: PartitionJob) -> list[np.ndarray]:
 def fedcof_options(**extra: Any) -> dict[str, Any]:
     """FedCOF's options of fedcof Table 3 (the ``fedcof`` closed-form protocol: path A of the fedcof code,
     gamma = 1 for SqueezeNet, float32 pinv), with ``extra`` over them."""
+    # local: heavy import (scipy, torch, torchvision)
     from benchmark.closed_form.protocols import protocol_options
 
     return {**protocol_options("fedcof", BACKBONE)["fedcof"], **extra}
@@ -104,6 +103,7 @@ def fedcof_options(**extra: Any) -> dict[str, Any]:
 
 def method_options(method: str, **extra: Any) -> dict[str, Any]:
     """Options of ``method`` in the ``fedcof`` closed-form protocol, with ``extra`` over them."""
+    # local: heavy import (scipy, torch, torchvision)
     from benchmark.closed_form.protocols import protocol_options
 
     return {**protocol_options("fedcof", BACKBONE)[method], **extra}

@@ -28,6 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from benchmark.figures import fedcof_data as fd
+from benchmark.figures.registry import DrawnFigure, Reading
 
 #: The paper's noise grid (App. N, line 924).
 EPSILONS: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
@@ -73,7 +74,7 @@ def fig9_rows(
 ) -> pd.DataFrame:
     """One row per (noise kind or ``no noise``, eps, seed): FedCOF test accuracy (percent) with the counts
     perturbed by ``CountNoise(kind, eps)`` under noise seed = partition seed."""
-    from benchmark.closed_form import run_methods
+    from benchmark.closed_form import run_methods  # local: heavy import (scipy, torch, torchvision)
 
     base = dict(options or {})
     rows = []
@@ -137,8 +138,6 @@ def draw_fig9_figure(data: pd.DataFrame, paper: tuple[float, float, str] | None 
 
 def draw_fig9(config: Mapping[str, Any]):
     """The registry's ``draw`` of ``fedcof_fig9``."""
-    from benchmark.figures.registry import DrawnFigure, Reading
-
     s = fd.load_setting(config)
     parts = {job.seed: fd.load_clients(s, job) for job in _partitions(fd.PAPER_SEEDS)}
     rows = fig9_rows(
@@ -173,6 +172,7 @@ def fig10_rows(
 ) -> pd.DataFrame:
     """Rows ``kind, seed, cls, real, noisy`` for the classes client ``client_id`` holds: its real count and
     the noisy count its FedCOF message carries under noise seed ``seed`` (0 when clipped, i.e. not sent)."""
+    # local: heavy import (scipy, torch, torchvision)
     from benchmark.closed_form.stats import CountNoise, client_rng
 
     counts = np.bincount(np.asarray(labels)[np.asarray(client, dtype=np.int64)], minlength=num_classes)
@@ -228,8 +228,7 @@ def draw_fig10_figure(data: pd.DataFrame, epsilon: float = FIG10_EPSILON) -> Fig
 
 def draw_fig10(config: Mapping[str, Any]):
     """The registry's ``draw`` of ``fedcof_fig10``."""
-    from benchmark.features.pointer import load_features
-    from benchmark.figures.registry import DrawnFigure
+    from benchmark.features.pointer import load_features  # local: heavy import (torch)
 
     tr_job, _ = fd.feature_jobs(config)
     ptr, tr = load_features(tr_job.path, "train")

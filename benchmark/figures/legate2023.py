@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmark.figures import legate2023_runs as runs
 from benchmark.figures.registry import DrawnFigure, FigureSpec, Reading, register_figure
+from benchmark.runners.fl_train import training_allowed
 
 Config = Mapping[str, Any]
 
@@ -170,7 +171,7 @@ def _sweep_unavailable(name: str) -> Callable[[Config], str | None]:
 
 
 def _draw_mod() -> Any:
-    from benchmark.figures import legate2023_draw
+    from benchmark.figures import legate2023_draw  # local: heavy import (matplotlib, pandas)
 
     return legate2023_draw
 
@@ -186,9 +187,9 @@ def _fedncm_singles(config: Config) -> tuple[Any, list[str]]:
     """FedNCM as one point per axis: round 1 (its single round), App. A's communication (Eq. 3 with R = 1:
     a head-sized message both ways, K clients, 4 bytes a float, Table 2's 4.1e-3 GB) and one forward pass
     per training sample (the suite's accounting of a closed-form stage, benchmark/fl/jobs.py)."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
-    from benchmark.costs.comm import legate2023_comm_floats
+    from benchmark.costs.comm import legate2023_comm_floats  # local: heavy import (torch, torchvision)
 
     fr = runs.fedncm_runs(config, runs.PRIMARY)
     vals = runs.seed_values(fr)
@@ -208,7 +209,7 @@ def _curves_draw(name: str) -> Callable[[Config], DrawnFigure]:
     full_random = name == "legate2023_fig7"
 
     def draw(config: Config) -> DrawnFigure:
-        import pandas as pd
+        import pandas as pd  # local: heavy import (pandas)
 
         d = _draw_mod()
         curves, missing = {}, []
@@ -273,8 +274,6 @@ _GRID_METHODS = {"FT": "ft", "FedNCM+FT": "fedncm_ft"}
 
 
 def _fig5_unavailable(config: Config) -> str | None:
-    from benchmark.runners.fl_train import training_allowed
-
     reason = runs.features_reason(config)
     if reason:
         return reason
@@ -290,9 +289,9 @@ def _fig5_inputs(config: Config) -> list[str]:
 
 
 def _fig5_draw(config: Config) -> DrawnFigure:
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
-    from benchmark.tidy import read_tidy
+    from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     grids, rows = {}, []
     for series, method in _GRID_METHODS.items():

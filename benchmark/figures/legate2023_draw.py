@@ -1,7 +1,7 @@
 """Drawing of legate2023's figures from tidy inputs (no file reading here): sweeps (Figs. 3, 4, 6), accuracy
 curves vs rounds / communication / compute (Figs. 1, 7) and learning-rate grids (Fig. 5).
 
-matplotlib's object API on the Agg canvas (as :mod:`benchmark.apps.plots`). Every plot puts the paper's
+matplotlib's object API on the Agg canvas (as :mod:`benchmark.curve_plots`). Every plot puts the paper's
 printed value beside ours: a hollow diamond (sweeps) or a dotted horizontal line (curves), labelled with its
 source line. A series drawn here is one colour in every figure (:data:`COLOURS`).
 """
@@ -89,8 +89,8 @@ _AXIS_LABELS = {
 
 def curve_points(curves: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Tidy mean curves (``series, axis, stage, x, y, y_lo, y_hi, n_seeds``) of each series' runs (seeds),
-    per x axis, from :func:`benchmark.apps.plots.mean_curve`."""
-    from benchmark.apps.plots import mean_curve
+    per x axis, from :func:`benchmark.curves.mean_curve`."""
+    from benchmark.curves import mean_curve  # local: heavy import (torch)
 
     rows = []
     for series, runs in curves.items():

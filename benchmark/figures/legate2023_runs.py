@@ -27,7 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from benchmark.errors import ConfigError
+from benchmark.fl.train_protocols import get_train_protocol, list_train_protocols
 from benchmark.jobs import ClosedFormJob, FLRunJob, Job, partition_tag
+from benchmark.runners.fl_train import FLTrainJob, LRChoiceJob, recorded_choice_path, training_allowed
+from benchmark.tables.availability import choose_weights, dataset_blocker
 
 Config = Mapping[str, Any]
 
@@ -99,8 +103,6 @@ class SeriesRuns:
 # ------------------------------------------------------------------------------------------------ availability
 def features_reason(config: Config) -> str | None:
     """Why the CIFAR-10 SqueezeNet features cannot be had under ``config`` (``None``: they can)."""
-    from benchmark.tables.availability import choose_weights, dataset_blocker
-
     missing = dataset_blocker(DATASET, config.get("data_root"))
     if missing:
         return missing.render()
@@ -117,12 +119,8 @@ def features_reason(config: Config) -> str | None:
 
 
 def weights(config: Config) -> str:
-    from benchmark.tables.availability import choose_weights
-
     w, why = choose_weights(BACKBONE, config.get("data_root"), config.get("weights_dir"))
     if w is None:
-        from benchmark.errors import ConfigError
-
         raise ConfigError(f"legate2023 figures: {why}", "provide the weights (FLB_WEIGHTS_DIR)")
     return w
 
@@ -139,6 +137,7 @@ def _matches(p: Any, setting: Setting) -> bool:
 
 def lp_protocol(setting: Setting) -> str | None:
     """The fl.yaml protocol of legate2023 CIFAR-10 LP at ``setting`` (``None``: none catalogued)."""
+    # local: heavy import (scipy, torch, torchvision)
     from benchmark.fl.protocols import get_protocol, list_protocols
 
     for name in list_protocols():
@@ -150,8 +149,6 @@ def lp_protocol(setting: Setting) -> str | None:
 
 def train_protocol(setting: Setting, method: str) -> str | None:
     """The fl_train.yaml protocol of legate2023 CIFAR-10 full training with ``method`` at ``setting``."""
-    from benchmark.fl.train_protocols import get_train_protocol, list_train_protocols
-
     for name in list_train_protocols():
         p = get_train_protocol(name)
         if method in p.methods and "fedavg" in p.algorithms and _matches(p, setting):
@@ -207,9 +204,6 @@ def lp_runs(config: Config, setting: Setting) -> SeriesRuns:
 
 def train_runs(config: Config, setting: Setting, series: str, algorithm: str = "fedavg") -> SeriesRuns:
     """FT / FedNCM+FT / Random at ``setting`` (FLTrainJob per seed, as the table planner makes them)."""
-    from benchmark.fl.train_protocols import get_train_protocol
-    from benchmark.runners.fl_train import FLTrainJob, recorded_choice_path, training_allowed
-
     method = METHOD_KEYS[series]
     reason = features_reason(config)
     if reason is None and not training_allowed(config):
@@ -251,10 +245,6 @@ def series_runs(config: Config, series: str, setting: Setting) -> SeriesRuns:
 def grid_jobs(config: Config, method: str, algorithm: str = "fedadam") -> tuple[str, list[Job]]:
     """The learning-rate grid points (:class:`~benchmark.runners.fl_train.FLTuneJob`) of ``method`` under
     ``algorithm`` on the primary CIFAR-10 training protocol, and that protocol's name (Fig. 5)."""
-    from benchmark.errors import ConfigError
-    from benchmark.fl.train_protocols import get_train_protocol
-    from benchmark.runners.fl_train import LRChoiceJob
-
     name = train_protocol(PRIMARY, method)
     if name is None or algorithm not in get_train_protocol(name).algorithms:
         raise ConfigError(
@@ -273,9 +263,9 @@ def grid_jobs(config: Config, method: str, algorithm: str = "fedadam") -> tuple[
 # ------------------------------------------------------------------------------------------------ results
 def seed_values(runs: SeriesRuns, metric: str = "accuracy") -> list[float]:
     """Per seed, ``metric`` of the series' method from its runs' tidy rows (status ok)."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
-    from benchmark.tidy import read_tidy
+    from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     if not runs.runs:
         return []
@@ -292,7 +282,7 @@ def sweep_frame(
 ) -> tuple[Any, list[str]]:
     """Tidy points (``series, x, y, y_lo, y_hi, n_seeds``: mean and min / max over seeds) of ``series`` at
     ``settings`` (``x_of(setting)`` gives x) and the notes of the points not run."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
     rows, notes = [], []
     for name in series:

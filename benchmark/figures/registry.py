@@ -15,6 +15,7 @@ a t-SNE of models we cannot train, data we do not have). Whether a drawable figu
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -150,8 +151,6 @@ def list_figures(paper: str | None = None, drawable: bool | None = None) -> list
 def natural_key(name: str) -> tuple:
     """Natural order, digit runs compared as numbers: fig2 before fig10, fig3_10 after fig3_9, table2 before
     table10 (also the report's table order)."""
-    import re
-
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 

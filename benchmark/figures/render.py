@@ -19,9 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from benchmark import provenance
 from benchmark.errors import BenchmarkError, ConfigError
-from benchmark.figures.registry import DrawnFigure, FigureSpec, get_figure
+from benchmark.figures.registry import DrawnFigure, FigureSpec, figure_status, get_figure
 from benchmark.io import atomic_path, atomic_write_json, atomic_write_text, sha256_file
+from benchmark.ledger import materialised_from, read_record
+from benchmark.workflow import DEFAULT_CONFIG, parse_kv
 
 MANIFEST_KEYS = ("name", "paper", "label", "line", "title", "copies", "status", "png", "pdf", "data",
                  "readings", "notes", "inputs", "provenance")  # fmt: skip
@@ -29,8 +34,6 @@ MANIFEST_KEYS = ("name", "paper", "label", "line", "title", "copies", "status", 
 
 def _input(path: str) -> dict[str, Any]:
     """One input of a figure: its path and sha256, and the recorded run it came from (``runs/``), if any."""
-    from benchmark.ledger import materialised_from, read_record
-
     out: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path)}
     folder = materialised_from(path)
     if folder is not None:
@@ -42,8 +45,6 @@ def _input(path: str) -> dict[str, Any]:
 
 def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: str) -> dict[str, Any]:
     """The JSON manifest of a drawn figure (keys :data:`MANIFEST_KEYS`)."""
-    from benchmark import provenance
-
     commit = provenance.git_commit()
     return {
         "name": spec.name,
@@ -108,9 +109,6 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
                 f"--config-json is not valid JSON ({exc.msg})", "pass the workflow config"
             ) from exc
         return dict(config)
-    import yaml
-
-    from benchmark.workflow import DEFAULT_CONFIG, parse_kv
 
     config = yaml.safe_load(Path(DEFAULT_CONFIG).read_text()) or {}
     config.update(parse_kv(args.set))
@@ -119,8 +117,6 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``flb figure`` (module docstring)."""
-    from benchmark.figures.registry import figure_status
-
     ap = argparse.ArgumentParser(prog="flb figure", description=__doc__.splitlines()[0])
     ap.add_argument("name", nargs="?", help="registered figure (flb figure --list)")
     ap.add_argument("--out", help="PNG to write (default results/figures/NAME.png)")

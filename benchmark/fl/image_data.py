@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from benchmark.data.registry import load_dataset
+from benchmark.data.subsets import parse_subset, stratified_indices
 from benchmark.errors import ConfigError
 from benchmark.features.preprocess import Preprocess, get_preprocess
 
@@ -236,9 +238,6 @@ class ImageSet(Dataset):
         are; folder datasets are decoded and resized to the preset's output size once, on ``device``
         (module docstring: the uint8 rounding).
         """
-        from benchmark.data.registry import load_dataset
-        from benchmark.data.subsets import parse_subset, stratified_indices
-
         data = load_dataset(dataset, split, data_root)
         kind, per_class = parse_subset(subset)
         if kind == "stratified":
@@ -276,7 +275,7 @@ def _decode_resized(
     paths: tuple[Path, ...], pre: Preprocess, device: torch.device
 ) -> tuple[torch.Tensor, Preprocess]:
     """Decode image files and resize / crop them with ``pre``'s geometry, rounded to uint8 NCHW (on CPU)."""
-    from benchmark.features.extract import _decode
+    from benchmark.features.extract import _decode  # local: heavy import (torchvision)
 
     geometry = Preprocess(f"{pre.name}@geometry", pre.resize, pre.center_crop, (0.0,) * 3, (1.0,) * 3)
     out: list[torch.Tensor] = []

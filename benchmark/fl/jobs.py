@@ -33,11 +33,12 @@ Outputs (all written atomically):
 * ``curve`` (optional) - one row per round: ``round, stage, accuracy`` (percent, empty where not evaluated),
   ``test_loss, train_loss, uplink_bytes, downlink_bytes, compute_f`` (cumulative), ``wall_s`` (cumulative),
   ``method, seed``. A closed-form initialisation contributes its rounds first (``stage = init``); the
-  training stage is ``stage = lp``, its first row is the starting head. :mod:`benchmark.apps.plots` reads it.
+  training stage is ``stage = lp``, its first row is the starting head (format: :mod:`benchmark.curves`).
 * ``record`` (optional) - JSON with the protocol, the engine configuration, run metadata, input identities.
 
-Each carries a checksum sidecar (``<file>.sha256``, :func:`benchmark.io.atomic_path`); :func:`read_curve` and
-:func:`benchmark.tidy.read_tidy` check it and the file's structure before anything is parsed.
+Each carries a checksum sidecar (``<file>.sha256``, :func:`benchmark.io.atomic_path`);
+:func:`benchmark.curves.read_curve` and :func:`benchmark.tidy.read_tidy` check it and the file's structure
+before anything is parsed.
 
 Stage-1 costs of a closed-form initialisation (fedcof Fig. 4): uplink = the statistics the clients send
 (:mod:`benchmark.closed_form`, 4 bytes per float), downlink 0 (the pre-trained body is shared beforehand,
@@ -57,21 +58,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from benchmark.errors import ConfigError, DataMissingError
+from benchmark.closed_form import paper_protocol_options, participation_schedule, run_method
+from benchmark.curves import CURVE_COLUMNS, curve_frame, read_curve, write_curve  # noqa: F401  (re-exported)
+from benchmark.data.partition import load_partition_for
+from benchmark.errors import ConfigError
+from benchmark.features.pointer import load_train_test, partition_data_of
 from benchmark.federated.history import Costs, RoundRecord
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import RunResult
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import closed_form_head, init_head
 from benchmark.fl.protocols import MethodSpec, Protocol, get_protocol
-from benchmark.io import atomic_path, atomic_write_json, read_verified_csv
+from benchmark.io import atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
+from benchmark.seeding import check_seed
 from benchmark.tidy import make_row, write_tidy
 
-CURVE_COLUMNS: tuple[str, ...] = (
-    "round", "stage", "accuracy", "test_loss", "train_loss", "uplink_bytes", "downlink_bytes", "compute_f",
-    "wall_s", "method", "seed",
-)  # fmt: skip
 TRAIN_STAGE = "lp"
 INIT_STAGE = "init"
 
@@ -110,9 +112,6 @@ def load_inputs(train: str | Path, test: str | Path, partition: str | Path, prot
     values, one extraction), the partition through :func:`benchmark.data.partition.load_partition_for`
     (drawn on these train rows).
     """
-    from benchmark.data.partition import load_partition_for
-    from benchmark.features.pointer import load_train_test, partition_data_of
-
     ptr_tr, tr, ptr_te, te = load_train_test(train, test)
     expect = {"dataset": protocol.dataset, "backbone": protocol.backbone}
     for key, want in expect.items():
@@ -180,8 +179,6 @@ def closed_form_init(
     per initialisation round (accuracy of the head after that round), the stage-1 costs (module doc) and a
     description. The round schedule is drawn from the run's ``init_schedule`` stream.
     """
-    from benchmark.closed_form import paper_protocol_options, participation_schedule, run_method
-
     assert spec.init is not None
     (x_tr, y_tr), (x_te, y_te) = inputs.train_np, inputs.test_np
     clients = list(inputs.features.client_indices)
@@ -338,55 +335,6 @@ def tidy_rows(
     ]
 
 
-def curve_frame(res: RunResult, *, method: str, seed: int) -> pd.DataFrame:
-    """The per-round curve of ``res`` (columns :data:`CURVE_COLUMNS`, accuracy in percent)."""
-    rows = [
-        {
-            "round": r.round,
-            "stage": r.stage,
-            "accuracy": 100.0 * r.test_acc,
-            "test_loss": r.test_loss,
-            "train_loss": r.train_loss,
-            "uplink_bytes": r.uplink_bytes,
-            "downlink_bytes": r.downlink_bytes,
-            "compute_f": r.compute_f,
-            "wall_s": r.wall_s,
-            "method": method,
-            "seed": seed,
-        }
-        for r in res.history
-    ]
-    return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
-
-
-#: Curve columns that must hold a number in every row (the others may be empty: not evaluated, NaN).
-CURVE_NUMERIC: tuple[str, ...] = ("round", "uplink_bytes", "downlink_bytes", "compute_f")
-
-
-def write_curve(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write a curve CSV atomically with its checksum sidecar (NaN written as empty)."""
-    dest = Path(path)
-    with atomic_path(dest, checksum=True) as tmp:
-        frame.to_csv(tmp, index=False, float_format="%.10g")
-    return dest
-
-
-def read_curve(path: str | Path) -> pd.DataFrame:
-    """Read a curve CSV written by :func:`write_curve`: checked against its sidecar, complete (every line has
-    every field, numbers where numbers belong) and with the curve columns; one clear error naming it if not."""
-    if not Path(path).is_file():
-        raise DataMissingError(f"curve file {path} does not exist", "run the training job that writes it first")
-    df = read_verified_csv(
-        path, nonempty=CURVE_NUMERIC, numeric=(*CURVE_NUMERIC, "accuracy", "test_loss", "train_loss", "wall_s"),
-        keep_default_na=True,
-    )  # fmt: skip
-    missing = [c for c in CURVE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"{path} is not an FL curve file: missing columns {missing}", "regenerate it")
-    df["stage"] = df["stage"].fillna("").astype(str)
-    return df
-
-
 def fl_run_step(
     *,
     protocol: str,
@@ -403,8 +351,6 @@ def fl_run_step(
     progress: bool = True,
 ) -> FLJobResult:
     """``flb fl-run``: load the inputs, run the job, write ``out`` (tidy), ``curve`` and ``record``."""
-    from benchmark.seeding import check_seed
-
     check_seed(seed)
     proto = get_protocol(protocol)
     proto.method(method)

@@ -78,6 +78,7 @@ class FLMethodInfo:
 
 
 def _load() -> None:
+    # local: fl.methods (torch) registers itself here; FLConfig validates names without loading torch
     import benchmark.fl.methods  # noqa: F401  (the methods register themselves)
 
 

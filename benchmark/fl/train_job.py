@@ -8,7 +8,7 @@ and runs the protocol's method under the protocol's algorithm through the engine
 checkpointing every few rounds so that a killed run resumes where it stopped.
 
 Outputs (atomic): the tidy rows (:func:`benchmark.fl.jobs.tidy_rows`'s metrics, plus the *measured* uplink /
-downlink bytes next to the arithmetic ones), the per-round curve (:func:`benchmark.fl.jobs.curve_frame`) and a
+downlink bytes next to the arithmetic ones), the per-round curve (:func:`benchmark.curves.curve_frame`) and a
 JSON record (protocol, engine configuration, learning-rate choice and its source, run metadata: device,
 precision, throughput, peak memory; inputs' identities; commit; machine).
 
@@ -22,18 +22,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import torch
 
+from benchmark.curves import curve_frame, write_curve
+from benchmark.data.partition import PartitionData, load_partition_for, make_partition
+from benchmark.data.subsets import validation_split
 from benchmark.errors import ConfigError
+from benchmark.federated.checkpoint import CheckpointSpec
 from benchmark.federated.history import Costs
-from benchmark.fl.engine import RunResult
+from benchmark.fl.engine import RunResult, resolve_device
+from benchmark.fl.image_data import ImageSet
+from benchmark.fl.lp_features import CachedFeatures
+from benchmark.fl.methods import run_method
 from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
-from benchmark.io import atomic_write_json
+from benchmark.io import atomic_write_json, sha256_bytes
 from benchmark.provenance import git_commit, machine, package_versions, peak_rss_mb
 from benchmark.tidy import make_row, write_tidy
 
@@ -85,15 +93,13 @@ class TrainOutcome:
 
 # ------------------------------------------------------------------------------------------------ inputs
 def _split(proto: TrainProtocol, split: str, subset: str, root: str | None):
-    from benchmark.pipeline import split_labels
+    from benchmark.pipeline import split_labels  # local: heavy import (scipy, torchvision)
 
     return split_labels(proto.dataset, split, subset, 0, root)
 
 
 def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device, req: TrainRequest):
     """The split's images, resident on ``device`` as uint8 (:class:`benchmark.fl.image_data.ImageSet`)."""
-    from benchmark.fl.image_data import ImageSet
-
     dtype = torch.float64 if proto.dtype == "float64" else torch.float32
     if data.images is not None:  # in-memory datasets (CIFAR): exactly the split (and subset) loaded here
         images = torch.from_numpy(np.ascontiguousarray(data.images)).permute(0, 3, 1, 2)
@@ -109,9 +115,6 @@ def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device
 
 def _validation_clients(proto: TrainProtocol, labels: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, str]:
     """Clients drawn on the training rows minus a stratified validation share (tuning only)."""
-    from benchmark.apps.tuning import validation_split
-    from benchmark.data.partition import make_partition
-
     keep, val = validation_split(labels, proto.val_fraction, 0)
     part = make_partition(proto.partition_scheme, labels[keep], 0, **{
         k: v for k, v in proto.partition().items() if k != "scheme"
@@ -120,7 +123,7 @@ def _validation_clients(proto: TrainProtocol, labels: np.ndarray) -> tuple[list[
 
 
 def _model(proto: TrainProtocol, method: str, num_classes: int, seed_cfg: Any, req: TrainRequest):
-    from benchmark.models.backbones import create_backbone
+    from benchmark.models.backbones import create_backbone  # local: heavy import (torchvision)
 
     pretrained = proto.method(method).pretrained
     model, ident = create_backbone(
@@ -135,11 +138,6 @@ def _model(proto: TrainProtocol, method: str, num_classes: int, seed_cfg: Any, r
 # ------------------------------------------------------------------------------------------------ the run
 def run_training(req: TrainRequest) -> TrainOutcome:
     """Run ``req`` (module docstring) and return the result, tidy rows, curve and record."""
-    from benchmark.data.partition import PartitionData, load_partition_for
-    from benchmark.fl.engine import resolve_device
-    from benchmark.fl.jobs import curve_frame
-    from benchmark.fl.methods import run_method
-
     proto = get_train_protocol(req.protocol)
     if req.dtype is not None:
         proto = replace(proto, dtype=req.dtype)
@@ -187,8 +185,6 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     model, weights_ident = _model(proto, req.method, num_classes, cfg, req)
     ident["weights"] = asdict(weights_ident)
     if req.init_ulps:
-        from benchmark.apps.reduced import nudge_parameters
-
         nudge_parameters(model, req.init_ulps)
     if req.hash_inputs:
         ident["train_inputs_sha256"] = inputs_sha256(train_set)
@@ -212,8 +208,6 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     wall = time.perf_counter() - wall0
     curve = curve_frame(res, method=req.method, seed=req.seed)
     if history:  # the closed-form rounds go first in the curve (stage "init")
-        import pandas as pd
-
         init = replace(res, history=history)
         curve = pd.concat([curve_frame(init, method=req.method, seed=req.seed), curve], ignore_index=True)
     images = sum(len(c) for c in clients) / proto.num_clients * proto.clients_per_round * cfg.local_epochs
@@ -249,8 +243,6 @@ def run_training(req: TrainRequest) -> TrainOutcome:
 
 def _with_exec(cfg: Any, req: TrainRequest) -> Any:
     """The execution knobs (vectorised clients, channels_last) where the engine has them."""
-    from dataclasses import fields
-
     names = {f.name for f in fields(cfg)}
     knobs = {
         "client_exec": req.client_exec,
@@ -263,19 +255,24 @@ def _with_exec(cfg: Any, req: TrainRequest) -> Any:
 def _checkpoint(req: TrainRequest) -> Any:
     if req.checkpoint is None:
         return None
-    try:
-        from benchmark.federated.checkpoint import CheckpointSpec
-    except ModuleNotFoundError:  # pragma: no cover - engine without checkpointing
-        return None
     return CheckpointSpec(Path(req.checkpoint), every=req.checkpoint_every)
+
+
+@torch.no_grad()
+def nudge_parameters(model: torch.nn.Module, ulps: int) -> None:
+    """Move every parameter ``ulps`` units in the last place of its dtype (``np.nextafter``, in place): the
+    pinned guard's tolerance measurement (``TrainRequest.init_ulps``, ``flb pin-reduced``)."""
+    for p in model.parameters():
+        a = p.detach().numpy()
+        for _ in range(abs(ulps)):
+            a = np.nextafter(a, np.inf if ulps > 0 else -np.inf)
+        p.copy_(torch.from_numpy(np.ascontiguousarray(a)))
 
 
 @torch.no_grad()
 def inputs_sha256(images: Any) -> str:
     """sha256 of every preprocessed input of ``images`` as float32 (elementwise IEEE operations: the same bits
     on every CPU; a float64 set holds float32 values cast exactly)."""
-    from benchmark.io import sha256_bytes
-
     x, _ = images.batch(np.arange(len(images)))
     return sha256_bytes(x.float().contiguous().cpu().numpy().tobytes())
 
@@ -298,9 +295,8 @@ def _init_head(
     the clients' own training images, computed here with the run's model, preprocessing and dtype (one
     forward pass over the training set, as the reference code does), evaluated on ``eval_set``
     (:func:`benchmark.fl.jobs.closed_form_init`). float64 runs solve in float64."""
-    from benchmark.fl.jobs import FLInputs, closed_form_init
-    from benchmark.fl.lp_features import CachedFeatures
-    from benchmark.fl.protocols import MethodSpec
+    from benchmark.fl.jobs import FLInputs, closed_form_init  # local: heavy import (scipy, torchvision)
+    from benchmark.fl.protocols import MethodSpec  # local: heavy import (scipy, torchvision)
 
     f_tr, f_ev = body_features(model, train_set), body_features(model, eval_set)
     y_tr = train_set.labels.cpu().numpy().astype(np.int64)
@@ -365,8 +361,6 @@ def _rows(res: RunResult, proto: TrainProtocol, req: TrainRequest, cfg: Any, ide
 
 def train_step(req: TrainRequest, *, out: str | Path, curve: str | Path, record: str | Path) -> TrainOutcome:
     """Run ``req`` and write the tidy rows ``out``, the curve and the record (all atomically)."""
-    from benchmark.fl.jobs import write_curve
-
     outcome = run_training(req)
     write_curve(outcome.curve, curve)
     atomic_write_json(record, outcome.record, checksum=True)
@@ -375,6 +369,6 @@ def train_step(req: TrainRequest, *, out: str | Path, curve: str | Path, record:
 
 
 def _jsonable(obj: Any) -> Any:
-    from benchmark.fl.jobs import _jsonable as conv
+    from benchmark.fl.jobs import _jsonable as conv  # local: heavy import (scipy, torchvision)
 
     return conv(obj)

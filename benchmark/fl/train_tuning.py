@@ -1,7 +1,7 @@
 """Choosing a learning rate the paper tuned without printing it (legate2023 App. B grids), on a validation split.
 
 Every grid point is one training run of the method on the training split minus a stratified validation share
-(:func:`benchmark.apps.tuning.validation_split`, seed 0), evaluated on that share with the protocol's own
+(:func:`benchmark.data.subsets.validation_split`, seed 0), evaluated on that share with the protocol's own
 selection rule (best-on-validation for best-on-test protocols), never on the test set
 (:class:`benchmark.runners.fl_train.FLTuneJob`). :func:`choose_lr` takes the point with the highest selected
 validation accuracy; ties go to the first point in grid order. The record keeps every point's accuracy, so the
@@ -24,7 +24,7 @@ def choose_lr(
     points: Sequence[tuple[float, float, Path]], *, out: str | Path, what: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Read each grid point's tidy CSV (``accuracy`` on validation) and write the choice JSON to ``out``."""
-    from benchmark.tidy import read_tidy
+    from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     grid: list[dict[str, Any]] = []
     for client_lr, server_lr, path in points:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from benchmark.data.download import download_checkpoint
 from benchmark.data.fetch import network_reachable
 from benchmark.errors import ChecksumError, ConfigError, DataMissingError
 from benchmark.io import sha256_file
@@ -77,7 +78,6 @@ def load_torchvision_checkpoint(
                 f"run `flb data fetch --weights MODEL` (it downloads {url} to that path; or set TORCH_HOME), or "
                 "use weights: substitute (its file in FLB_WEIGHTS_DIR / config 'weights_dir') or random",
             )
-        from benchmark.data.download import download_checkpoint  # timeouts, retries, resume (not torch.hub's)
 
         download_checkpoint(url, path, prefix)
     digest = sha256_file(path)
@@ -94,7 +94,7 @@ def load_substitute(
     spec: SubstituteFile, folder: str | Path | None = None
 ) -> tuple[dict[str, torch.Tensor], WeightsIdentity]:
     """Load a substitute safetensors file after verifying its recorded sha256."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # local: heavy import (safetensors)
 
     path = weights_dir(folder) / spec.filename
     if not path.is_file():

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from benchmark.errors import CorruptFileError
+from benchmark.io import RERUN
 from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import CellResult
+from benchmark.schema import check_one_per_seed
 
 if TYPE_CHECKING:
     from benchmark.tables.plan import CellPlan
@@ -40,12 +43,9 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     Each run file holds at most one such row; when some hold one, every one must (a run file that lost the
     row, e.g. truncated at a row boundary before checksums existed, would silently drop its seed): otherwise
     one :class:`~benchmark.errors.CorruptFileError` naming the file."""
-    import pandas as pd
+    import pandas as pd  # local: heavy import (pandas)
 
-    from benchmark.errors import CorruptFileError
-    from benchmark.io import RERUN
-    from benchmark.schema import check_one_per_seed
-    from benchmark.tidy import read_tidy
+    from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     frames = [read_tidy(j.path) for j in plan.jobs]
     found = [len(_accuracy(f, plan.method)) for f in frames]

@@ -4,12 +4,18 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from benchmark.data.partition import available_partitioners, get_partitioner
 from benchmark.jobs import ClosedFormJob, partition_tag
+from benchmark.protocols import load_catalogue
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs, seeded_jobs
+from benchmark.schema import check_mapping, check_name, coerce
+from benchmark.tables.plan import choose_preprocess
 
 
 class ClosedFormRunner(Runner):
@@ -21,12 +27,6 @@ class ClosedFormRunner(Runner):
 
     def check_params(self, params, where) -> None:
         """``protocol`` is a closed-form protocol; ``partition`` a known scheme with only its own parameters."""
-        import inspect
-        import typing
-
-        from benchmark.data.partition import available_partitioners, get_partitioner
-        from benchmark.protocols import load_catalogue
-        from benchmark.schema import check_mapping, check_name, coerce
 
         if "protocol" in params:  # the names from the catalogue file (its module imports torch)
             names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})
@@ -53,8 +53,8 @@ class ClosedFormRunner(Runner):
         return {"clients": clients, "per_class": None, "participation": None}
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
+        # local: heavy import (scipy, torch, torchvision)
         from benchmark.closed_form.protocols import PAPER_PROTOCOL, check_protocol
-        from benchmark.tables.plan import choose_preprocess
 
         plan.protocol = check_protocol(
             str(rule.params.get("protocol") or PAPER_PROTOCOL.get(spec.paper, "suite"))

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from benchmark.data.partition import Partition
 from benchmark.errors import ConfigError
-from benchmark.io import read_verified_json
+from benchmark.io import atomic_write_json, read_verified_json
 from benchmark.jobs import Job, PartitionJob, parse_partition_tag, partition_tag, register_job
+from benchmark.provenance import peak_rss_mb
 from benchmark.reasons import NotRunReason
 from benchmark.runners import CellResult, Runner, register_runner
 
@@ -47,10 +49,8 @@ class ClassCountsJob(Job):
         return (self.partition(),)
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.data.partition import Partition
-        from benchmark.io import atomic_write_json
-        from benchmark.pipeline import split_labels
-        from benchmark.tables.cost_runner import class_pairs
+        from benchmark.pipeline import split_labels  # local: heavy import (pandas, scipy, torch, torchvision)
+        from benchmark.tables.cost_runner import class_pairs  # local: heavy import (torch, torchvision)
 
         src = self.partition().path
         part = Partition.from_json(src)
@@ -83,7 +83,7 @@ def class_counts_jobs(need: Any) -> tuple[ClassCountsJob, ...]:
 def pairs_from_jobs(plan: Any) -> Any:
     """The :data:`~benchmark.tables.cost_runner.PairsSource` of a planned cell: the reason recorded while
     planning, or the pair counts its :class:`ClassCountsJob` outputs hold (no dataset is read)."""
-    from benchmark.tables.cost_runner import ClassPairs
+    from benchmark.tables.cost_runner import ClassPairs  # local: heavy import (torch, torchvision)
 
     def source(need: Any) -> Any:
         unavailable = plan.params.get("partition_unavailable")
@@ -125,7 +125,7 @@ class CostRunner(Runner):
     needs_data = False
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.tables.cost_runner import needs_partitions
+        from benchmark.tables.cost_runner import needs_partitions  # local: heavy import (torch, torchvision)
 
         need = needs_partitions(spec.expected_paper, spec.expected_table, _cell_dict(plan.cell), spec.seeds)
         if need is not None:
@@ -138,10 +138,9 @@ class CostRunner(Runner):
         return plan
 
     def collect(self, spec, plan, labels, settings) -> CellResult:
-        from benchmark.provenance import peak_rss_mb
-        from benchmark.tables.assemble import provenance
-        from benchmark.tables.cost_runner import cost_result
-        from benchmark.tidy import make_row
+        from benchmark.tables.assemble import provenance  # local: heavy import (pandas)
+        from benchmark.tables.cost_runner import cost_result  # local: heavy import (torch, torchvision)
+        from benchmark.tidy import make_row  # local: heavy import (pandas)
 
         cell = plan.cell
         t0 = time.perf_counter()

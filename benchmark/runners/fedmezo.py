@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from benchmark.data.registry import dataset_info, load_dataset
+from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
+from benchmark.tables.availability import dataset_blocker
 
 #: Rounds of the traffic probe (the comm cells' measurement when no full run is planned).
 PROBE_ROUNDS = 2
@@ -76,7 +79,7 @@ class ZOTrainJob(Job):
     seed: int
 
     def run_spec(self):
-        from benchmark.zo.run import ZORunSpec
+        from benchmark.zo.run import ZORunSpec  # local: heavy import (torch)
 
         return ZORunSpec(
             dataset=self.dataset, encoder=self.encoder, method=self.method, clients=self.clients,
@@ -87,7 +90,7 @@ class ZOTrainJob(Job):
         )  # fmt: skip
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.zo.run import train_step
+        from benchmark.zo.run import train_step  # local: heavy import (torch)
 
         ckpt = Path(
             "results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".ckpt"
@@ -139,8 +142,6 @@ def run_size(job: ZOTrainJob, train_examples: int) -> str:
 
 
 def _train_examples(dataset: str, k_shot: str, config: Mapping[str, Any]) -> int:
-    from benchmark.data.registry import dataset_info, load_dataset
-
     if k_shot != "full":
         return int(k_shot) * dataset_info(dataset).num_classes
     return len(load_dataset(dataset, "train", config.get("data_root"), download=False))
@@ -154,8 +155,6 @@ class FedMeZORunner(Runner):
     needs_data = False  # the dataset and the encoder are checked here
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.tables.availability import dataset_blocker
-
         proto = plan.cell.protocol
         plan.dataset = str(proto.get("dataset"))
         plan.method = str(proto.get("method"))
@@ -213,8 +212,7 @@ class FedMeZORunner(Runner):
         return plan
 
     def collect(self, spec, plan, labels, settings) -> CellResult:
-        from benchmark.io import read_verified_json
-        from benchmark.tidy import make_row
+        from benchmark.tidy import make_row  # local: heavy import (pandas)
 
         printed_rounds = int(plan.cell.protocol.get("rounds") or 0)
         values, rows, notes, departures = [], [], [], set()
@@ -250,7 +248,7 @@ class FedMeZORunner(Runner):
                     f"{t['wire_bytes_per_round'] * rounds / 1e9:.4g} GB"
                 )
             values.append(value)
-        from benchmark.costs.conventions import DEPARTURES
+        from benchmark.costs.conventions import DEPARTURES  # local: heavy import (torch, torchvision)
 
         note = "; ".join(dict.fromkeys(notes))
         if departures:
@@ -260,7 +258,7 @@ class FedMeZORunner(Runner):
         return CellResult(values, rows, note=note, departures=tuple(sorted(departures)))
 
     def artefacts(self, plan) -> dict[str, list[str]]:
-        return {}  # the curves are plotted by the figure targets (benchmark/zo/figures.py), not the FL plotter
+        return {}  # the curves are plotted by the figure targets (benchmark/figures/bernier2024_runs.py), not the FL plotter
 
 
 def _fmt(value: Any) -> str:

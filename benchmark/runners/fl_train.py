@@ -15,18 +15,25 @@ estimate of its cost (:mod:`benchmark.fl.estimate`) and how to run it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmark.errors import ConfigError
+from benchmark.data.registry import load_dataset
+from benchmark.data.subsets import parse_subset
+from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.fl.estimate import describe, run_cost
+from benchmark.fl.train_protocols import get_train_protocol
+from benchmark.fl.train_tuning import choose_lr
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs, no_protocol, protocol_elsewhere
+from benchmark.tables.availability import training_allowed
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
 RECORDED_LR_DIR = Path(__file__).resolve().parents[1] / "fl" / "lr_grid" / "train"
@@ -69,7 +76,7 @@ class _TrainFields(Job):
 
     def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
         """The :class:`~benchmark.fl.train_job.TrainRequest` this job runs under ``config``."""
-        from benchmark.fl.train_job import TrainRequest
+        from benchmark.fl.train_job import TrainRequest  # local: heavy import (pandas, torch)
 
         device = config.get("device") or "auto"
         exec_ = config.get("train_exec", "auto")
@@ -97,7 +104,7 @@ class FLTuneJob(_TrainFields):
     server_lr: float
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_job import train_step
+        from benchmark.fl.train_job import train_step  # local: heavy import (pandas, torch)
 
         c, s = self.client_lr, self.server_lr
         req = self._request(
@@ -118,8 +125,6 @@ class LRChoiceJob(_TrainFields):
     PATTERN: ClassVar[str] = _TUNE + "/choice.json"
 
     def grid(self) -> list[FLTuneJob]:
-        from benchmark.fl.train_protocols import get_train_protocol
-
         pairs = get_train_protocol(self.protocol).lr_grid(self.algorithm)
         base = _train_fields(self)
         return [FLTuneJob(**base, client_lr=float(c), server_lr=float(s)) for c, s in pairs]
@@ -128,8 +133,6 @@ class LRChoiceJob(_TrainFields):
         return tuple(self.grid())
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_tuning import choose_lr
-
         choose_lr(
             [(j.client_lr, j.server_lr, Path(j.path)) for j in self.grid()], out=self.path,
             what={"protocol": self.protocol, "algorithm": self.algorithm, "method": self.method},
@@ -198,15 +201,13 @@ class FLTrainJob(_TrainFields):
         )  # fmt: skip
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_job import train_step
+        from benchmark.fl.train_job import train_step  # local: heavy import (pandas, torch)
 
         train_step(self.request(config), out=self.path, curve=self.curve_path, record=self.record_path)
 
 
 def _train_fields(job: Job) -> dict[str, Any]:
     """The fields every job of one (protocol, algorithm, method) shares."""
-    import dataclasses
-
     return {f.name: getattr(job, f.name) for f in dataclasses.fields(_TrainFields)}
 
 
@@ -225,18 +226,9 @@ def _method_algorithm(label: str, cell_algorithm: Any) -> tuple[str, str]:
     return method, algorithm or str(cell_algorithm or "fedavg")
 
 
-def training_allowed(config: Mapping[str, Any]) -> bool:
-    """Whether training jobs are planned: a CUDA device asked for, or CPU training opted into explicitly."""
-    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
-
-
 @lru_cache(maxsize=32)
 def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int | None:
     """Images of a split after the subset, without downloading anything (``None``: not here yet)."""
-    from benchmark.data.registry import load_dataset
-    from benchmark.data.subsets import parse_subset
-    from benchmark.errors import BenchmarkError
-
     try:
         data = load_dataset(dataset, split, root, download=False)
     except BenchmarkError:
@@ -250,8 +242,6 @@ def cell_estimate(
 ) -> str:
     """The cost of a cell's runs (its seeds plus the learning-rate grid it needs), as
     :func:`benchmark.fl.estimate.describe` states it."""
-    from benchmark.fl.estimate import describe, run_cost
-
     n_train = _split_size(proto.dataset, "train", proto.subset, root)
     n_test = _split_size(proto.dataset, "test", proto.subset, root)
     if n_train is None or n_test is None:
@@ -277,14 +267,11 @@ class FLTrainRunner(Runner):
         name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
         if name is None:
             return None
-        from benchmark.fl.train_protocols import get_train_protocol
 
         p = get_train_protocol(name)
         return {"clients": p.num_clients, "per_class": None, "participation": p.participation}
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.fl.train_protocols import get_train_protocol
-
         image_size = plan.cell.protocol.get("image_size")
         key = _protocol_key(plan.dataset, image_size)
         name = plan.params.get("protocols", {}).get(key)
@@ -342,9 +329,9 @@ class FLTrainRunner(Runner):
     def collect(self, spec, plan, labels, settings) -> CellResult:
         """Accuracy per seed; the note gives the learning rates used and the run's communication, measured
         (the tensors that crossed the wire) beside the App. A arithmetic the cost cells print."""
-        import pandas as pd
+        import pandas as pd  # local: heavy import (pandas)
 
-        from benchmark.tidy import read_tidy
+        from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
         res = collect_runs(spec, plan)
         if res.reason:

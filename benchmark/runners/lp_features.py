@@ -31,13 +31,13 @@ class LPFeaturesRunner(Runner):
         name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
         if name is None:
             return None
-        from benchmark.fl.protocols import get_protocol
+        from benchmark.fl.protocols import get_protocol  # local: heavy import (scipy, torch, torchvision)
 
         fl = get_protocol(name)
         return {"clients": fl.num_clients, "per_class": None, "participation": fl.participation}
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.fl.protocols import get_protocol
+        from benchmark.fl.protocols import get_protocol  # local: heavy import (scipy, torch, torchvision)
 
         key = _protocol_key(plan.dataset, plan.cell.protocol.get("image_size"))
         name = plan.params.get("protocols", {}).get(key)

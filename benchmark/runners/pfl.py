@@ -17,10 +17,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
+from benchmark.errors import UnknownNameError
+from benchmark.fl.estimate import native_rate
+from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
+from benchmark.tables.availability import dataset_blocker
+from benchmark.tables.plan import _alias
 
 _TRAIN_DIR = (
     "results/runs/pfl/{dataset}/{model}-bn{bn}/{scheme}-{scheme_param}-K{clients}-p{server_fraction}/{algorithm}/"
@@ -53,7 +60,7 @@ class _PFLFields(Job):
     def pfl_config(self, config: Mapping[str, Any] | None = None) -> Any:
         """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
         ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record)."""
-        from benchmark.pfl.trainer import PFLConfig
+        from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
         exec_ = str(knobs.get("train_exec", "auto"))
@@ -107,7 +114,7 @@ class PFLTrainJob(_PFLFields):
         return self.path.removesuffix(".json") + ".curve.csv"
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.pfl.run import train_step
+        from benchmark.pfl.run import train_step  # local: heavy import (torch)
 
         ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
         sibling = None
@@ -145,8 +152,8 @@ class PFLEvalJob(_PFLFields):
         return (self.training(),)
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.pfl.personalise import FineTune
-        from benchmark.pfl.run import eval_step
+        from benchmark.pfl.personalise import FineTune  # local: heavy import (torch)
+        from benchmark.pfl.run import eval_step  # local: heavy import (torch)
 
         ft = FineTune(self.ft_part, self.ft_epochs, float(self.ft_lr), float(self.ft_momentum))
         eval_step(
@@ -213,7 +220,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     if head_init is None:
         what = f"head_init {proto.get('head_init')!r}"
         return (), _not_implemented(what, f"{what} is not implemented")
-    from benchmark.pfl.models import pfl_model_info
+    from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 
     base = dict(
         dataset=dataset, model=model, bn=pfl_model_info(model).default_bn, scheme=scheme, scheme_param=param,
@@ -248,8 +255,6 @@ def _not_implemented(what: str, detail: str) -> NotRunReason:
 def estimate(job: _PFLFields, per_client: int, seeds: int) -> str:
     """Training images per seed (rounds x sampled clients x tau x images per client, from the planned job: the
     centralised and Local-only runs are such runs too) and the CPU-hours they take here (measured rates)."""
-    from benchmark.fl.estimate import native_rate
-
     m = max(int(float(job.participation) * job.clients), 1)
     images = job.rounds * m * job.local_epochs * per_client
     rate = native_rate("cpu", job.model)
@@ -264,9 +269,6 @@ class PFLRunner(Runner):
     needs_data = False  # trains from scratch: no weights; the dataset is checked here
 
     def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.tables.availability import dataset_blocker
-        from benchmark.tables.plan import _alias
-
         proto = plan.cell.protocol
         plan.dataset = _alias(spec, "dataset", proto.get("dataset"))
         plan.model = _alias(spec, "model", proto.get("model"))
@@ -277,9 +279,8 @@ class PFLRunner(Runner):
             plan.not_run = not_implemented_method(proto.get("method"), "the pfl runner")
             return plan
         plan.method = algorithm
-        from benchmark.errors import UnknownNameError
-        from benchmark.pfl.algorithms import ALGORITHMS
-        from benchmark.pfl.models import pfl_model_info
+        from benchmark.pfl.algorithms import ALGORITHMS  # local: heavy import (torch)
+        from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 
         if proto.get("model_readings"):
             readings = "; ".join(f"{r['value']} ({r['source']})" for r in proto["model_readings"])
@@ -317,10 +318,7 @@ class PFLRunner(Runner):
     def collect(self, spec, plan, labels, settings) -> CellResult:
         """Per seed the mean accuracy across clients; rows: every client's accuracy, the mean and the std
         across clients (ddof 0); the std across clients (mean over seeds) goes to the table beside ours."""
-        import numpy as np
-
-        from benchmark.io import read_verified_json
-        from benchmark.tidy import make_row
+        from benchmark.tidy import make_row  # local: heavy import (pandas)
 
         values, rows, stds, sel = [], [], [], []
         for job in plan.jobs:

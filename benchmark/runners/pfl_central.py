@@ -23,8 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
+from benchmark.data.registry import load_dataset
 from benchmark.errors import ConfigError
+from benchmark.io import atomic_write_json
 from benchmark.jobs import Job, register_job
+from benchmark.provenance import git_commit, machine, package_versions
 
 #: The parts a centralised run may update (fedbabu Figure 2: full / body / head).
 PARTS = ("full", "body", "head")
@@ -50,8 +55,7 @@ class CentralCurveJob(Job):
     seed: int
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.io import atomic_write_json
-        from benchmark.pfl.run import resolve_device
+        from benchmark.pfl.run import resolve_device  # local: heavy import (torch)
 
         record = train_curve(self, resolve_device(config.get("device")), config.get("data_root"))
         atomic_write_json(self.path, record, checksum=True)
@@ -59,7 +63,7 @@ class CentralCurveJob(Job):
 
 def head_row_cosine(weight: Any) -> float:
     """The mean cosine similarity between distinct rows of the head (fedbabu Figure 3's values in parentheses)."""
-    import torch
+    import torch  # local: heavy import (torch)
 
     w = torch.nn.functional.normalize(weight.detach().double(), dim=1)
     c = w @ w.T
@@ -70,15 +74,12 @@ def head_row_cosine(weight: Any) -> float:
 def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dict[str, Any]:
     """Train ``job``'s network on the (first ``train_images``) training images; the record with one history
     row per epoch (lr, mean train loss, test accuracy on the whole test set, wall time)."""
-    import numpy as np
-    import torch
+    import torch  # local: heavy import (torch)
 
-    from benchmark.data.registry import load_dataset
-    from benchmark.pfl.centralised import CentralRecipe, fit_part
-    from benchmark.pfl.data import DeviceImages
-    from benchmark.pfl.models import build_model
-    from benchmark.pfl.trainer import PFLConfig
-    from benchmark.provenance import git_commit, machine, package_versions
+    from benchmark.pfl.centralised import CentralRecipe, fit_part  # local: heavy import (torch)
+    from benchmark.pfl.data import DeviceImages  # local: heavy import (torch)
+    from benchmark.pfl.models import build_model  # local: heavy import (torch)
+    from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
     if job.part not in PARTS:
         raise ConfigError(f"{job.path}: part={job.part!r}", f"use one of {PARTS}")
@@ -119,7 +120,7 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
 
 def evaluate_accuracy(model: Any, test: Any, batch: int = 500) -> float:
     """Percent accuracy on the whole test split (eval mode: the convNets' BN keeps batch statistics)."""
-    import torch
+    import torch  # local: heavy import (torch)
 
     model.eval()
     correct, n = 0, len(test.labels)

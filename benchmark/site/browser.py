@@ -117,7 +117,7 @@ def _http_status(url: str) -> int:
 
 def _sync_playwright():
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # local: optional (the [test] extra)
     except ImportError as exc:
         raise BrowserMissing(
             f"the browser driver is not installed ({exc})",

@@ -24,6 +24,8 @@ from benchmark.errors import ConfigError
 from benchmark.expected import PAPERS
 from benchmark.figures.registry import natural_key
 from benchmark.report import VERDICTS, _ours, is_recorded, load_checks, paper_of_target
+from benchmark.tables.gate import load_findings
+from benchmark.workflow import load_config
 
 #: Short titles of the five documents (``shared/papers/README.md``), for headings.
 PAPER_TITLES: Mapping[str, str] = {
@@ -369,7 +371,7 @@ def load_figure_status(
     """The registered figures without files: the registry's reason, or "not built" with the command. The
     registry (:mod:`benchmark.figures.registry`) may be absent: then ``((), why)``."""
     try:
-        from benchmark.figures.registry import figure_status
+        from benchmark.figures.registry import figure_status  # local: absent registry = ((), why), as tested
     except ImportError as exc:
         return (), f"the figure registry is not available ({exc}); only figures already built are shown"
     if config is None:
@@ -390,8 +392,6 @@ def load_findings_view(
     findings_path: Path | None, tables: Sequence[TableReport]
 ) -> tuple[tuple[FindingView, ...], str | None]:
     """The known findings with their cells' current state, or why there are none."""
-    from benchmark.tables.gate import load_findings
-
     if findings_path is None:
         return (), "no findings file given (--findings expected/known_findings.yaml)"
     if not findings_path.is_file():
@@ -410,8 +410,6 @@ def load_findings_view(
 
 def load_config_or_none(config_path: Path | None) -> Mapping[str, Any] | None:
     """The workflow config (default ``config/config.yaml``), or ``None`` when it cannot be loaded."""
-    from benchmark.workflow import load_config
-
     try:
         return load_config(config_path)
     except ConfigError:

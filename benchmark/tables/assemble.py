@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate
+
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text
 from benchmark.provenance import git_commit, machine, package_versions
@@ -217,7 +219,7 @@ def plot_training_curves(report: TableReport, path: Path, *, title: str) -> Path
     series = training_curves(report)
     if not series:
         return None
-    from benchmark.apps.plots import plot_curves  # matplotlib and torch: only for tables with training runs
+    from benchmark.curve_plots import plot_curves  # local: matplotlib, only for tables with training runs
 
     return plot_curves(series, path, title=title)
 
@@ -255,8 +257,6 @@ def _cell_text(o: CellOutcome) -> dict[str, str]:
 def _write_outputs(
     spec: Any, report: TableReport, results: Path, tier: str = "full", settings: Any = None
 ) -> None:
-    from tabulate import tabulate
-
     records = []
     for o in report.outcomes:
         c = o.plan.cell

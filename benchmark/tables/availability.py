@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
+from benchmark.data.fetch import network_reachable
+from benchmark.data.registry import dataset_info, load_dataset
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
 from benchmark.reasons import NotRunReason, ReasonKind
@@ -21,12 +26,15 @@ from benchmark.reasons import NotRunReason, ReasonKind
 # assembling a table whose cells need neither (most of them) starts in a second, not in five.
 
 
+def training_allowed(config: Mapping[str, Any]) -> bool:
+    """Whether training jobs are planned: a CUDA device asked for, or CPU training opted into explicitly."""
+    return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
+
+
 @functools.cache
 def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
     """None when ``name`` loads from the data root (without downloading), else the reason it cannot: its
     files are absent (``missing data``) or the suite has no loader for it (``not implemented``)."""
-    from benchmark.data.registry import dataset_info, load_dataset
-
     try:
         info = dataset_info(name)
     except UnknownNameError as err:
@@ -45,8 +53,6 @@ def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
 def online() -> bool:
     """Whether downloads can run now (``network_reachable``: ``FLB_OFFLINE``/``FLB_ONLINE``, else a probe),
     asked once per planning process."""
-    from benchmark.data.fetch import network_reachable
-
     return network_reachable()
 
 
@@ -54,16 +60,12 @@ def online() -> bool:
 def dataset_fetch_planned(name: str, root: str | None = None) -> bool:
     """True when ``name`` is absent here, has a public download and the network is reachable: the
     workflow then fetches (and verifies) it in a ``fetch_data`` job before the jobs that read it."""
-    from benchmark.data.download import SOURCES
-
     return name in SOURCES and dataset_missing(name, root) is not None and online()
 
 
 def dataset_blocker(name: str, root: str | None = None) -> NotRunReason | None:
     """None when the cell's dataset is here or will be fetched; else the NOT RUN reason, whose fix names
     the command that gets the data (``flb data fetch NAME``) or where to get it when there is no download."""
-    from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
-
     missing = dataset_missing(name, root)
     if missing is None or dataset_fetch_planned(name, root):
         return None
@@ -83,8 +85,8 @@ def dataset_blocker(name: str, root: str | None = None) -> NotRunReason | None:
 def weights_fetch_planned(model: str) -> bool:
     """True when ``model``'s torchvision checkpoint is not in the torch hub cache but the network is
     reachable: the workflow fetches it (``flb data fetch --weights MODEL``) before extracting with it."""
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import hub_checkpoint_path
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
     try:
         spec = backbone_spec(model)
@@ -96,8 +98,8 @@ def weights_fetch_planned(model: str) -> bool:
 def weights_blocker(model: str, root: str | None = None, wdir: str | None = None) -> NotRunReason | None:
     """None when :func:`choose_weights` finds weights for ``model``; else the NOT RUN reason: no backbone of
     that name, no checkpoint and no substitute, or the substitute file not in the weights folder."""
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import hub_checkpoint_path
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
     try:
         spec = backbone_spec(model)
@@ -128,8 +130,8 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     reachable; otherwise the substitute file when one exists; otherwise None, and the explanation is the
     text of :func:`weights_blocker`'s reason.
     """
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import hub_checkpoint_path
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
     blocker = weights_blocker(model, root, wdir)
     if blocker is not None:

@@ -40,9 +40,12 @@ from typing import Any
 from benchmark.costs import conventions as cv
 from benchmark.costs import paper_cells as pc
 from benchmark.costs.model_facts import dataset_facts, feature_dim, feature_extractor_params
+from benchmark.data import registry as data_registry  # module attribute: a test replaces load_dataset
+from benchmark.data.partition import make_partition
 from benchmark.errors import ConfigError
 from benchmark.expected import parse_printed_number
 from benchmark.reasons import NotRunReason, ReasonKind
+from benchmark.tables.availability import dataset_missing
 
 PASSING = (pc.MATCH, pc.MATCH_ALT)
 
@@ -266,8 +269,6 @@ class PartitionNeed:
     def unavailable(self, data_root: str | None) -> NotRunReason | None:
         """Why the partitions cannot be drawn here (the dataset is absent, or not the fedcof sharder's
         partition); ``None`` when they can. Loads the dataset (planning, never assembly)."""
-        from benchmark.tables.availability import dataset_missing
-
         missing = dataset_missing(self.dataset, data_root)
         if missing:
             return missing
@@ -305,10 +306,7 @@ def class_pairs(part: Any, labels: Any, num_classes: int) -> int:
 @functools.cache
 def _replayed_pairs(need: PartitionNeed, root: str | None) -> Replayed:
     """(client, present class) pairs of the fedcof sharder's partitions of ``need.dataset``'s train split."""
-    from benchmark.data.partition import make_partition
-    from benchmark.data.registry import load_dataset
-
-    data = load_dataset(need.dataset, "train", root, download=False)
+    data = data_registry.load_dataset(need.dataset, "train", root, download=False)
     out = []
     for s in need.seeds:
         part = make_partition(need.SCHEME, data.labels, s, num_clients=need.num_clients, alpha=need.alpha)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.jobs import Job, run_jobs
-from benchmark.tables.plan import plan_with_records, write_plan
+from benchmark.tables.plan import write_plan
+from benchmark.tables.records import plan_with_records
 from benchmark.tables.spec import SPEC_DIR
 
 

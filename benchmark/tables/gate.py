@@ -35,6 +35,9 @@ from typing import Any
 import yaml
 
 from benchmark.errors import ConfigError
+from benchmark.expected import load_all
+from benchmark.tables.spec import list_specs, load_spec
+from benchmark.tables.summary import VERDICTS, summary_lines
 
 FAILING = ("FAIL", "SUBSTITUTE-FAIL")
 DEPARTURE_PASSING = ("PASS*", "SUBSTITUTE-PASS*")  # a match only under a named departure (benchmark.verdict)
@@ -64,8 +67,6 @@ class Finding:
 
 def load_findings(path: str | Path | None = None) -> list[Finding]:
     """Read and validate the findings file; one :class:`ConfigError` naming the entry and field otherwise."""
-    from benchmark.expected import load_all
-
     p = Path(path) if path else DEFAULT_FINDINGS
     if not p.is_file():
         raise ConfigError(f"findings file {p} does not exist", "create it (see benchmark/tables/gate.py)")
@@ -127,8 +128,6 @@ def _tier(data: Mapping[str, Any]) -> str:
 
 def _counts(data: Mapping[str, Any]) -> str:
     """The verdicts present, by the tables' names and in their order (``PASS 3, SUBSTITUTE-PASS 2, NOT RUN 9``)."""
-    from benchmark.tables.summary import VERDICTS
-
     counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
     for c in data["cells"]:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
@@ -170,8 +169,6 @@ def verdict_exit(
 ) -> int:
     """Print ``target``'s one-screen summary; 1 when a cell FAILs that the findings file does not explain,
     else 0 (documented FAILs included)."""
-    from benchmark.tables.summary import summary_lines
-
     data = read_checks(Path(results) / "checks" / f"{target}.json")
     findings = load_findings(findings_path)
     _, unexplained = split_failures(data, findings)
@@ -190,8 +187,6 @@ def _any_fail(data: Mapping[str, Any]) -> bool:
 
 
 def _target_of(key: str) -> str | None:
-    from benchmark.tables.spec import list_specs, load_spec
-
     paper, table = key.split("#", 1)[0].split("/table", 1)
     for t in list_specs():
         spec = load_spec(t)

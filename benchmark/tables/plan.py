@@ -30,7 +30,7 @@ from benchmark.reasons import (
 )
 from benchmark.runners import get_runner
 from benchmark.tables.availability import choose_weights, dataset_blocker, weights_blocker
-from benchmark.tables.records import RecordedJob, StaleRecord
+from benchmark.tables.recorded import RecordedJob, StaleRecord
 from benchmark.tables.spec import SPEC_DIR, TableSpec, load_spec
 
 
@@ -424,30 +424,3 @@ def _load_plan_file(target: str, path: Path) -> dict[str, Any]:
         raise ConfigError(f"plan file {shown} is the plan of {raw['target']!r}, not of {target!r}",
                           f"pass a plan of {target} (results/plans/{target}-*.json)")  # fmt: skip
     return raw
-
-
-def plan_with_records(
-    target: str, config: Mapping[str, Any], ledger: Path | None = None, folder: Path = SPEC_DIR
-) -> TargetPlan:
-    """:func:`make_plan`, then the ledger of recorded runs applied (:func:`benchmark.tables.records.apply_ledger`:
-    jobs a record matches are materialised from it, or, with ``use_records: false``, outputs records put there
-    removed). ``ledger``: the checkout's ``runs/`` (default: that of this package's checkout)."""
-    from benchmark.tables.records import apply_ledger
-
-    return apply_ledger(make_plan(target, config, folder), config, ledger if ledger is not None else checkout_ledger())
-
-
-def checkout_ledger() -> Path:
-    """The ledger of the checkout this package is in (``<checkout>/runs``, :data:`benchmark.ledger.LEDGER_DIR`)."""
-    from benchmark.ledger import LEDGER_DIR
-
-    return SPEC_DIR.parent / LEDGER_DIR  # the spec folder's checkout (tests point SPEC_DIR elsewhere)
-
-
-def plan_inputs(target: str, config: Mapping[str, Any], ledger: Path | None = None) -> dict[str, Any]:
-    """The named inputs of the Snakefile's ``paper_table`` rule: ``plan``, the plan's immutable file (written
-    here when the DAG is built, :func:`write_plan`; the rule passes it to ``flb table --plan``), and ``runs``,
-    the output of every job the plan holds. Jobs the ledger ``ledger`` (the Snakefile's checkout's ``runs/``)
-    records are materialised here, before Snakemake looks at their outputs (:func:`plan_with_records`)."""
-    plan = plan_with_records(target, config, ledger)
-    return {"plan": str(write_plan(plan)), "runs": [j.path for j in plan.jobs]}

@@ -30,6 +30,7 @@ Snakemake neither runs the job nor the jobs it would have read.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,65 +45,12 @@ from benchmark.ledger import (
     materialised_from,
     read_record,
     record_folder,
-    short_machine,
     unmaterialise,
 )
-
-
-@dataclass(frozen=True)
-class RecordedJob:
-    """A job of a cell filled from a record of the ledger (plan files: ``recorded``)."""
-
-    job: str  # the job's output path
-    record: str  # the record's folder (``runs/<kind>/<id>``)
-    date: str  # when the run ended (YYYY-MM-DD)
-    machine: str  # :func:`benchmark.ledger.short_machine` of the run's machine
-    commit: str  # the code commit that ran
-    notes: tuple[str, ...] = ()
-    caveats: tuple[str, ...] = ()  # shown with the verdict
-
-    def label(self) -> str:
-        """``recorded <date> on <machine>, commit <sha8>[; caveat ...]`` (as
-        :meth:`benchmark.ledger.RunRecord.label`)."""
-        return f"recorded {self.date} on {self.machine}, commit {self.commit[:8]}" + "".join(f"; {c}" for c in self.caveats)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {**dataclasses.asdict(self), "notes": list(self.notes), "caveats": list(self.caveats)}
-        if not self.caveats:  # plans without caveats keep their content (and name)
-            del out["caveats"]
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> RecordedJob:
-        return cls(**{**raw, "notes": tuple(raw.get("notes") or ()), "caveats": tuple(raw.get("caveats") or ())})
-
-    @classmethod
-    def of(cls, record: RunRecord) -> RecordedJob:
-        p = record.provenance
-        return cls(record.job.path, ledger_name(record), p.date, short_machine(p.machine), p.code_commit, p.notes,
-                   p.caveats)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class StaleRecord:
-    """A record matching a job of a cell whose runner numerics changed since: shown, never used nor counted."""
-
-    job: str
-    record: str
-    label: str  # :meth:`benchmark.ledger.RunRecord.label` (names the numerics versions)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> StaleRecord:
-        return cls(**raw)
-
-
-def ledger_name(record: RunRecord) -> str:
-    """The record's folder as the checkout names it (``runs/<kind>/<id>``), wherever the ledger is: plans, tables
-    and checks never hold a machine's absolute folders."""
-    return str(LEDGER_DIR / record.job.KIND / record.id)
+from benchmark.tables.availability import training_allowed
+from benchmark.tables.plan import TargetPlan, make_plan, plan_cell, write_plan
+from benchmark.tables.recorded import RecordedJob, StaleRecord, ledger_name
+from benchmark.tables.spec import SPEC_DIR, load_spec
 
 
 def recorded_output(job: Job, root: Path = Path(".")) -> bool:
@@ -174,8 +122,6 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
     record files materialised under ``root``, the cells' ``recorded`` and ``stale`` filled, cells not run only
     for want of training planned when records fill them. ``use_records: false``: the outputs records put at the
     plan's job paths removed, the plan unchanged."""
-    from benchmark.tables.plan import TargetPlan
-
     if not config.get("use_records", True):
         for job in job_closure(plan.jobs):
             unmaterialise(job, root)
@@ -183,8 +129,6 @@ def apply_ledger(plan: Any, config: Mapping[str, Any], ledger: Path, root: Path 
     led = _Ledger(Path(ledger), Path(root))
     cells = list(plan.cells)
     if any(Path(ledger).glob("*/*/record.json")):  # no record: no cell to re-plan (the DAG is built as fast)
-        from benchmark.tables.spec import load_spec
-
         spec = load_spec(plan.target, plan.spec_folder)
         cells = [_adopt_recorded(c, spec, config, led) for c in cells]
     chosen = _put_in_place(led, [j for c in cells for j in c.jobs])
@@ -226,7 +170,6 @@ def _older_than(files: list[Path], outputs: list[Path]) -> None:
     from an earlier copy of them), so that Snakemake does not run those dependants again for a newer input."""
     if not outputs:
         return
-    import os
 
     stamp = min(o.stat().st_mtime for o in outputs) - 1.0
     for f in files:
@@ -248,9 +191,6 @@ def _annotate(cell: Any, chosen: Mapping[str, RunRecord], led: _Ledger) -> Any:
 def _adopt_recorded(cell: Any, spec: Any, config: Mapping[str, Any], led: _Ledger) -> Any:
     """``cell``, or, when it is NOT RUN only because this machine does not train, its plan with training
     allowed if records fill all of its jobs; a stale record among them is named in the NOT RUN reason."""
-    from benchmark.runners.fl_train import training_allowed
-    from benchmark.tables.plan import plan_cell
-
     if cell.status != "not_run" or training_allowed(config) or cell.runner is None:
         return cell
     trained = plan_cell(spec, cell.cell, {**config, "cpu_training": True})
@@ -272,3 +212,26 @@ def _adopt_recorded(cell: Any, spec: Any, config: Mapping[str, Any], led: _Ledge
         return trained
     return cell
 
+
+def plan_with_records(
+    target: str, config: Mapping[str, Any], ledger: Path | None = None, folder: Path = SPEC_DIR
+) -> TargetPlan:
+    """:func:`make_plan`, then the ledger of recorded runs applied (:func:`benchmark.tables.records.apply_ledger`:
+    jobs a record matches are materialised from it, or, with ``use_records: false``, outputs records put there
+    removed). ``ledger``: the checkout's ``runs/`` (default: that of this package's checkout)."""
+    ledger = ledger if ledger is not None else checkout_ledger()
+    return apply_ledger(make_plan(target, config, folder), config, ledger)
+
+
+def checkout_ledger() -> Path:
+    """The ledger of the checkout this package is in (``<checkout>/runs``, :data:`benchmark.ledger.LEDGER_DIR`)."""
+    return SPEC_DIR.parent / LEDGER_DIR  # the spec folder's checkout (tests point SPEC_DIR elsewhere)
+
+
+def plan_inputs(target: str, config: Mapping[str, Any], ledger: Path | None = None) -> dict[str, Any]:
+    """The named inputs of the Snakefile's ``paper_table`` rule: ``plan``, the plan's immutable file (written
+    here when the DAG is built, :func:`write_plan`; the rule passes it to ``flb table --plan``), and ``runs``,
+    the output of every job the plan holds. Jobs the ledger ``ledger`` (the Snakefile's checkout's ``runs/``)
+    records are materialised here, before Snakemake looks at their outputs (:func:`plan_with_records`)."""
+    plan = plan_with_records(target, config, ledger)
+    return {"plan": str(write_plan(plan)), "runs": [j.path for j in plan.jobs]}

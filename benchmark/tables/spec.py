@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.errors import BenchmarkError, UnknownNameError
+from benchmark.expected import METRICS, PROTOCOL_KEYS
 from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import Runner, load_runners, runner_names
 from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
@@ -119,8 +120,6 @@ def list_specs(folder: Path = SPEC_DIR) -> list[str]:
 
 def when_keys() -> frozenset[str]:
     """The keys a ``when`` filter may test."""
-    from benchmark.expected import PROTOCOL_KEYS
-
     return PROTOCOL_KEYS | frozenset(WHEN_EXTRA)
 
 
@@ -227,8 +226,6 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
 
 def _check_metrics(value: Any, where: Where) -> None:
     """A ``when.metric`` names metrics of :data:`benchmark.expected.METRICS` (a typo would match no cell)."""
-    from benchmark.expected import METRICS
-
     for metric in value if isinstance(value, list) else ([] if value is None else [value]):
         if metric not in METRICS:
             near = did_you_mean(str(metric), METRICS)

@@ -93,7 +93,7 @@ def test_case1_misspelled_spec_key_is_one_error_with_file_line_and_closest_key(
 ) -> None:
     """Issue item 3: today every cell becomes NOT RUN and the run exits 0; now planning (``flb run``, and the
     Snakemake DAG through ``plan_inputs``) refuses the spec with one line naming file, line, key, closest key."""
-    from benchmark.tables.plan import plan_inputs
+    from benchmark.tables.records import plan_inputs
     from benchmark.workflow import load_config
 
     old, new, message = SPEC_EDITS[case]

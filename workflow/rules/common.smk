@@ -6,7 +6,7 @@ from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.fl.protocols import list_protocols
 from benchmark.jobs import ClosedFormJob, ExtractJob, FLRunJob, PartitionJob
 from benchmark.ledger import LEDGER_DIR
-from benchmark.tables.plan import plan_inputs
+from benchmark.tables.records import plan_inputs
 from benchmark.tables.spec import list_specs
 
 PY = "python -m benchmark.cli"

@@ -21,6 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchmark.errors import ConfigError
+from benchmark.io import read_verified_json
+from benchmark.ledger import all_recorded
+from benchmark.runners.fedmezo import zo_job
+from benchmark.runners.fl_train import training_allowed
 
 #: name -> kind, title, tasks, series label -> (method, alpha); partitions as Table 4.1's protocol.
 ZO_FIGURES: dict[str, dict[str, Any]] = {
@@ -53,9 +57,6 @@ THESIS_ACCURACY = {
 
 def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], Any]:
     """(series label, task) -> the :class:`~benchmark.runners.fedmezo.ZOTrainJob` the figure reads."""
-    from benchmark.runners.fedmezo import zo_job
-    from benchmark.runners.fl_train import training_allowed
-
     if name not in ZO_FIGURES:
         raise ConfigError(f"no figure {name!r}", f"use one of: {', '.join(sorted(ZO_FIGURES))}")
     fig = ZO_FIGURES[name]
@@ -68,7 +69,6 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
         for task in tasks:
             rounds = int(config.get("zo_rounds") or PRINTED_ROUNDS[task])
             out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
-    from benchmark.ledger import all_recorded
 
     if not training_allowed(config) and not all_recorded(out.values(), config):
         raise ConfigError(
@@ -80,8 +80,6 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
 
 def load_records(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(series label, task) -> the run record of each job of :func:`figure_jobs` (they must exist)."""
-    from benchmark.io import read_verified_json
-
     return {key: read_verified_json(job.path) for key, job in figure_jobs(config, name).items()}
 
 
@@ -118,8 +116,8 @@ def thesis_readings(name: str, records: Mapping[tuple[str, str], Mapping[str, An
 
 def draw(name: str, records: Mapping[tuple[str, str], Mapping[str, Any]]):
     """The matplotlib figure (object API, Agg canvas) of ``name`` from the run records."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # local: heavy import (matplotlib)
+    from matplotlib.figure import Figure  # local: heavy import (matplotlib)
 
     fig_spec = ZO_FIGURES[name]
     tasks = list(dict.fromkeys(t for _, t in records))
