@@ -96,7 +96,7 @@ def test_every_algorithm_procedure_is_registered_and_unknown_names_fail():
     for algo in algorithms.ALGORITHMS.values():
         if algo.procedure not in ("sgd", "centralised"):  # centralised: benchmark.pfl.run
             get_procedure(algo.procedure)
-    with pytest.raises(UnknownNameError, match="no local procedure 'fedrepp'"):
+    with pytest.raises(UnknownNameError, match="unknown local procedure 'fedrepp'"):
         get_procedure("fedrepp")
 
 

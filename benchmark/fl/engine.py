@@ -291,6 +291,7 @@ class ModelTrainer(RoundTrainer):
         train_part: TrainPart,
         communicate: bool = True,
     ) -> None:
+        self.refuse(cfg)
         if len(clients) != cfg.num_clients:
             raise ConfigError(
                 f"got {len(clients)} client datasets but num_clients={cfg.num_clients}",
@@ -329,6 +330,11 @@ class ModelTrainer(RoundTrainer):
         self.up_floats = sum(numel[n] for n in self.train_names) + n_buf
         self.down_floats = sum(numel[n] for n in self.server_names) + n_buf
         self.f_per_sample = 1 if train_part == "head" else 3
+
+    @classmethod
+    def refuse(cls, cfg: FLConfig) -> None:
+        """Raise :class:`ConfigError` for a config this trainer cannot run; called first in ``__init__`` (before
+        the model moves), so a subclass adds its refusals here and keeps the constructor (issue 25)."""
 
     def _set_modes(self, module: nn.Module) -> None:
         module.train()

@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,7 +57,7 @@ from benchmark.federated.history import RoundStats, wire_bytes
 from benchmark.federated.server_opt import DeltaAccumulator
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
-from benchmark.fl.engine import FL_TRAINERS, ModelTrainer, TrainPart
+from benchmark.fl.engine import FL_TRAINERS, ModelTrainer
 from benchmark.fl.image_data import ImageSet, to_device_index
 
 
@@ -93,23 +94,17 @@ class VectorisedTrainer(ModelTrainer):
     """:class:`~benchmark.fl.engine.ModelTrainer` whose rounds train ``cfg.vector_chunk`` clients at a time
     with ``torch.func`` (module docstring). Same constructor, same records; only :meth:`train_round` differs."""
 
-    def __init__(
-        self,
-        model: nn.Module,
-        clients: Sequence[Dataset],
-        test: Dataset,
-        cfg: FLConfig,
-        *,
-        train_part: TrainPart,
-        communicate: bool = True,
-    ) -> None:
+    @classmethod
+    def refuse(cls, cfg: FLConfig) -> None:
         if cfg.bn_stats == "aggregate":
             raise ConfigError(
                 "client_exec='vectorised' does not return the clients' BatchNorm statistics, which "
                 "bn_stats='aggregate' averages",
                 "use client_exec='loop' with bn_stats='aggregate'",
             )
-        super().__init__(model, clients, test, cfg, train_part=train_part, communicate=communicate)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._set_modes(self.work)
         random = [
             n
@@ -122,7 +117,7 @@ class VectorisedTrainer(ModelTrainer):
                 "is a dropout layer (vmap cannot reproduce the per-client loop's random stream)",
                 "use client_exec='loop' for this model",
             )
-        self.chunk = int(cfg.vector_chunk)
+        self.chunk = int(self.cfg.vector_chunk)
         self._step = vmap(grad(self._loss, has_aux=True), in_dims=(0, None, 0, 0, 0), randomness="error")
 
     # ------------------------------------------------------------------------------------------ one step

@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
+from benchmark.registry import Registry
 
 HEAD_KEY = "linear"
 
@@ -43,29 +44,28 @@ class PFLModelInfo:
     image_size: int
 
 
-_MODELS: dict[str, PFLModelInfo] = {}
+#: The papers' networks by name (:class:`benchmark.registry.Registry`: unknown names list the known ones).
+PFL_MODELS: Registry[PFLModelInfo] = Registry("personalised-FL model")
 
 
 def register_pfl_model(name: str, *, default_bn: str = "batch", in_channels: int = 3, image_size: int = 32):
     """Decorator: ``build(num_classes, bn) -> nn.Module`` becomes the model ``name``."""
 
     def deco(fn: Callable[[int, str], nn.Module]) -> Callable[[int, str], nn.Module]:
-        _MODELS[name] = PFLModelInfo(name, fn, default_bn, in_channels, image_size)
+        PFL_MODELS.add(name, PFLModelInfo(name, fn, default_bn, in_channels, image_size))
         return fn
 
     return deco
 
 
 def list_pfl_models() -> list[str]:
-    return sorted(_MODELS)
+    """The registered model names, sorted."""
+    return PFL_MODELS.sorted_names()
 
 
 def pfl_model_info(name: str) -> PFLModelInfo:
-    if name not in _MODELS:
-        raise UnknownNameError(
-            f"no personalised-FL model {name!r}", f"use one of: {', '.join(list_pfl_models())}"
-        )
-    return _MODELS[name]
+    """The model ``name``; :class:`~benchmark.errors.UnknownNameError` listing the known ones otherwise."""
+    return PFL_MODELS.get(name)
 
 
 def build_model(

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.pfl.procedures.ditto import ditto, ditto_reference, reset_personal
 from benchmark.pfl.procedures.fedrep import fedrep
 from benchmark.pfl.procedures.per_fedavg import per_fedavg, per_fedavg_beta_lr
+from benchmark.registry import Registry
 
 if TYPE_CHECKING:
     from benchmark.pfl.algorithms import Algorithm
@@ -77,25 +78,24 @@ class Procedure:
             )
 
 
-_PROCEDURES: dict[str, Procedure] = {
-    p.name: p
-    for p in (
-        Procedure("fedrep", fedrep, aggregate=("body",), weight_decay=True),
-        Procedure("ditto", ditto, aggregate=("full",)),
-        Procedure("ditto_reference", ditto_reference, aggregate=("full",), begin_round=reset_personal),
-        Procedure("per_fedavg", per_fedavg, aggregate=("full",)),
-        Procedure("per_fedavg_beta_lr", per_fedavg_beta_lr, aggregate=("full",)),
-    )
-}
+#: The local procedures by name (an algorithm's ``procedure``; ``sgd`` and ``centralised`` are not procedures:
+#: the trainer runs plain SGD epochs, :mod:`benchmark.pfl.centralised` the centralised baseline).
+PROCEDURES: Registry[Procedure] = Registry("local procedure")
+for _p in (
+    Procedure("fedrep", fedrep, aggregate=("body",), weight_decay=True),
+    Procedure("ditto", ditto, aggregate=("full",)),
+    Procedure("ditto_reference", ditto_reference, aggregate=("full",), begin_round=reset_personal),
+    Procedure("per_fedavg", per_fedavg, aggregate=("full",)),
+    Procedure("per_fedavg_beta_lr", per_fedavg_beta_lr, aggregate=("full",)),
+):
+    PROCEDURES.add(_p.name, _p)
 
 
 def list_procedures() -> list[str]:
-    return sorted(_PROCEDURES)
+    """The registered procedure names, sorted."""
+    return PROCEDURES.sorted_names()
 
 
 def get_procedure(name: str) -> Procedure:
-    if name not in _PROCEDURES:
-        raise UnknownNameError(
-            f"no local procedure {name!r}", f"use 'sgd' or one of: {', '.join(list_procedures())}"
-        )
-    return _PROCEDURES[name]
+    """The procedure ``name``; :class:`~benchmark.errors.UnknownNameError` listing the known ones otherwise."""
+    return PROCEDURES.get(name)
