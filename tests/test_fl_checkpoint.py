@@ -33,33 +33,15 @@ from benchmark.fl.engine import ModelTrainer, RunResult, run_federated
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import init_head, run_lp, run_method
 from benchmark.models.classifier import Classifier
+from tests.fl_tiny import C, D, TinyBody, seeded_classifier
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-C, D = 3, 4  # classes, feature dim of the tiny body
-
-
-class TinyBody(nn.Module):
-    """conv -> BN -> ReLU -> global pool: (B, 3, 6, 6) -> (B, 4)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, D, 3, padding=1)
-        self.bn = nn.BatchNorm2d(D)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1)
 
 
 def make_model(seed: int = 0) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
+    return seeded_classifier(TinyBody(), D, C, seed)[0]
 
 
 def make_data(sizes: tuple[int, ...] = (10, 13, 16, 19), seed: int = 1):

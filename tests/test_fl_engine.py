@@ -35,32 +35,14 @@ from benchmark.fl.methods import (
 )
 from benchmark.models.classifier import Classifier
 from benchmark.seeding import RunSeeds
-
-C, D = 3, 4  # classes, feature dim of the tiny body
-
+from tests.fl_tiny import C, D, TinyBody, seeded_classifier
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-class TinyBody(nn.Module):
-    """conv -> BN -> ReLU -> global pool: (B, 3, 6, 6) -> (B, 4)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, D, 3, padding=1)
-        self.bn = nn.BatchNorm2d(D)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1)
-
-
 def make_model(seed: int = 0, dtype: torch.dtype = torch.float64) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
+    model, gen = seeded_classifier(TinyBody(), D, C, seed)
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
         # non-trivial "pre-trained" running statistics
         model.body.bn.running_mean.copy_(torch.randn(D, generator=gen) * 0.1)
         model.body.bn.running_var.copy_(torch.rand(D, generator=gen) + 0.5)

@@ -27,6 +27,7 @@ from benchmark.fl.engine import ModelTrainer, run_stage
 from benchmark.fl.image_data import ImageSet
 from benchmark.fl.vectorised import VectorisedTrainer, _Client
 from benchmark.models.classifier import Classifier
+from tests.fl_tiny import seeded_classifier
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,11 +50,8 @@ class TinyBody(nn.Module):
 
 
 def make_model(seed: int = 0) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
+    model, gen = seeded_classifier(TinyBody(), D, C, seed)
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
         model.body.bn.running_mean.copy_(torch.randn(4, generator=gen) * 0.1)
         model.body.bn.running_var.copy_(torch.rand(4, generator=gen) + 0.5)
     return model.double()

@@ -435,12 +435,19 @@ class ModelTrainer(RoundTrainer):
             examples += res.num_examples
             loss_sum += res.loss_sum
         self.server_update(gparams, deltas, bufs)
-        m = len(clients) if self.communicate else 0
+        return self.round_stats(len(clients), examples, loss_sum, up_measured, down_bytes)
+
+    def round_stats(
+        self, sampled: int, examples: int, loss_sum: torch.Tensor, up_measured: int, down_bytes: int
+    ) -> RoundStats:
+        """The :class:`RoundStats` of a round of ``sampled`` clients that trained on ``examples`` samples with
+        summed loss ``loss_sum`` (read once: the round's one sync), sent ``up_measured`` bytes and were each
+        sent ``down_bytes``; the wire counts are 0 when the run does not communicate. Shared by every
+        model-path trainer, so the loop and vectorised executors record a round alike (issue 25)."""
+        m = sampled if self.communicate else 0
         return RoundStats(
             num_examples=examples,
-            train_loss=float(loss_sum.item()) / examples
-            if examples
-            else float("nan"),  # the round's one sync
+            train_loss=float(loss_sum.item()) / examples if examples else float("nan"),
             uplink_floats=m * self.up_floats,
             downlink_floats=m * self.down_floats,
             compute_f=self.f_per_sample * examples,

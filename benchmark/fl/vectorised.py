@@ -178,24 +178,9 @@ class VectorisedTrainer(ModelTrainer):
             loss_sum += chunk_loss
             examples += sum(sum(len(b) for b in j.schedule) for j in chunk)
             del stacked
-        if deltas.total_weight > 0:
-            pseudo = deltas.average()
-            for n in self.server_names:
-                if n not in pseudo:  # frozen parameter stepped on purpose (reference drift)
-                    pseudo[n] = torch.zeros_like(gparams[n])
-            self.server_opt.step({n: gparams[n] for n in self.server_names}, pseudo)
-        m = len(clients) if self.communicate else 0
-        return RoundStats(
-            num_examples=examples,
-            train_loss=float(loss_sum.item()) / examples
-            if examples
-            else float("nan"),  # the round's one sync
-            uplink_floats=m * self.up_floats,
-            downlink_floats=m * self.down_floats,
-            compute_f=self.f_per_sample * examples,
-            uplink_bytes_measured=up_measured if self.communicate else 0,
-            downlink_bytes_measured=m * wire_bytes(self.downlink_payload(), cfg.bytes_per_float),
-        )
+        self.server_update(gparams, deltas, DeltaAccumulator())  # no aggregated buffers: refused (refuse)
+        down_bytes = wire_bytes(self.downlink_payload(), cfg.bytes_per_float)
+        return self.round_stats(len(clients), examples, loss_sum, up_measured, down_bytes)
 
     # ------------------------------------------------------------------------------------------ a chunk
     def _plan(self, chunk: Sequence[_Client]) -> tuple[list[_Group], torch.Tensor, ImageSet | None]:
