@@ -27,6 +27,7 @@ from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
+from tests.round_faults import Interrupted, interrupt_at
 
 pytestmark = [pytest.mark.realdata, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -252,10 +253,6 @@ def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkey
     assert len(xs) == 2 and xs[1] > xs[0] > 0 and ys == [h["test_accuracy"] for h in a["history"]]
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
     """FedPer with 2 of 3 clients a round (personal heads of unsampled clients must survive the restart):
     a run killed during round 2 and resumed by a fresh trainer from the round-1 checkpoint ends with the same
@@ -267,15 +264,8 @@ def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
 
     ckpt = tmp_path / "run.ckpt"
     broken = _trainer(data, cfg)
-    real_round = broken.train_round
-
-    def dies_in_round_2(r, clients, lr):
-        if r == 1:
-            raise _Interrupted
-        return real_round(r, clients, lr)
-
-    broken.train_round = dies_in_round_2
-    with pytest.raises(_Interrupted):
+    interrupt_at(broken, 1)
+    with pytest.raises(Interrupted):
         broken.run(checkpoint=ckpt, checkpoint_every=1)
     assert ckpt.is_file()
 

@@ -28,6 +28,7 @@ from benchmark.pfl.procedures import get_procedure, list_procedures
 from benchmark.pfl.procedures.fedrep import fedrep_update
 from benchmark.pfl.procedures.per_fedavg import meta_steps, per_fedavg_update
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
+from tests.round_faults import Interrupted, interrupt_at
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -224,23 +225,12 @@ def test_ditto_lambda_reaches_the_personal_update(tiny):
     assert differs(out[0], out[1])
 
 
-class _Killed(Exception):
-    pass
-
-
 def test_ditto_personal_models_survive_a_checkpoint(tiny, tmp_path):
     whole = trainer(tiny, "ditto", rounds=2, selection="last")
     whole.run()
     killed = trainer(tiny, "ditto", rounds=2, selection="last")
-    real_round = killed.train_round
-
-    def dies_in_round_2(r, clients, lr):
-        if r == 1:
-            raise _Killed
-        return real_round(r, clients, lr)
-
-    killed.train_round = dies_in_round_2
-    with pytest.raises(_Killed):
+    interrupt_at(killed, 1)
+    with pytest.raises(Interrupted):
         killed.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)
     resumed = trainer(tiny, "ditto", rounds=2, selection="last")
     res = resumed.run(checkpoint=tmp_path / "ck.pt", checkpoint_every=1)  # resumes after round 1
