@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_nets import FEATURES, TinyBody, seeded_classifier
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -37,29 +38,11 @@ from benchmark.models.classifier import Classifier
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-C, D = 3, 4  # classes, feature dim of the tiny body
-
-
-class TinyBody(nn.Module):
-    """conv -> BN -> ReLU -> global pool: (B, 3, 6, 6) -> (B, 4)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, D, 3, padding=1)
-        self.bn = nn.BatchNorm2d(D)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1)
+C, D = 3, FEATURES  # classes, feature dim of the tiny body
 
 
 def make_model(seed: int = 0) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
+    return seeded_classifier(TinyBody(), nn.Linear(D, C), seed, bn_stats=False)
 
 
 def make_data(sizes: tuple[int, ...] = (10, 13, 16, 19), seed: int = 1):

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from tiny_nets import FEATURES, TinyBody, seeded_classifier
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -36,35 +37,14 @@ from benchmark.fl.methods import (
 from benchmark.models.classifier import Classifier
 from benchmark.seeding import RunSeeds
 
-C, D = 3, 4  # classes, feature dim of the tiny body
+C, D = 3, FEATURES  # classes, feature dim of the tiny body
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-class TinyBody(nn.Module):
-    """conv -> BN -> ReLU -> global pool: (B, 3, 6, 6) -> (B, 4)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, D, 3, padding=1)
-        self.bn = nn.BatchNorm2d(D)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(torch.relu(self.bn(self.conv(x)))), 1)
-
-
 def make_model(seed: int = 0, dtype: torch.dtype = torch.float64) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-        # non-trivial "pre-trained" running statistics
-        model.body.bn.running_mean.copy_(torch.randn(D, generator=gen) * 0.1)
-        model.body.bn.running_var.copy_(torch.rand(D, generator=gen) + 0.5)
-    return model.to(dtype)
+    return seeded_classifier(TinyBody(), nn.Linear(D, C), seed).to(dtype)
 
 
 def make_data(

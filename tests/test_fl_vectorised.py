@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from tiny_nets import seeded_classifier
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -49,14 +50,7 @@ class TinyBody(nn.Module):
 
 
 def make_model(seed: int = 0) -> Classifier:
-    gen = torch.Generator().manual_seed(seed)
-    model = Classifier(TinyBody(), nn.Linear(D, C))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-        model.body.bn.running_mean.copy_(torch.randn(4, generator=gen) * 0.1)
-        model.body.bn.running_var.copy_(torch.rand(4, generator=gen) + 0.5)
-    return model.double()
+    return seeded_classifier(TinyBody(), nn.Linear(D, C), seed).double()
 
 
 def make_clients(sizes: list[int] = SIZES, seed: int = 1) -> tuple[list[TensorDataset], TensorDataset]:
