@@ -26,12 +26,7 @@ from benchmark.zo.transport import WireFormat, eq6_bytes_per_round, fedmezo_wire
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(seed: int = 0, dtype=torch.float32, classes: int = 3) -> TextClassifier:

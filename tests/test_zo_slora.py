@@ -29,12 +29,7 @@ pytest.importorskip("peft")
 HIDDEN = 32
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(seed: int = 0) -> TextClassifier:
