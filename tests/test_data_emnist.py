@@ -171,7 +171,8 @@ def test_loader_downloads_when_allowed(tmp_path, monkeypatch, server, online) ->
 
 def test_corrupt_archive_is_rejected_and_nothing_is_written(tmp_path, monkeypatch, server, online, capsys):  # noqa: F811
     good = fake_zip(fake_files())
-    serve_remote(monkeypatch, server, "emnist", "gzip.zip", good[: len(good) // 2], hashlib.md5(good).hexdigest())  # a cut-off transfer
+    cut = good[: len(good) // 2]  # a cut-off transfer
+    serve_remote(monkeypatch, server, "emnist", "gzip.zip", cut, hashlib.md5(good).hexdigest())
     root = tmp_path / "data"
     rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
     assert rc == 2

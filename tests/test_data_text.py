@@ -387,7 +387,8 @@ def test_mnli_loader_downloads_when_allowed(tmp_path, monkeypatch, server, onlin
 
 def test_mnli_corrupted_zip_is_refused(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
     good = mnli_zip()
-    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", good[: len(good) // 2], hashlib.sha256(good).hexdigest())  # cut off
+    cut = good[: len(good) // 2]  # a cut-off transfer
+    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", cut, hashlib.sha256(good).hexdigest())
     root = tmp_path / "data"
     rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
     assert rc == 2
