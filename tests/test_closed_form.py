@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from closed_form_problems import TOL, hyp, make_problem, problems
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from benchmark.closed_form import (
@@ -34,33 +35,12 @@ from benchmark.closed_form.protocols import protocol_methods
 from benchmark.closed_form.stats import augmented_gram_message, check_inputs
 from benchmark.errors import ConfigError, UnknownNameError
 
-TOL = 1e-6
-
-
-def make_problem(seed: int, n: int, d: int, c: int, k: int, *, shift: float = 1.0):
-    """Gaussian classes, a random partition into k clients (some may be empty) in random client order."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, c, n).astype(np.int64)
-    centres = rng.normal(0.0, shift, (c, d))
-    features = (centres[labels] + rng.normal(0.0, 1.0, (n, d))).astype(np.float32)
-    owner = rng.integers(0, k, n)
-    clients = [rng.permutation(np.flatnonzero(owner == j)) for j in rng.permutation(k)]
-    return features, labels, clients
-
 
 def assert_heads_close(a: LinearHead, b: LinearHead, tol: float = TOL) -> None:
     np.testing.assert_allclose(a.W, b.W, atol=tol, rtol=0)
     np.testing.assert_allclose(a.b, b.b, atol=tol, rtol=0)
 
 
-problems = st.tuples(
-    st.integers(0, 2**31 - 1),  # seed
-    st.integers(2, 40),  # N
-    st.integers(1, 6),  # d
-    st.integers(1, 5),  # C
-    st.integers(1, 8),  # K
-)
-hyp = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -92,10 +92,21 @@ def serve_eurosat(monkeypatch, server, official_md5: str | None = None) -> bytes
     return data
 
 
-def _fetch(capsys, *args: str) -> tuple[int, str]:
+def fetch_cli(capsys, *args: str) -> tuple[int, str]:
+    """``flb data fetch *args``: its exit code and what it printed (stdout then stderr)."""
     rc = cli.main(["data", "fetch", *args])
     out = capsys.readouterr()
     return rc, out.out + out.err
+
+
+def serve_remote(monkeypatch, server, source: str, filename: str, body: bytes, checksum: str) -> None:
+    """Serve ``body`` as ``filename`` and point the first remote of ``download.SOURCES[source]`` at it, with
+    ``checksum`` standing in for the official one (the other fields of the source stay)."""
+    www, base, _ = server
+    (www / filename).write_bytes(body)
+    src = download.SOURCES[source]
+    remote = dataclasses.replace(src.remotes[0], url=base + filename, checksum=checksum)
+    monkeypatch.setitem(download.SOURCES, source, dataclasses.replace(src, remotes=(remote,)))
 
 
 # ------------------------------------------------------------------------------------ flb data fetch
@@ -106,7 +117,7 @@ def test_fetch_downloads_verifies_extracts_and_the_loader_loads(
 ):
     serve_eurosat(monkeypatch, server)
     root, marker = tmp_path / "data", tmp_path / "results" / "data" / "eurosat.json"
-    rc, out = _fetch(capsys, "eurosat", "--data-root", str(root), "--marker", str(marker))
+    rc, out = fetch_cli(capsys, "eurosat", "--data-root", str(root), "--marker", str(marker))
     assert rc == 0, out
     assert "verified" in out and "downloaded" in out
     d = load_dataset("eurosat", "all", root, download=False)
@@ -117,7 +128,7 @@ def test_fetch_downloads_verifies_extracts_and_the_loader_loads(
     assert rec["sources"][0]["md5"] == download.SOURCES["eurosat"].remotes[0].checksum
     assert sorted(p.name for p in root.iterdir()) == ["eurosat"]  # no staging folder left behind
     # A second fetch finds the data, verifies it and downloads nothing.
-    rc, out = _fetch(capsys, "eurosat", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "eurosat", "--data-root", str(root))
     assert rc == 0 and "nothing downloaded" in out and server[2] == ["/EuroSAT.zip"]
 
 
@@ -125,7 +136,7 @@ def test_corrupted_download_is_rejected_and_nothing_is_written(tmp_path, monkeyp
     serve_eurosat(monkeypatch, server, official_md5="0" * 32)  # the file served is not the official one
     root = tmp_path / "data"
     marker = tmp_path / "m.json"
-    rc, out = _fetch(capsys, "eurosat", "--data-root", str(root), "--marker", str(marker))
+    rc, out = fetch_cli(capsys, "eurosat", "--data-root", str(root), "--marker", str(marker))
     assert rc == 2
     assert "md5 mismatch" in out and "EuroSAT.zip" in out and "nothing was written" in out
     assert out.count("\n") == 2  # the progress line and the one-line error
@@ -174,7 +185,7 @@ def test_manifest_vouched_file_is_never_overwritten(tmp_path, monkeypatch, serve
     (root / "MANIFEST.sha256").write_text(manifest)
     before = local.read_bytes()
 
-    rc, out = _fetch(capsys, "flowers102", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "flowers102", "--data-root", str(root))
     assert rc == 0, out
     assert "kept flowers-102/imagelabels.mat" in out
     assert local.read_bytes() == before and (root / "MANIFEST.sha256").read_text() == manifest
@@ -187,9 +198,9 @@ def test_manifest_vouched_file_is_never_overwritten(tmp_path, monkeypatch, serve
 
 
 def test_datasets_without_public_download_say_where_to_get_them(tmp_path, online, capsys):
-    rc, out = _fetch(capsys, "stanford_cars", "--data-root", str(tmp_path))
+    rc, out = fetch_cli(capsys, "stanford_cars", "--data-root", str(tmp_path))
     assert rc == 2 and "no public download" in out and "dead" in out and "Kaggle" in out
-    rc, out = _fetch(capsys, "inat_user_120k", "--data-root", str(tmp_path))
+    rc, out = fetch_cli(capsys, "inat_user_120k", "--data-root", str(tmp_path))
     assert rc == 2 and "inaturalist-user-120k.zip" in out
     assert list(tmp_path.iterdir()) == []
 
@@ -197,7 +208,7 @@ def test_datasets_without_public_download_say_where_to_get_them(tmp_path, online
 def test_offline_fetch_is_refused_without_touching_the_network(tmp_path, monkeypatch, server, capsys):
     serve_eurosat(monkeypatch, server)
     assert os.environ.get("FLB_OFFLINE") == "1"
-    rc, out = _fetch(capsys, "eurosat", "--data-root", str(tmp_path))
+    rc, out = fetch_cli(capsys, "eurosat", "--data-root", str(tmp_path))
     assert rc == 2 and "FLB_OFFLINE" in out and f"flb data fetch eurosat --data-root {tmp_path}" in out
     assert server[2] == []
 
@@ -235,7 +246,7 @@ def test_fetch_weights_verifies_the_sha256_prefix(tmp_path, monkeypatch, server,
     body = b"not really a checkpoint, but bytes with a known sha256"
     dest = _serve_checkpoint(monkeypatch, server, body, hashlib.sha256(body).hexdigest()[:8])
     marker = tmp_path / "w.json"
-    rc, out = _fetch(capsys, "--weights", "squeezenet1_1", "--marker", str(marker))
+    rc, out = fetch_cli(capsys, "--weights", "squeezenet1_1", "--marker", str(marker))
     assert rc == 0, out
     assert (
         dest.read_bytes() == body
@@ -243,7 +254,7 @@ def test_fetch_weights_verifies_the_sha256_prefix(tmp_path, monkeypatch, server,
     )
 
     bad = _serve_checkpoint(monkeypatch, server, body, "deadbeef")
-    rc, out = _fetch(capsys, "--weights", "squeezenet1_1")
+    rc, out = fetch_cli(capsys, "--weights", "squeezenet1_1")
     assert rc == 2 and "sha256 mismatch" in out and "deadbeef" in out
     assert sorted(p.name for p in bad.parent.iterdir()) == [dest.name]  # nothing half-written
 

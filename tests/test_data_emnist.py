@@ -4,7 +4,6 @@ for NIST's), corrupt archives and files, and the NOT RUN reason offline. No real
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import hashlib
 import io
@@ -17,9 +16,8 @@ import numpy as np
 import pytest
 
 # The 127.0.0.1 HTTP server and the online switch of the download tests, reused.
-from test_data_download import online, server  # noqa: F401
+from test_data_download import fetch_cli, online, serve_remote, server  # noqa: F401
 
-from benchmark import cli
 from benchmark.data import download, emnist, folders
 from benchmark.data.registry import dataset_info, list_datasets, load_dataset
 from benchmark.errors import CacheCorruptError, ChecksumError, DataMissingError
@@ -69,20 +67,6 @@ def _extract_by_hand(root: Path, files: dict[str, bytes], manifest: bool = True)
     if manifest:
         folders.record_manifest(root, emnist.EMNIST_FOLDER, download.SOURCES["emnist"].record)
     return root / emnist.EMNIST_FOLDER
-
-
-def _serve(monkeypatch, server, body: bytes, official_md5: str) -> None:  # noqa: F811
-    www, base, _ = server
-    (www / "gzip.zip").write_bytes(body)
-    src = download.SOURCES["emnist"]
-    remote = dataclasses.replace(src.remotes[0], url=base + "gzip.zip", checksum=official_md5)
-    monkeypatch.setitem(download.SOURCES, "emnist", dataclasses.replace(src, remotes=(remote,)))
-
-
-def _fetch(capsys, *args: str) -> tuple[int, str]:
-    rc = cli.main(["data", "fetch", *args])
-    out = capsys.readouterr()
-    return rc, out.out + out.err
 
 
 # ------------------------------------------------------------------------------------------ loader
@@ -161,9 +145,9 @@ def test_absent_files_name_the_fetch_command(tmp_path) -> None:
 
 def test_fetch_downloads_verifies_extracts_and_records(tmp_path, monkeypatch, server, online, capsys):  # noqa: F811
     body = fake_zip(fake_files())
-    _serve(monkeypatch, server, body, hashlib.md5(body).hexdigest())
+    serve_remote(monkeypatch, server, "emnist", "gzip.zip", body, hashlib.md5(body).hexdigest())
     root = tmp_path / "data"
-    rc, out = _fetch(capsys, "emnist", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
     assert rc == 0, out
     assert "downloaded and verified" in out and "md5" in out and server[2] == ["/gzip.zip"]
     assert sorted(p.name for p in root.iterdir()) == ["emnist"]  # no staging folder left behind
@@ -174,22 +158,23 @@ def test_fetch_downloads_verifies_extracts_and_records(tmp_path, monkeypatch, se
     te = load_dataset("emnist", "test", root, download=False)
     assert te.labels.tolist() == [61, 0, 35] and te.images.shape == (3, 28, 28)
     # Present now: a second fetch verifies and downloads nothing.
-    rc, out = _fetch(capsys, "emnist", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
     assert rc == 0 and "nothing downloaded" in out and server[2] == ["/gzip.zip"]
 
 
 def test_loader_downloads_when_allowed(tmp_path, monkeypatch, server, online) -> None:  # noqa: F811
     body = fake_zip(fake_files())
-    _serve(monkeypatch, server, body, hashlib.md5(body).hexdigest())
+    serve_remote(monkeypatch, server, "emnist", "gzip.zip", body, hashlib.md5(body).hexdigest())
     tr = load_dataset("emnist", "train", tmp_path, download=True)
     assert len(tr) == 7 and server[2] == ["/gzip.zip"]
 
 
 def test_corrupt_archive_is_rejected_and_nothing_is_written(tmp_path, monkeypatch, server, online, capsys):  # noqa: F811
     good = fake_zip(fake_files())
-    _serve(monkeypatch, server, good[: len(good) // 2], hashlib.md5(good).hexdigest())  # a cut-off transfer
+    cut = good[: len(good) // 2]  # a cut-off transfer
+    serve_remote(monkeypatch, server, "emnist", "gzip.zip", cut, hashlib.md5(good).hexdigest())
     root = tmp_path / "data"
-    rc, out = _fetch(capsys, "emnist", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
     assert rc == 2
     assert "md5 mismatch" in out and "gzip.zip" in out and "nothing was written" in out
     assert out.count("\n") == 2  # the progress line and the one-line error

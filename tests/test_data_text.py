@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 # The 127.0.0.1 HTTP server and the online switch of the download tests, reused (MNLI below).
-from test_data_download import online, server  # noqa: F401
+from test_data_download import fetch_cli, online, serve_remote, server  # noqa: F401
 
 from benchmark.data import text
 from benchmark.data.registry import load_dataset
@@ -294,26 +294,6 @@ def mnli_zip() -> bytes:
     return buf.getvalue()
 
 
-def _serve_mnli(monkeypatch, server, body: bytes, sha256: str) -> None:  # noqa: F811
-    import dataclasses
-
-    from benchmark.data import download
-
-    www, base, _ = server
-    (www / "MNLI.zip").write_bytes(body)
-    src = download.SOURCES["mnli"]
-    remote = dataclasses.replace(src.remotes[0], url=base + "MNLI.zip", checksum=sha256)
-    monkeypatch.setitem(download.SOURCES, "mnli", dataclasses.replace(src, remotes=(remote,)))
-
-
-def _fetch(capsys, *args: str) -> tuple[int, str]:
-    from benchmark import cli
-
-    rc = cli.main(["data", "fetch", *args])
-    out = capsys.readouterr()
-    return rc, out.out + out.err
-
-
 def test_mnli_registered_with_glue_source() -> None:
     from benchmark.data import download
     from benchmark.data.registry import dataset_info
@@ -375,9 +355,9 @@ def test_mnli_subset_pairs_and_bad_rows_are_refused(tmp_path) -> None:
 
 def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
     body = mnli_zip()
-    _serve_mnli(monkeypatch, server, body, hashlib.sha256(body).hexdigest())
+    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", body, hashlib.sha256(body).hexdigest())
     root = tmp_path / "data"
-    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
     assert rc == 0, out
     assert "sha256" in out and "verified" in out and server[2] == ["/MNLI.zip"]
     assert sorted(p.name for p in root.iterdir()) == ["text"]  # no staging folder left behind
@@ -390,7 +370,7 @@ def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, monkeypatch, server, o
     assert text.sentence_pairs(mm) == (("Dear friend, thanks.",), ("The letter is rude.",))
     assert mm.labels.tolist() == [2]
     # Present now: a second fetch verifies and downloads nothing.
-    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
     assert rc == 0 and "nothing downloaded" in out and server[2] == ["/MNLI.zip"]
     # A file changed after extraction is refused before it is parsed.
     (root / "text" / "MNLI" / "train.tsv").write_text(mnli_tsv("train", _MNLI_ROWS["dev_mismatched"]))
@@ -400,16 +380,17 @@ def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, monkeypatch, server, o
 
 def test_mnli_loader_downloads_when_allowed(tmp_path, monkeypatch, server, online) -> None:  # noqa: F811
     body = mnli_zip()
-    _serve_mnli(monkeypatch, server, body, hashlib.sha256(body).hexdigest())
+    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", body, hashlib.sha256(body).hexdigest())
     d = load_dataset("mnli", "dev_matched", tmp_path, download=True)
     assert d.labels.tolist() == [0, 2] and server[2] == ["/MNLI.zip"]
 
 
 def test_mnli_corrupted_zip_is_refused(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
     good = mnli_zip()
-    _serve_mnli(monkeypatch, server, good[: len(good) // 2], hashlib.sha256(good).hexdigest())  # cut off
+    cut = good[: len(good) // 2]  # a cut-off transfer
+    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", cut, hashlib.sha256(good).hexdigest())
     root = tmp_path / "data"
-    rc, out = _fetch(capsys, "mnli", "--data-root", str(root))
+    rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
     assert rc == 2
     assert "sha256 mismatch" in out and "MNLI.zip" in out and "nothing was written" in out
     assert list(root.iterdir()) == []

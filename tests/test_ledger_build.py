@@ -12,23 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_specs import write_toy_spec
 
 from benchmark.errors import CorruptFileError
 from benchmark.ledger import Provenance, marker_path, write_record
 from benchmark.workflow import load_config
 
-TOY_SPEC = """\
-target: toy_ledger
-paper: legate2023
-table: '3'
-expected: legate2023/table3.yaml
-seeds: [0, 1]
-not_run_reason: only the toy cell runs here
-runners:
-  - when: {id: cifar10/fedavg/fedncm}
-    runner: toy_ledger
-    methods: {fedncm: toy_ncm}
-"""
 CELL = "cifar10/fedavg/fedncm"
 OUTPUTS = [f"results/runs/toy_ledger/toy_ncm/seed{s}.csv" for s in (0, 1)]
 PROVENANCE = Provenance(code_commit="0123456789abcdef", machine="x86_64 16 cpu (AMD EPYC; avx2); NVIDIA H100",
@@ -41,8 +30,7 @@ PROVENANCE_FIELDS = ("provenance", "recorded", "stale", "recorded_counts")
 def toy(tmp_path, runner_plugin):
     """The toy training runner plug-in installed (tests/plugins/toy_ledger_runner.py; registries restored
     afterwards); the spec in ``tmp_path/specs``."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "toy_ledger.yaml").write_text(TOY_SPEC)
+    write_toy_spec(tmp_path / "specs", "toy_ledger", "toy_ledger", seeds=(0, 1))
     return runner_plugin("toy_ledger_runner")
 
 

@@ -8,31 +8,18 @@ import json
 import sys
 
 import pytest
+from toy_specs import write_toy_spec
 
 from benchmark import runners
 from benchmark.errors import ConfigError
 from benchmark.workflow import load_config
-
-TOY_SPEC = """\
-target: toy_table
-paper: legate2023
-table: '3'
-expected: legate2023/table3.yaml
-seeds: [0, 1, 2]
-not_run_reason: only the toy cell runs here
-runners:
-  - when: {id: cifar10/fedavg/fedncm}
-    runner: toy
-    methods: {fedncm: toy_ncm}
-"""
 
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch, runner_plugin):
     """``toy()`` installs the toy runner plug-in (tests/plugins/toy_runner.py: 40 + seed per seed); the spec is
     in ``tmp_path/specs``, the working folder ``tmp_path``."""
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "toy_table.yaml").write_text(TOY_SPEC)
+    write_toy_spec(tmp_path / "specs", "toy_table", "toy")
     monkeypatch.chdir(tmp_path)
     return lambda: runner_plugin("toy_runner")
 

@@ -4,17 +4,14 @@ sha256 recorded when packing and against a MANIFEST; a damaged pack or a MANIFES
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tool_scripts import load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("cifar_pack", ROOT / "tools" / "cifar_pack.py")
-cifar_pack = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cifar_pack)
+cifar_pack = load_tool("cifar_pack")
 
 
 @pytest.fixture
@@ -47,7 +44,9 @@ def _manifest(src: Path, path: Path, names: list[str], wrong: str | None = None)
 
 def test_pack_unpack_is_byte_identical_and_checked_against_the_manifest(batches, tmp_path) -> None:
     names = ["data_batch_1", "test_batch"]
-    cifar_pack.main(["pack", "--src", str(batches), "--out", str(tmp_path / "pack"), "--files", ",".join(names)])
+    cifar_pack.main(
+        ["pack", "--src", str(batches), "--out", str(tmp_path / "pack"), "--files", ",".join(names)]
+    )
     manifest = _manifest(batches, tmp_path / "MANIFEST.sha256", names)
     out = tmp_path / "rebuilt"
     cifar_pack.main(["unpack", "--src", str(tmp_path / "pack"), "--out", str(out), "--manifest", str(manifest),

@@ -4,19 +4,12 @@ float64, and it imports nothing beyond torch / torchvision / numpy / tqdm and th
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import torch
+from tool_scripts import heavy_imports, load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "fl_train_bench.py"
-_spec = importlib.util.spec_from_file_location("fl_train_bench", SCRIPT)
-fl_train_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fl_train_bench)
+fl_train_bench = load_tool("fl_train_bench")
 
 
 def test_fl_train_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
@@ -55,11 +48,4 @@ def test_fl_train_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
 
 
 def test_fl_train_bench_imports_only_what_a_gpu_machine_has() -> None:
-    code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import runpy; "
-        f"runpy.run_path({str(SCRIPT)!r}, run_name='fl_train_bench'); "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'snakemake', 'jsonschema', 'yaml', "
-        "'safetensors', 'matplotlib', 'scipy', 'hypothesis'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_imports("fl_train_bench") == []

@@ -4,20 +4,16 @@ benchmark.provenance), and it runs from a checkout without the package installed
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
+from tool_scripts import load_tool, tool_path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "gpu_bench.py"
-_spec = importlib.util.spec_from_file_location("gpu_bench", SCRIPT)
-gpu_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpu_bench)
+SCRIPT = tool_path("gpu_bench")
+gpu_bench = load_tool("gpu_bench")
 
 
 def test_gpu_bench_runs_and_vectorised_round_equals_loop(tmp_path) -> None:

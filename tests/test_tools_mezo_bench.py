@@ -4,13 +4,11 @@ parent's exact weights and sees MeZO's parameter copy. No timing is asserted."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from tool_scripts import load_tool
 
 from benchmark.errors import ConfigError
 from benchmark.zo import mezo
@@ -18,12 +16,7 @@ from benchmark.zo.mezo import ZOConfig, mezo_step, parameters_sha256
 
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "mezo_bench.py"
-_spec = importlib.util.spec_from_file_location("mezo_bench", SCRIPT)
-mezo_bench = importlib.util.module_from_spec(_spec)
-sys.modules["mezo_bench"] = mezo_bench  # dataclasses resolve their module
-_spec.loader.exec_module(mezo_bench)
+mezo_bench = load_tool("mezo_bench")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -5,20 +5,13 @@ numpy and the package."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from tool_scripts import NOT_ON_A_GPU_MACHINE, heavy_imports, load_tool
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "pfl_bench.py"
-_spec = importlib.util.spec_from_file_location("pfl_bench", SCRIPT)
-pfl_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pfl_bench)
+pfl_bench = load_tool("pfl_bench")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,11 +45,4 @@ def test_pfl_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
 
 
 def test_pfl_bench_imports_only_what_a_gpu_machine_has() -> None:
-    code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import runpy; "
-        f"runpy.run_path({str(SCRIPT)!r}, run_name='pfl_bench'); "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'snakemake', 'jsonschema', 'yaml', "
-        "'safetensors', 'matplotlib', 'scipy', 'hypothesis', 'torchvision'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert heavy_imports("pfl_bench", (*NOT_ON_A_GPU_MACHINE, "torchvision")) == []

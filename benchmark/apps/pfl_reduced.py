@@ -35,8 +35,8 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import chdir
 from pathlib import Path
 from typing import Any
 
@@ -66,22 +66,12 @@ def jobs(algorithm: str) -> tuple[Any, Any]:
                                           ft_lr="0.001", ft_momentum="0.9")  # fmt: skip
 
 
-@contextmanager
-def _in_dir(path: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def compute(threads: int = 1, data_root: str | None = None) -> dict[str, Any]:
     """Run both algorithms through the runner's jobs in a scratch directory; the values the guard compares."""
     root = data_root or os.environ.get("FLB_DATA_ROOT")
     config = {**KNOBS, "data_root": str(Path(root).resolve()) if root else None}
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, _in_dir(Path(tmp)), torch_threads(threads):
+    with tempfile.TemporaryDirectory() as tmp, chdir(tmp), torch_threads(threads):
         for alg in ALGORITHMS:
             train, pers = jobs(alg)
             run_jobs([pers], config)

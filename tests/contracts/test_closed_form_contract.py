@@ -21,34 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from closed_form_problems import TOL, hyp, make_problem, problems
+from hypothesis import assume, given
 
 from benchmark.closed_form.centralised import ncm_head
 from benchmark.closed_form.fed3r import plan_fed3r_fedcof
 from benchmark.closed_form.fedncm import plan_fedncm
 from benchmark.closed_form.registry import METHODS, CentralisedReference, register_plan
 from benchmark.errors import ConfigError
-
-TOL = 1e-6
-problems = st.tuples(
-    st.integers(0, 2**31 - 1),  # seed
-    st.integers(2, 40),  # N
-    st.integers(1, 6),  # d
-    st.integers(1, 5),  # C
-    st.integers(1, 8),  # K
-)
-hyp = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def make_problem(seed: int, n: int, d: int, c: int, k: int):
-    """Gaussian classes, a random partition into k clients (some may be empty) in random client order."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, c, n).astype(np.int64)
-    features = (rng.normal(0.0, 1.0, (c, d))[labels] + rng.normal(0.0, 1.0, (n, d))).astype(np.float32)
-    owner = rng.integers(0, k, n)
-    clients = [rng.permutation(np.flatnonzero(owner == j)) for j in rng.permutation(k)]
-    return features, labels, clients
 
 
 def federated() -> list[str]:

@@ -25,6 +25,7 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
+from toy_specs import write_toy_spec
 
 from benchmark import cli
 from benchmark.errors import BenchmarkError
@@ -211,19 +212,6 @@ def test_case1_a_checkpoint_without_checksum_is_refused(tmp_path, tree_guard):
 
 
 # ================================================================================ case 2: result files
-TOY_SPEC = """\
-target: toy_table
-paper: legate2023
-table: '3'
-expected: legate2023/table3.yaml
-seeds: [0, 1, 2]
-not_run_reason: only the toy cell runs here
-runners:
-  - when: {id: cifar10/fedavg/fedncm}
-    runner: integrity_toy
-"""
-
-
 @pytest.fixture
 def toy_build(tmp_path, monkeypatch, runner_plugin):
     """A built toy target in ``tmp_path`` (plan, three run files with their sidecars, tidy, tables, checks) of the
@@ -232,8 +220,7 @@ def toy_build(tmp_path, monkeypatch, runner_plugin):
     from benchmark.workflow import load_config
 
     runner_plugin("integrity_toy_runner")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "toy_table.yaml").write_text(TOY_SPEC)
+    write_toy_spec(tmp_path / "specs", "toy_table", "integrity_toy", methods=None)
     monkeypatch.chdir(tmp_path)
     run_target("toy_table", load_config(), tmp_path / "results", folder=tmp_path / "specs")
     assert cli.main(["table", "toy_table"]) == 0

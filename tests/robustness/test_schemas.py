@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from toy_specs import write_toy_spec
 
 from benchmark.cli import main
 from benchmark.errors import ConfigError
@@ -161,19 +162,6 @@ class DupRunner(Runner):
         return collect_runs(spec, plan)
 
 
-DUP_SPEC = """\
-target: dup_toy
-paper: legate2023
-table: '3'
-expected: legate2023/table3.yaml
-seeds: [0, 1, 2]
-runners:
-  - when: {id: cifar10/fedavg/fedncm}
-    runner: dup_toy
-    methods: {fedncm: toy_ncm}
-"""
-
-
 @pytest.mark.parametrize("how", ["spec lists a seed twice", "a run file repeats a row", "a runner plans a seed twice"])
 def test_case2_duplicated_seed_is_refused_not_averaged(how, tmp_path, monkeypatch, cli_in, repo_guard, tree_guard,
                                                        one_line_error) -> None:  # fmt: skip
@@ -201,8 +189,7 @@ def test_case2_duplicated_seed_is_refused_not_averaged(how, tmp_path, monkeypatc
     monkeypatch.setitem(runners._RUNNERS, "dup_toy", DupRunner(plan_twice=how == "a runner plans a seed twice"))
     monkeypatch.setitem(jobs_module.JOB_KINDS, "dup_toy", DupJob)
     monkeypatch.setitem(TWICE, "seed0", how == "a run file repeats a row")
-    (tmp_path / "specs").mkdir()
-    (tmp_path / "specs" / "dup_toy.yaml").write_text(DUP_SPEC)
+    write_toy_spec(tmp_path / "specs", "dup_toy", "dup_toy", not_run_reason=False)
     run_target("dup_toy", load_config(), Path("results"), folder=tmp_path / "specs")
     guard = tree_guard(cli_in)
     assert main(["table", "dup_toy"]) == 2
