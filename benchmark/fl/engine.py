@@ -100,7 +100,7 @@ class RunResult:
 
     def to_frame(self):
         """History as a pandas DataFrame (one row per round; ``clients`` as a tuple column)."""
-        import pandas as pd
+        import pandas as pd  # local: heavy import (pandas)
 
         return pd.DataFrame([asdict(r) for r in self.history])
 
