@@ -18,6 +18,7 @@ import csv
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity
 from benchmark.io import atomic_path, atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions
+from benchmark.registry import Registry
 from benchmark.zo.centralised import run_mezo
 from benchmark.zo.data import prepare_task
 from benchmark.zo.distmezo import DistMeZOConfig, run_distmezo
@@ -40,8 +42,10 @@ from benchmark.zo.slora import SLoRAConfig, run_slora
 from benchmark.zo.text_model import TextClassifier, TextTensors, ncm_head_
 from benchmark.zo.transport import THESIS_NUMBER_BYTES, WireFormat, eq6_bytes_per_round
 
-ZO_METHODS = ("fedmezo", "mezo", "distmezo")
-METHODS = (*ZO_METHODS, "slora")
+#: What a run of each method puts in its record (``initial_accuracy`` and the body), by method name: one
+#: entry per algorithm of bernier2024 (FedMeZO, centralised MeZO, DistMeZO, SLoRA). A new method registers
+#: here and is then a valid ``ZORunSpec.method`` (docs/extending.md).
+ZO_RUNS: Registry[Callable[..., tuple[float | None, dict[str, Any]]]] = Registry("zeroth-order method")
 #: The spec's fields that choose the task (:func:`~benchmark.zo.data.prepare_task`) and SLoRA's settings.
 TASK_FIELDS = ("clients", "alpha", "seed", "k_shot", "max_length", "test_limit")
 SLORA_FIELDS = ("rounds", "priming_fraction", "density", "rank", "lr", "local_steps", "batch_size")
@@ -76,8 +80,8 @@ class ZORunSpec:
     optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"zeroth-order method {self.method!r}", f"use one of {METHODS}")
+        if self.method not in ZO_RUNS:
+            raise ConfigError(f"zeroth-order method {self.method!r}", f"use one of {ZO_RUNS.names()}")
 
 
 def build_model(spec: ZORunSpec, device: str, data_root: str | Path | None):
@@ -122,11 +126,12 @@ def run_zo(
     return result, result.log
 
 
-def _slora(spec: ZORunSpec, model, clients, test, progress: bool) -> dict[str, Any]:
+def _slora(spec: ZORunSpec, model, clients, test, *, progress: bool, **_: Any) -> tuple[None, dict[str, Any]]:
+    """SLoRA's record body (no accuracy before training is reported; no checkpoint)."""
     cfg = SLoRAConfig(**{k: getattr(spec, k) for k in SLORA_FIELDS})
     res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec))
     accuracies = [r.test_accuracy for r in res.history if r.test_accuracy is not None]
-    return {
+    return None, {
         "final_accuracy": res.final_accuracy,
         "best_accuracy": max(accuracies, default=None),
         "rounds": [asdict(r) for r in res.history],
@@ -157,6 +162,35 @@ def _traffic(spec: ZORunSpec, result: ZORunResult) -> dict[str, Any]:
     }
 
 
+def _zo(
+    spec: ZORunSpec, model, clients, test, *, checkpoint: Path | None, checkpoint_every: int, progress: bool
+) -> tuple[float | None, dict[str, Any]]:
+    """The record body of FedMeZO, MeZO or DistMeZO (:func:`run_zo`) and the accuracy before training."""
+    result, log = run_zo(
+        spec,
+        model,
+        clients,
+        test,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        progress=progress,
+    )
+    return result.initial_accuracy, {
+        "final_accuracy": result.final_accuracy,
+        "best_accuracy": result.best_accuracy,
+        "rounds": [asdict(r) for r in result.rounds],
+        "traffic": _traffic(spec, result),
+        "params_sha256": parameters_sha256(model),
+        "extra": result.extra,
+        "log_sha256": _log_digest(log) if log is not None else None,
+    }
+
+
+for _name in ("fedmezo", "mezo", "distmezo"):
+    ZO_RUNS.add(_name, _zo)
+ZO_RUNS.add("slora", _slora)
+
+
 def train_step(
     spec: ZORunSpec,
     out: str | Path,
@@ -177,29 +211,15 @@ def train_step(
     torch.manual_seed(0)  # nothing here draws from the global RNG; fixed anyway for third-party code
     start = time.time()
     enc, task, model, clients, test = build_model(spec, dev, data_root)
-    initial = None
-    if spec.method == "slora":
-        body = _slora(spec, model, clients, test, progress)
-    else:
-        result, log = run_zo(
-            spec,
-            model,
-            clients,
-            test,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            progress=progress,
-        )
-        initial = result.initial_accuracy
-        body = {
-            "final_accuracy": result.final_accuracy,
-            "best_accuracy": result.best_accuracy,
-            "rounds": [asdict(r) for r in result.rounds],
-            "traffic": _traffic(spec, result),
-            "params_sha256": parameters_sha256(model),
-            "extra": result.extra,
-            "log_sha256": _log_digest(log) if log is not None else None,
-        }
+    initial, body = ZO_RUNS.get(spec.method)(
+        spec,
+        model,
+        clients,
+        test,
+        checkpoint=checkpoint,
+        checkpoint_every=checkpoint_every,
+        progress=progress,
+    )
     record = {
         "spec": asdict(spec),
         "method": spec.method,
