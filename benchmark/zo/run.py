@@ -162,19 +162,10 @@ def _traffic(spec: ZORunSpec, result: ZORunResult) -> dict[str, Any]:
     }
 
 
-def _zo(
-    spec: ZORunSpec, model, clients, test, *, checkpoint: Path | None, checkpoint_every: int, progress: bool
-) -> tuple[float | None, dict[str, Any]]:
-    """The record body of FedMeZO, MeZO or DistMeZO (:func:`run_zo`) and the accuracy before training."""
-    result, log = run_zo(
-        spec,
-        model,
-        clients,
-        test,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        progress=progress,
-    )
+def _zo(spec: ZORunSpec, model, clients, test, **run: Any) -> tuple[float | None, dict[str, Any]]:
+    """The record body of FedMeZO, MeZO or DistMeZO (:func:`run_zo`, given ``run``: checkpoint, checkpoint_every,
+    progress) and the accuracy before training."""
+    result, log = run_zo(spec, model, clients, test, **run)
     return result.initial_accuracy, {
         "final_accuracy": result.final_accuracy,
         "best_accuracy": result.best_accuracy,
