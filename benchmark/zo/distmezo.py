@@ -7,13 +7,14 @@ weights, runs ``local_steps`` MeZO steps on its whole local dataset with seeds o
 weighted by client size (FedAvg) and sends the average back. Traffic is the model both ways (its bytes are
 counted on the :class:`~benchmark.zo.transport.Transport`). The thesis does not state its local step count;
 it is a parameter (``local_steps``), reported with the run. One round is :meth:`DistMeZOTrainer.train_round`
-on the round loop (:class:`~benchmark.zo.fedmezo.ZOTrainer`).
+on the round loop (:class:`~benchmark.zo.fedmezo.ZOTrainer`); its checkpoint state is the global model (every
+other input of a round is keyed by the round index), so a killed run resumes bit-identically (issue 25).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -91,6 +92,14 @@ class DistMeZOTrainer(ZOTrainer):
                 offset += p.numel()
         n = sum(self.sizes[k] for k in map(int, clients))
         return net.round_stats(n, loss_sum / weight_sum, compute_f=2 * zo.num_z * self.local_steps * n)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The global model after the last round (the clients' seeds and data are keyed by the round)."""
+        return {"model": self.model.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` onto the model (strict: another architecture is refused)."""
+        self.model.load_state_dict(state["model"])
 
 
 def run_distmezo(

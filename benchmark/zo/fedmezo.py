@@ -146,9 +146,10 @@ class ZOTrainer(RoundTrainer):
         """``config.rounds`` rounds through :func:`~benchmark.federated.loop.run_rounds`: every client every
         round, the config's cadence (:meth:`evaluate` skips when it is 0), numbers counted at the thesis's
         byte each (:mod:`benchmark.zo.transport`). ``checkpoint``: saved there and resumed from it when it
-        exists (``identity``: the run it must belong to, by default the config's)."""
+        exists (``identity``: the run it must belong to, by default the config's and :meth:`extra`'s)."""
         cfg = self.config
-        own = run_identity(asdict(cfg), method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
+        own = {**asdict(cfg), **self.extra()}
+        own = run_identity(own, method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
         plan = RoundPlan(
             rounds=cfg.rounds,
             sampler=ClientSampler(self.num_clients, self.num_clients, RunSeeds(cfg.seed)),

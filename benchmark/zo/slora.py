@@ -48,15 +48,20 @@ its trained state back (uplink), so downlink equals uplink. :func:`slora_comm_ar
 bernier2024 for the same settings (uplink, fp32), extended by the head exchanged every round; a run's
 measured uplink equals it exactly. Clients without examples take no part (no messages; ``K`` counts the
 others).
+
+**Checkpoints.** The rounds run through the one round loop, whose checkpoint holds the trainer's global state
+(stage 1's message, or LoRA's factors and the head once LoRA is in place): a killed run resumes from it
+bit-identically (issue 25); the masks, the pre-trained weights and every batch order follow from the initial
+model and the seed.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -64,6 +69,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchmark.errors import ConfigError
+from benchmark.federated.checkpoint import CheckpointSpec, run_identity
 from benchmark.federated.history import RoundStats
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import ClientSampler
@@ -443,8 +449,7 @@ class SLoRATrainer(RoundTrainer):
         cfg, net, stage1 = self.config, self.transport, round_idx < self.config.priming_rounds
         if round_idx == cfg.priming_rounds:
             self.load(self.global_state, stage1=True)
-            self.trainable = switch_to_lora(self.model, self.pretrained, cfg)
-            self.trainable_stage2 = sum(p.numel() for p in self.trainable)
+            self.switch()
             self.global_state = [p.detach().clone() for p in self.trainable]
             if self.progress is not None:
                 self.progress(SLoRAEvent("switch", round_idx, self.model))
@@ -463,8 +468,28 @@ class SLoRATrainer(RoundTrainer):
         loss = sum(w * x for w, x in zip(weights, losses, strict=True))
         return net.round_stats(examples, loss, compute_f=3 * examples)
 
+    def switch(self) -> None:
+        """Stage 2 from here (:func:`switch_to_lora` on the model's encoder): its trainable parameters."""
+        self.trainable = switch_to_lora(self.model, self.pretrained, self.config)
+        self.trainable_stage2 = sum(p.numel() for p in self.trainable)
+
     def evaluate(self) -> tuple[float, float]:
         return accuracy(self.model, self.test), math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        """The global state after the last round (stage 1's message, or LoRA's factors and the head) and
+        whether LoRA is in place; the masks, the pre-trained weights and the batch orders follow from the
+        initial model and the seed."""
+        return {"lora": self.trainable_stage2 > 0, "global_state": list(self.global_state)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` on a trainer of the run's initial model: past the switch, LoRA is
+        injected again (its factors then come from the checkpoint; no ``switch`` event is sent again)."""
+        stage1 = not state["lora"]
+        if not stage1:
+            self.switch()
+        self.global_state = [t.to(self.enc_params[0].device) for t in state["global_state"]]
+        self.load(self.global_state, stage1)
 
 
 def run_slora(
@@ -476,11 +501,15 @@ def run_slora(
     progress: Callable[[SLoRAEvent], None] | None = None,
     show_progress: bool = False,
     label: str = "slora",
+    checkpoint: CheckpointSpec | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> SLoRAResult:
     """Run SLoRA (module docstring) on a copy of ``model`` (the caller's model is left as it is) with full
     participation of the non-empty ``clients`` through the round loop
     (:func:`~benchmark.federated.loop.run_rounds`); returns the history and the measured and Eq. 7 bytes.
-    ``progress`` receives each :class:`SLoRAEvent`; ``show_progress``: the loop's progress lines."""
+    ``progress`` receives each :class:`SLoRAEvent`; ``show_progress``: the loop's progress lines.
+    ``checkpoint``: saved there and resumed from it when it exists, bit-identically (``identity``: the run it
+    must belong to, by default the config's and the client sizes)."""
     if not isinstance(model, TextClassifier):
         raise ConfigError(f"run_slora model is {type(model).__name__}", "pass a benchmark.zo TextClassifier")
     if not any(len(d) for d in clients):
@@ -490,19 +519,20 @@ def run_slora(
     model = copy.deepcopy(model)
     device = next(model.parameters()).device
     trainer = SLoRATrainer(model, [d.to(device) for d in clients], test.to(device), config, progress)
+    own = {**asdict(config), "client_sizes": [len(d) for d in clients]}
     plan = RoundPlan(
         rounds=config.rounds,
         sampler=ClientSampler(len(clients), len(clients), RunSeeds(config.seed)),
         lr_at=lambda _i: config.lr,
         eval_every=config.eval_every,
-        identity={},
+        identity=identity or run_identity(own, method="slora", stage="", start_round=0, rounds=config.rounds),
         label=label,
         bytes_per_float=trainer.enc_params[0].element_size(),
         progress=show_progress,
         initial_eval=False,
     )
     events = None if progress is None else (lambda done: progress(SLoRAEvent("round", done - 1, model)))
-    out = run_rounds(trainer, plan, on_round_end=events)
+    out = run_rounds(trainer, plan, checkpoint=checkpoint, on_round_end=events)
     history = [
         SLoRARound(row.round - 1, 1 if row.round <= config.priming_rounds else 2, row.train_loss, *rest)
         for row, *rest in round_rows(out.history)
