@@ -82,10 +82,15 @@ class FedMeZOConfig:
             raise ConfigError(f"FedMeZOConfig.rounds {self.rounds}", "use a non-negative number of rounds")
 
 
-def round_seeds(seed: int, rounds: int) -> list[int]:
-    """The server's seed of each round (uint32; drawn from ``seeding.numpy_rng(seed, 'fedmezo-rounds')``)."""
-    draws = numpy_rng(seed, "fedmezo-rounds").integers(0, 2**32, size=rounds, dtype=np.uint64)
+def seed_draws(count: int, seed: int, stream: str, *keys: int) -> list[int]:
+    """``count`` uint32 seeds from the named stream ``seeding.numpy_rng(seed, stream, *keys)``."""
+    draws = numpy_rng(seed, stream, *keys).integers(0, 2**32, size=count, dtype=np.uint64)
     return [int(x) for x in draws]
+
+
+def round_seeds(seed: int, rounds: int) -> list[int]:
+    """The server's seed of each round (stream ``fedmezo-rounds``)."""
+    return seed_draws(rounds, seed, "fedmezo-rounds")
 
 
 def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
@@ -191,13 +196,13 @@ class FedMeZOTrainer(ZOTrainer):
         return {**super().extra(), "weighting": self.config.weighting, "client_exec": self.config.client_exec}
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
-        zo, wire, net, seed = self.config.zo, self.config.wire, self.transport, self.seeds[round_idx]
+        zo, net, seed = self.config.zo, self.transport, self.seeds[round_idx]
         shared = None
         if self.replicas is None:  # one perturbation serves every client: they hold the same weights and seed
             shared = projected_gradients(self.model, [self.clients[k] for k in self.holders], seed, zo)
         replies, losses = {}, {}  # client -> its projected gradients, its loss
         for k in map(int, clients):
-            got = wire.decode_seed(net.down(wire.encode_seed(seed), 1))
+            got = net.down.seed(seed)
             if not self.sizes[k]:
                 continue
             if shared is None:
@@ -205,12 +210,12 @@ class FedMeZOTrainer(ZOTrainer):
                 grads, plus = proj.grads[0], proj.plus[0]
             else:
                 grads, plus = shared.grads[self.holders.index(k)], shared.plus[self.holders.index(k)]
-            replies[k] = wire.decode_scalars(net.up(wire.encode_scalars(grads), zo.num_z))
+            replies[k] = net.up.scalars(grads)
             losses[k] = float(plus.mean())
         entry = LogEntry(round_idx, seed, tuple(float(x) for x in self.server.aggregate(replies)))
         self.log.append(entry)
         for k in map(int, clients):
-            got = wire.decode_scalars(net.down(wire.encode_scalars(entry.average), zo.num_z))
+            got = net.down.scalars(entry.average)
             if self.replicas is not None:
                 apply_update_(trainable_parameters(self.replicas[k]), seed, got, zo)
         apply_update_(trainable_parameters(self.model), seed, entry.average, zo)

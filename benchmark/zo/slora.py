@@ -142,7 +142,7 @@ class SLoRAConfig:
     @property
     def priming_rounds(self) -> int:
         """``R1 = round(priming_fraction · rounds)``, halves rounded up (50 rounds × 0.2 → 10)."""
-        return priming_rounds(self.rounds, self.priming_fraction)
+        return share(self.rounds, self.priming_fraction)
 
     @property
     def lora_alpha(self) -> float:
@@ -195,14 +195,10 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def priming_rounds(rounds: int, priming_fraction: float) -> int:
-    """Stage-1 rounds: ``round(priming_fraction · rounds)`` with halves rounded up."""
-    return min(rounds, math.floor(priming_fraction * rounds + 0.5))
-
-
-def masked_count(n: int, density: float) -> int:
-    """Entries in a density-``density`` mask over ``n`` entries: ``round(density · n)``, halves up."""
-    return min(n, math.floor(density * n + 0.5))
+def share(n: int, fraction: float) -> int:
+    """``round(fraction · n)`` with halves rounded up: the stage-1 rounds (``fraction`` the priming fraction),
+    the entries of a mask (``fraction`` its density)."""
+    return min(n, math.floor(fraction * n + 0.5))
 
 
 # ------------------------------------------------------------------------------------ communication
@@ -229,9 +225,9 @@ def slora_comm_arithmetic(
     With the thesis' setting (RoBERTa-large, 355,359,744 parameters; rank-16 LoRA on query and value of 24
     layers of width 1024, 1,572,864 parameters; R = 50, 20% priming at density 0.1, K = 10) this gives
     16.73 GB, not the 69.254 GB of Table 4.1; the thesis does not say how its figure was obtained."""
-    r1 = priming_rounds(rounds, priming_fraction)
+    r1 = share(rounds, priming_fraction)
     r2 = rounds - r1
-    stage1 = r1 * clients * (masked_count(model_params, density) + head_params)
+    stage1 = r1 * clients * (share(model_params, density) + head_params)
     stage2 = r2 * clients * (lora_params + head_params)
     return (stage1 + stage2) * bytes_per_value
 
@@ -249,7 +245,7 @@ def random_masks(
     total = sum(sizes)
     gen = torch_generator(seed, MASK_STREAM)
     flat = torch.zeros(total, dtype=torch.bool)
-    flat[torch.randperm(total, generator=gen)[: masked_count(total, density)]] = True
+    flat[torch.randperm(total, generator=gen)[: share(total, density)]] = True
     parts = torch.split(flat, sizes)
     return {name: part.view_as(p).to(p.device) for (name, p), part in zip(params, parts, strict=True)}
 
@@ -456,11 +452,11 @@ class SLoRATrainer(RoundTrainer):
         messages, losses, weights, examples = [], [], [], 0
         for k in (int(k) for k in clients if len(self.clients[int(k)])):
             data = self.clients[k]
-            self.load(net.down_tensors(self.global_state), stage1)
+            self.load(net.down.tensors(self.global_state), stage1)
             gen, masks = client_generator(cfg.seed, round_idx, k), self.masks if stage1 else None
             losses.append(local_train(self.model, self.trainable, data, cfg, gen, masks))
             sent = self.stage1_state() if stage1 else [p.detach() for p in self.trainable]
-            messages.append(net.up_tensors(sent))
+            messages.append(net.up.tensors(sent))
             weights.append(self.weights[k])
             examples += cfg.local_steps * min(cfg.batch_size, len(data))
         self.global_state = _average(messages, weights)
