@@ -78,7 +78,8 @@ from benchmark.zo.history import round_rows
 from benchmark.zo.text_model import TextClassifier, TextTensors, accuracy
 from benchmark.zo.transport import Transport
 
-OPTIMIZERS = ("sgd", "adamw")
+#: The local optimisers by name (created fresh for every client and round, module docstring).
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 #: SLoRAConfig's integer settings (each >= 1).
 INT_SETTINGS = ("rounds", "rank", "local_steps", "batch_size", "eval_every")
 #: How to fix each setting of :class:`SLoRAConfig` that is out of range.
@@ -93,7 +94,7 @@ FIXES = {
     "lr": "use a positive learning rate",
     "local_steps": "use at least 1 local step (the thesis uses 1)",
     "batch_size": "use a positive batch size",
-    "optimizer": f"use one of {OPTIMIZERS}",
+    "optimizer": f"use one of {tuple(OPTIMIZERS)}",
     "weight_decay": "use a non-negative weight decay",
     "eval_every": "evaluate every k >= 1 rounds (the last round is always evaluated)",
 }
@@ -271,12 +272,6 @@ def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
     return torch_generator(seed, ORDER_STREAM, round_, client)
 
 
-def make_optimizer(params: list[nn.Parameter], config: SLoRAConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-
-
 def local_train(
     model: TextClassifier,
     params: list[nn.Parameter],
@@ -291,7 +286,7 @@ def local_train(
     each step, which for these element-wise optimisers is the same as masking the gradient, and also undoes
     weight decay there. Parameters past ``masks`` (the head) train densely."""
     model.eval()
-    opt = make_optimizer(params, config)
+    opt = OPTIMIZERS[config.optimizer](params, lr=config.lr, weight_decay=config.weight_decay)
     losses = []
     for idx in batch_indices(len(data), config.batch_size, config.local_steps, generator):
         batch = data.subset(idx.to(data.labels.device))
@@ -431,14 +426,13 @@ class SLoRATrainer(RoundTrainer):
     def load(self, state: Sequence[torch.Tensor], stage1: bool) -> None:
         """Set the trained state: stage 1's message (masked entries over the pre-trained values, then the
         head), or the stage-2 trainable parameters in order."""
-        if not stage1:
-            for p, v in zip(self.trainable, state, strict=True):
-                p.copy_(v)
-            return
-        for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
-            p.copy_(pre)
-            p[m] = v
-        for p, v in zip(self.head_params, state[len(self.enc_params) :], strict=True):
+        dense = self.trainable
+        if stage1:
+            for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
+                p.copy_(pre)
+                p[m] = v
+            dense, state = self.head_params, state[len(self.enc_params) :]
+        for p, v in zip(dense, state, strict=True):
             p.copy_(v)
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
