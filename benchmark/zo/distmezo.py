@@ -70,7 +70,7 @@ class DistMeZOTrainer(ZOTrainer):
                 apply_update_(local_params, s, proj.grads[0], zo)
                 loss = float(proj.plus[0].mean())  # MeZO's loss1 of the client's last local step
             flat = net.up.tensors([_flat(local)])[0].double()
-            w = float(self.sizes[k] if fed.weighting == "size" else 1.0)
+            w = self.weights[k]
             total = flat * w if total is None else total + flat * w
             weight_sum += w
             loss_sum += w * loss

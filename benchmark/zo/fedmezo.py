@@ -101,18 +101,16 @@ def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
 
 
 class ScalarAverage:
-    """FedMeZO's aggregation (Alg. 2 l. 8): the clients' projected gradients averaged by client size (or
-    uniformly), in client order, with :func:`~benchmark.zo.mezo.weighted_average` (so it rounds as the
-    centralised accumulation does)."""
+    """FedMeZO's aggregation (Alg. 2 l. 8): the clients' projected gradients averaged with their weights
+    (:attr:`ZOTrainer.weights`), in client order, with :func:`~benchmark.zo.mezo.weighted_average` (so it
+    rounds as the centralised accumulation does)."""
 
-    def __init__(self, weighting: str, sizes: Sequence[int]) -> None:
-        self.weighting = weighting
-        self.sizes = [int(n) for n in sizes]
+    def __init__(self, weights: Sequence[float]) -> None:
+        self.weights = list(weights)
 
     def aggregate(self, replies: Mapping[int, np.ndarray]) -> np.ndarray:
         clients = sorted(replies)
-        weights = [self.sizes[k] if self.weighting == "size" else 1.0 for k in clients]
-        return weighted_average(np.stack([replies[k] for k in clients]), weights)
+        return weighted_average(np.stack([replies[k] for k in clients]), [self.weights[k] for k in clients])
 
 
 @dataclass(eq=False)
@@ -131,6 +129,8 @@ class ZOTrainer(RoundTrainer):
 
     def __post_init__(self) -> None:
         self.sizes = [len(c) for c in self.clients]
+        #: each client's weight in the server's average: its size (``weighting="size"``) or 1
+        self.weights = [float(n) if self.config.weighting == "size" else 1.0 for n in self.sizes]
         self.num_clients = len(self.clients)
         self.transport = Transport(self.config.wire)
         self.log: list[LogEntry] = []  # the seed log (FedMeZO; empty for DistMeZO)
@@ -185,7 +185,7 @@ class FedMeZOTrainer(ZOTrainer):
         if sum(self.sizes) == 0:
             raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
         cfg = self.config
-        self.server = ScalarAverage(cfg.weighting, self.sizes)
+        self.server = ScalarAverage(self.weights)
         self.seeds = round_seeds(cfg.seed, cfg.rounds)
         self.holders = [k for k, n in enumerate(self.sizes) if n]
         self.replicas = (

@@ -206,24 +206,14 @@ def train_step(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
-    prov = {
-        "machine": machine(),
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-    }  # before training
+    # provenance before training
+    prov = {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
     dev = str(pick_device(device))
     torch.manual_seed(0)  # nothing here draws from the global RNG; fixed anyway for third-party code
     start = time.time()
     enc, task, model, clients, test = build_model(spec, dev, data_root)
-    initial, body = ZO_RUNS.get(spec.method)(
-        spec,
-        model,
-        clients,
-        test,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        progress=progress,
-    )
+    run = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "progress": progress}
+    initial, body = ZO_RUNS.get(spec.method)(spec, model, clients, test, **run)
     record = {
         "spec": asdict(spec),
         "method": spec.method,
