@@ -8,7 +8,7 @@ is 2F), wall seconds. ``*_bytes_measured`` are the bytes of the tensors a traine
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -77,9 +77,15 @@ class RoundStats:
     downlink_bytes_measured: int | None = None
 
 
-def wire_bytes(payload: Mapping[str, torch.Tensor], bytes_per_float: int) -> int:
-    """Bytes of ``payload`` on the wire: ``numel * bytes_per_float`` per float tensor, ``numel *
-    element_size`` otherwise (metadata only: no copy, no device sync)."""
+def wire_bytes(
+    payload: Mapping[str, torch.Tensor] | Iterable[torch.Tensor], bytes_per_float: int | None = None
+) -> int:
+    """Bytes of ``payload`` (named tensors, or tensors) on the wire: ``numel * bytes_per_float`` per float
+    tensor, ``numel * element_size`` otherwise and for every tensor when ``bytes_per_float`` is ``None`` (the
+    one count of payload bytes for every family; metadata only: no copy, no device sync)."""
+    tensors = payload.values() if isinstance(payload, Mapping) else payload
+    own = bytes_per_float is None
     return sum(
-        t.numel() * (bytes_per_float if t.is_floating_point() else t.element_size()) for t in payload.values()
+        t.numel() * (bytes_per_float if t.is_floating_point() and not own else t.element_size())
+        for t in tensors
     )

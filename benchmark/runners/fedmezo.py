@@ -97,7 +97,7 @@ class ZOTrainJob(Job):
         )
         train_step(
             self.run_spec(), self.path, device=config.get("device"), data_root=config.get("data_root"),
-            checkpoint=ckpt if self.method == "fedmezo" else None, progress=bool(config.get("progress", True)),
+            checkpoint=ckpt, progress=bool(config.get("progress", True)),
         )  # fmt: skip
 
     @property

@@ -91,29 +91,22 @@ def prepare_task(
     test_split = test_split or TEST_SPLITS.get(dataset, "test")
     train = _split(dataset, "train", data_root)
     test = _split(dataset, test_split, data_root)
-    train_pairs, test_pairs = train.meta.get("text_pairs"), test.meta.get("text_pairs")
+
+    def tokens(split: DatasetSplit, index: np.ndarray) -> TextTensors:
+        """The examples ``index`` of ``split`` tokenised (MNLI: with their hypotheses as ``pairs``)."""
+        pairs = split.meta.get("text_pairs")
+        second = None if pairs is None else [pairs[i] for i in index]
+        labels = np.asarray(split.labels)[index].tolist()
+        return tokenise(tokenizer, [split.texts[i] for i in index], labels, max_length, second)
+
     labels = np.asarray(train.labels)
     pool = np.arange(len(labels)) if k_shot is None else k_shot_indices(labels, k_shot, seed)
     shards = complete_dirichlet(labels[pool], clients, alpha, seed)
-    texts = train.texts
-    client_tensors = tuple(
-        tokenise(
-            tokenizer,
-            [texts[i] for i in pool[s]],
-            labels[pool[s]].tolist(),
-            max_length,
-            None if train_pairs is None else [train_pairs[i] for i in pool[s]],
-        )
-        for s in shards
-    )
+    client_tensors = tuple(tokens(train, pool[s]) for s in shards)
     n_test = len(test) if test_limit is None else min(test_limit, len(test))
-    test_labels = np.asarray(test.labels[:n_test])
-    if (test_labels < 0).any():
+    if (np.asarray(test.labels[:n_test]) < 0).any():
         raise ConfigError(f"{dataset} {test_split!r} split has no labels", "evaluate on test_split='dev'")
-    test_tensors = tokenise(
-        tokenizer, list(test.texts[:n_test]), test_labels.tolist(), max_length,
-        None if test_pairs is None else list(test_pairs[:n_test]),
-    )  # fmt: skip
+    test_tensors = tokens(test, np.arange(n_test))
     identity = {
         "train_checksum": train.checksum,
         "test_checksum": test.checksum,

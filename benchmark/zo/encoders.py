@@ -383,13 +383,17 @@ def _model_kwargs(spec: EncoderSpec) -> dict:
     return {} if spec.pooler else {"add_pooling_layer": False}
 
 
+def _from_config(spec: EncoderSpec) -> nn.Module:
+    """A freshly initialised ``AutoModel`` of ``spec`` (transformers' default init, from the global RNG)."""
+    from transformers import AutoModel  # local: transformers (heavy) only when an encoder is built
+
+    return AutoModel.from_config(spec.config(), **_model_kwargs(spec))
+
+
 def meta_encoder(name: str) -> nn.Module:
     """The architecture of ``name`` on the meta device (no memory, no init): parameter counts and shapes."""
-    from transformers import AutoModel  # local: transformers (heavy) only when an encoder loads
-
-    spec = encoder_spec(name)
     with torch.device("meta"):
-        return AutoModel.from_config(spec.config(), **_model_kwargs(spec))
+        return _from_config(encoder_spec(name))
 
 
 def _state_sha256(model: nn.Module) -> str:
@@ -407,13 +411,10 @@ def random_encoder(
     """Same shapes as ``name``, transformers' default init from ``seed`` (for throughput runs; no weights, works
     offline). The init is drawn on CPU from a forked RNG (the global RNG is untouched); ``identity.source`` is
     ``"random"`` and its sha256 is over the initial state dict (names, dtypes, shapes, bytes)."""
-    from transformers import AutoModel  # local: transformers (heavy) only when an encoder loads
-
     spec = encoder_spec(name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModel.from_config(spec.config(), **_model_kwargs(spec))
-    model = model.to(dtype=dtype)
+        model = _from_config(spec).to(dtype=dtype)
     identity = EncoderIdentity(name, "random", _state_sha256(model), spec.substitute_for)
     return LoadedEncoder(model.to(device).eval(), None, spec, identity)
 

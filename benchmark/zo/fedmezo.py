@@ -82,10 +82,15 @@ class FedMeZOConfig:
             raise ConfigError(f"FedMeZOConfig.rounds {self.rounds}", "use a non-negative number of rounds")
 
 
-def round_seeds(seed: int, rounds: int) -> list[int]:
-    """The server's seed of each round (uint32; drawn from ``seeding.numpy_rng(seed, 'fedmezo-rounds')``)."""
-    draws = numpy_rng(seed, "fedmezo-rounds").integers(0, 2**32, size=rounds, dtype=np.uint64)
+def seed_draws(count: int, seed: int, stream: str, *keys: int) -> list[int]:
+    """``count`` uint32 seeds from the named stream ``seeding.numpy_rng(seed, stream, *keys)``."""
+    draws = numpy_rng(seed, stream, *keys).integers(0, 2**32, size=count, dtype=np.uint64)
     return [int(x) for x in draws]
+
+
+def round_seeds(seed: int, rounds: int) -> list[int]:
+    """The server's seed of each round (stream ``fedmezo-rounds``)."""
+    return seed_draws(rounds, seed, "fedmezo-rounds")
 
 
 def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
@@ -96,18 +101,16 @@ def replay(model: nn.Module, log: Sequence[LogEntry], config: ZOConfig) -> None:
 
 
 class ScalarAverage:
-    """FedMeZO's aggregation (Alg. 2 l. 8): the clients' projected gradients averaged by client size (or
-    uniformly), in client order, with :func:`~benchmark.zo.mezo.weighted_average` (so it rounds as the
-    centralised accumulation does)."""
+    """FedMeZO's aggregation (Alg. 2 l. 8): the clients' projected gradients averaged with their weights
+    (:attr:`ZOTrainer.weights`), in client order, with :func:`~benchmark.zo.mezo.weighted_average` (so it
+    rounds as the centralised accumulation does)."""
 
-    def __init__(self, weighting: str, sizes: Sequence[int]) -> None:
-        self.weighting = weighting
-        self.sizes = [int(n) for n in sizes]
+    def __init__(self, weights: Sequence[float]) -> None:
+        self.weights = list(weights)
 
     def aggregate(self, replies: Mapping[int, np.ndarray]) -> np.ndarray:
         clients = sorted(replies)
-        weights = [self.sizes[k] if self.weighting == "size" else 1.0 for k in clients]
-        return weighted_average(np.stack([replies[k] for k in clients]), weights)
+        return weighted_average(np.stack([replies[k] for k in clients]), [self.weights[k] for k in clients])
 
 
 @dataclass(eq=False)
@@ -126,6 +129,8 @@ class ZOTrainer(RoundTrainer):
 
     def __post_init__(self) -> None:
         self.sizes = [len(c) for c in self.clients]
+        #: each client's weight in the server's average: its size (``weighting="size"``) or 1
+        self.weights = [float(n) if self.config.weighting == "size" else 1.0 for n in self.sizes]
         self.num_clients = len(self.clients)
         self.transport = Transport(self.config.wire)
         self.log: list[LogEntry] = []  # the seed log (FedMeZO; empty for DistMeZO)
@@ -146,9 +151,10 @@ class ZOTrainer(RoundTrainer):
         """``config.rounds`` rounds through :func:`~benchmark.federated.loop.run_rounds`: every client every
         round, the config's cadence (:meth:`evaluate` skips when it is 0), numbers counted at the thesis's
         byte each (:mod:`benchmark.zo.transport`). ``checkpoint``: saved there and resumed from it when it
-        exists (``identity``: the run it must belong to, by default the config's)."""
+        exists (``identity``: the run it must belong to, by default the config's and :meth:`extra`'s)."""
         cfg = self.config
-        own = run_identity(asdict(cfg), method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
+        own = {**asdict(cfg), **self.extra()}
+        own = run_identity(own, method=self.METHOD, stage="", start_round=0, rounds=cfg.rounds)
         plan = RoundPlan(
             rounds=cfg.rounds,
             sampler=ClientSampler(self.num_clients, self.num_clients, RunSeeds(cfg.seed)),
@@ -179,7 +185,7 @@ class FedMeZOTrainer(ZOTrainer):
         if sum(self.sizes) == 0:
             raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
         cfg = self.config
-        self.server = ScalarAverage(cfg.weighting, self.sizes)
+        self.server = ScalarAverage(self.weights)
         self.seeds = round_seeds(cfg.seed, cfg.rounds)
         self.holders = [k for k, n in enumerate(self.sizes) if n]
         self.replicas = (
@@ -190,13 +196,13 @@ class FedMeZOTrainer(ZOTrainer):
         return {**super().extra(), "weighting": self.config.weighting, "client_exec": self.config.client_exec}
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
-        zo, wire, net, seed = self.config.zo, self.config.wire, self.transport, self.seeds[round_idx]
+        zo, net, seed = self.config.zo, self.transport, self.seeds[round_idx]
         shared = None
         if self.replicas is None:  # one perturbation serves every client: they hold the same weights and seed
             shared = projected_gradients(self.model, [self.clients[k] for k in self.holders], seed, zo)
         replies, losses = {}, {}  # client -> its projected gradients, its loss
         for k in map(int, clients):
-            got = wire.decode_seed(net.down(wire.encode_seed(seed), 1))
+            got = net.down.seed(seed)
             if not self.sizes[k]:
                 continue
             if shared is None:
@@ -204,12 +210,12 @@ class FedMeZOTrainer(ZOTrainer):
                 grads, plus = proj.grads[0], proj.plus[0]
             else:
                 grads, plus = shared.grads[self.holders.index(k)], shared.plus[self.holders.index(k)]
-            replies[k] = wire.decode_scalars(net.up(wire.encode_scalars(grads), zo.num_z))
+            replies[k] = net.up.scalars(grads)
             losses[k] = float(plus.mean())
         entry = LogEntry(round_idx, seed, tuple(float(x) for x in self.server.aggregate(replies)))
         self.log.append(entry)
         for k in map(int, clients):
-            got = wire.decode_scalars(net.down(wire.encode_scalars(entry.average), zo.num_z))
+            got = net.down.scalars(entry.average)
             if self.replicas is not None:
                 apply_update_(trainable_parameters(self.replicas[k]), seed, got, zo)
         apply_update_(trainable_parameters(self.model), seed, entry.average, zo)

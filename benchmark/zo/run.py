@@ -6,10 +6,12 @@ to the thesis's arithmetic (Eq. 6 / Eq. 7), provenance (commit taken at start, m
 wall time; the per-round curve goes to ``<record>.curve.csv``. Its shape is the one the recorded runs in
 runs/ have (:class:`~benchmark.zo.history.ZORound` rows, written from the round loop's history).
 
-A FedMeZO run checkpoints through the round loop (:mod:`benchmark.federated.checkpoint`, sealed: its
-sha256 is checked before it is read) every ``checkpoint_every`` rounds; its trainer state is the log
-(``(seed, average)`` per round: with the initial model, the log *is* the model), replayed on resume. The
-record and the curve carry a checksum sidecar (:func:`benchmark.io.atomic_path`).
+FedMeZO, DistMeZO and SLoRA checkpoint through the round loop (:mod:`benchmark.federated.checkpoint`,
+sealed: its sha256 is checked before it is read) every ``checkpoint_every`` rounds and resume from it
+bit-identically (issue 25): FedMeZO's trainer state is the log (``(seed, average)`` per round: with the
+initial model, the log *is* the model), replayed on resume; DistMeZO's the global model; SLoRA's the global
+state of its stage. Centralised MeZO keeps its own loop (:mod:`benchmark.zo.centralised`) and no checkpoint.
+The record and the curve carry a checksum sidecar (:func:`benchmark.io.atomic_path`).
 """
 
 from __future__ import annotations
@@ -111,25 +113,36 @@ def run_zo(
     checkpoint_every: int = 50,
     progress: bool = False,
 ) -> tuple[ZORunResult, list[LogEntry] | None]:
-    """Run FedMeZO (checkpointed at ``checkpoint`` and resumed from it), centralised MeZO or DistMeZO;
-    returns the result and FedMeZO's log (``None`` for the others, as their records say)."""
+    """Run FedMeZO or DistMeZO (checkpointed at ``checkpoint`` and resumed from it) or centralised MeZO (no
+    checkpoint); returns the result and FedMeZO's log (``None`` for the others, as their records say)."""
     zo = ZOConfig(lr=spec.lr, eps=spec.eps, num_z=spec.num_z)
     fed = FedMeZOConfig(zo, rounds=spec.rounds, seed=spec.seed, eval_every=spec.eval_every, wire=WireFormat())
     shown = {"progress": bool(progress), "label": _label(spec)}
     if spec.method == "mezo":
         return run_mezo(model, clients, fed, test, **shown), None
+    saved = _checkpoint(spec, checkpoint, checkpoint_every)
     if spec.method == "distmezo":
-        return run_distmezo(model, clients, DistMeZOConfig(fed, spec.local_steps), test, **shown), None
-    every = CheckpointSpec(checkpoint, checkpoint_every) if checkpoint is not None else None
-    identity = run_identity(asdict(spec), method=spec.method, stage="", start_round=0, rounds=spec.rounds)
-    result = run_fedmezo(model, clients, fed, test, checkpoint=every, identity=identity, **shown)
+        dist = DistMeZOConfig(fed, spec.local_steps)
+        return run_distmezo(model, clients, dist, test, **shown, **saved), None
+    result = run_fedmezo(model, clients, fed, test, **shown, **saved)
     return result, result.log
 
 
-def _slora(spec: ZORunSpec, model, clients, test, *, progress: bool, **_: Any) -> tuple[None, dict[str, Any]]:
-    """SLoRA's record body (no accuracy before training is reported; no checkpoint)."""
+def _checkpoint(spec: ZORunSpec, checkpoint: Path | None, checkpoint_every: int) -> dict[str, Any]:
+    """The checkpoint options of a run on the round loop: where and how often, and the run it belongs to."""
+    every = CheckpointSpec(checkpoint, checkpoint_every) if checkpoint is not None else None
+    identity = run_identity(asdict(spec), method=spec.method, stage="", start_round=0, rounds=spec.rounds)
+    return {"checkpoint": every, "identity": identity}
+
+
+def _slora(
+    spec: ZORunSpec, model, clients, test, *, progress: bool, **ckpt: Any
+) -> tuple[None, dict[str, Any]]:
+    """SLoRA's record body (no accuracy before training is reported), checkpointed as :func:`run_zo` (``ckpt``:
+    checkpoint, checkpoint_every)."""
     cfg = SLoRAConfig(**{k: getattr(spec, k) for k in SLORA_FIELDS})
-    res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec))
+    saved = _checkpoint(spec, **ckpt)
+    res = run_slora(model, clients, test, cfg, show_progress=progress, label=_label(spec), **saved)
     accuracies = [r.test_accuracy for r in res.history if r.test_accuracy is not None]
     return None, {
         "final_accuracy": res.final_accuracy,
@@ -193,24 +206,14 @@ def train_step(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
-    prov = {
-        "machine": machine(),
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-    }  # before training
+    # provenance before training
+    prov = {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
     dev = str(pick_device(device))
     torch.manual_seed(0)  # nothing here draws from the global RNG; fixed anyway for third-party code
     start = time.time()
     enc, task, model, clients, test = build_model(spec, dev, data_root)
-    initial, body = ZO_RUNS.get(spec.method)(
-        spec,
-        model,
-        clients,
-        test,
-        checkpoint=checkpoint,
-        checkpoint_every=checkpoint_every,
-        progress=progress,
-    )
+    run = {"checkpoint": checkpoint, "checkpoint_every": checkpoint_every, "progress": progress}
+    initial, body = ZO_RUNS.get(spec.method)(spec, model, clients, test, **run)
     record = {
         "spec": asdict(spec),
         "method": spec.method,

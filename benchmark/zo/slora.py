@@ -48,15 +48,20 @@ its trained state back (uplink), so downlink equals uplink. :func:`slora_comm_ar
 bernier2024 for the same settings (uplink, fp32), extended by the head exchanged every round; a run's
 measured uplink equals it exactly. Clients without examples take no part (no messages; ``K`` counts the
 others).
+
+**Checkpoints.** The rounds run through the one round loop, whose checkpoint holds the trainer's global state
+(stage 1's message, or LoRA's factors and the head once LoRA is in place): a killed run resumes from it
+bit-identically (issue 25); the masks, the pre-trained weights and every batch order follow from the initial
+model and the seed.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -64,6 +69,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchmark.errors import ConfigError
+from benchmark.federated.checkpoint import CheckpointSpec, run_identity
 from benchmark.federated.history import RoundStats
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import ClientSampler
@@ -72,7 +78,8 @@ from benchmark.zo.history import round_rows
 from benchmark.zo.text_model import TextClassifier, TextTensors, accuracy
 from benchmark.zo.transport import Transport
 
-OPTIMIZERS = ("sgd", "adamw")
+#: The local optimisers by name (created fresh for every client and round, module docstring).
+OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
 #: SLoRAConfig's integer settings (each >= 1).
 INT_SETTINGS = ("rounds", "rank", "local_steps", "batch_size", "eval_every")
 #: How to fix each setting of :class:`SLoRAConfig` that is out of range.
@@ -87,7 +94,7 @@ FIXES = {
     "lr": "use a positive learning rate",
     "local_steps": "use at least 1 local step (the thesis uses 1)",
     "batch_size": "use a positive batch size",
-    "optimizer": f"use one of {OPTIMIZERS}",
+    "optimizer": f"use one of {tuple(OPTIMIZERS)}",
     "weight_decay": "use a non-negative weight decay",
     "eval_every": "evaluate every k >= 1 rounds (the last round is always evaluated)",
 }
@@ -136,7 +143,7 @@ class SLoRAConfig:
     @property
     def priming_rounds(self) -> int:
         """``R1 = round(priming_fraction · rounds)``, halves rounded up (50 rounds × 0.2 → 10)."""
-        return priming_rounds(self.rounds, self.priming_fraction)
+        return share(self.rounds, self.priming_fraction)
 
     @property
     def lora_alpha(self) -> float:
@@ -189,14 +196,10 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def priming_rounds(rounds: int, priming_fraction: float) -> int:
-    """Stage-1 rounds: ``round(priming_fraction · rounds)`` with halves rounded up."""
-    return min(rounds, math.floor(priming_fraction * rounds + 0.5))
-
-
-def masked_count(n: int, density: float) -> int:
-    """Entries in a density-``density`` mask over ``n`` entries: ``round(density · n)``, halves up."""
-    return min(n, math.floor(density * n + 0.5))
+def share(n: int, fraction: float) -> int:
+    """``round(fraction · n)`` with halves rounded up: the stage-1 rounds (``fraction`` the priming fraction),
+    the entries of a mask (``fraction`` its density)."""
+    return min(n, math.floor(fraction * n + 0.5))
 
 
 # ------------------------------------------------------------------------------------ communication
@@ -223,9 +226,9 @@ def slora_comm_arithmetic(
     With the thesis' setting (RoBERTa-large, 355,359,744 parameters; rank-16 LoRA on query and value of 24
     layers of width 1024, 1,572,864 parameters; R = 50, 20% priming at density 0.1, K = 10) this gives
     16.73 GB, not the 69.254 GB of Table 4.1; the thesis does not say how its figure was obtained."""
-    r1 = priming_rounds(rounds, priming_fraction)
+    r1 = share(rounds, priming_fraction)
     r2 = rounds - r1
-    stage1 = r1 * clients * (masked_count(model_params, density) + head_params)
+    stage1 = r1 * clients * (share(model_params, density) + head_params)
     stage2 = r2 * clients * (lora_params + head_params)
     return (stage1 + stage2) * bytes_per_value
 
@@ -243,7 +246,7 @@ def random_masks(
     total = sum(sizes)
     gen = torch_generator(seed, MASK_STREAM)
     flat = torch.zeros(total, dtype=torch.bool)
-    flat[torch.randperm(total, generator=gen)[: masked_count(total, density)]] = True
+    flat[torch.randperm(total, generator=gen)[: share(total, density)]] = True
     parts = torch.split(flat, sizes)
     return {name: part.view_as(p).to(p.device) for (name, p), part in zip(params, parts, strict=True)}
 
@@ -269,12 +272,6 @@ def client_generator(seed: int, round_: int, client: int) -> torch.Generator:
     return torch_generator(seed, ORDER_STREAM, round_, client)
 
 
-def make_optimizer(params: list[nn.Parameter], config: SLoRAConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-
-
 def local_train(
     model: TextClassifier,
     params: list[nn.Parameter],
@@ -289,7 +286,7 @@ def local_train(
     each step, which for these element-wise optimisers is the same as masking the gradient, and also undoes
     weight decay there. Parameters past ``masks`` (the head) train densely."""
     model.eval()
-    opt = make_optimizer(params, config)
+    opt = OPTIMIZERS[config.optimizer](params, lr=config.lr, weight_decay=config.weight_decay)
     losses = []
     for idx in batch_indices(len(data), config.batch_size, config.local_steps, generator):
         batch = data.subset(idx.to(data.labels.device))
@@ -429,33 +426,31 @@ class SLoRATrainer(RoundTrainer):
     def load(self, state: Sequence[torch.Tensor], stage1: bool) -> None:
         """Set the trained state: stage 1's message (masked entries over the pre-trained values, then the
         head), or the stage-2 trainable parameters in order."""
-        if not stage1:
-            for p, v in zip(self.trainable, state, strict=True):
-                p.copy_(v)
-            return
-        for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
-            p.copy_(pre)
-            p[m] = v
-        for p, v in zip(self.head_params, state[len(self.enc_params) :], strict=True):
+        dense = self.trainable
+        if stage1:
+            for p, (m, pre), v in zip(self.enc_params, self.masks, state, strict=False):
+                p.copy_(pre)
+                p[m] = v
+            dense, state = self.head_params, state[len(self.enc_params) :]
+        for p, v in zip(dense, state, strict=True):
             p.copy_(v)
 
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
         cfg, net, stage1 = self.config, self.transport, round_idx < self.config.priming_rounds
         if round_idx == cfg.priming_rounds:
             self.load(self.global_state, stage1=True)
-            self.trainable = switch_to_lora(self.model, self.pretrained, cfg)
-            self.trainable_stage2 = sum(p.numel() for p in self.trainable)
+            self.switch()
             self.global_state = [p.detach().clone() for p in self.trainable]
             if self.progress is not None:
                 self.progress(SLoRAEvent("switch", round_idx, self.model))
         messages, losses, weights, examples = [], [], [], 0
         for k in (int(k) for k in clients if len(self.clients[int(k)])):
             data = self.clients[k]
-            self.load(net.down_tensors(self.global_state), stage1)
+            self.load(net.down.tensors(self.global_state), stage1)
             gen, masks = client_generator(cfg.seed, round_idx, k), self.masks if stage1 else None
             losses.append(local_train(self.model, self.trainable, data, cfg, gen, masks))
             sent = self.stage1_state() if stage1 else [p.detach() for p in self.trainable]
-            messages.append(net.up_tensors(sent))
+            messages.append(net.up.tensors(sent))
             weights.append(self.weights[k])
             examples += cfg.local_steps * min(cfg.batch_size, len(data))
         self.global_state = _average(messages, weights)
@@ -463,8 +458,28 @@ class SLoRATrainer(RoundTrainer):
         loss = sum(w * x for w, x in zip(weights, losses, strict=True))
         return net.round_stats(examples, loss, compute_f=3 * examples)
 
+    def switch(self) -> None:
+        """Stage 2 from here (:func:`switch_to_lora` on the model's encoder): its trainable parameters."""
+        self.trainable = switch_to_lora(self.model, self.pretrained, self.config)
+        self.trainable_stage2 = sum(p.numel() for p in self.trainable)
+
     def evaluate(self) -> tuple[float, float]:
         return accuracy(self.model, self.test), math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        """The global state after the last round (stage 1's message, or LoRA's factors and the head) and
+        whether LoRA is in place; the masks, the pre-trained weights and the batch orders follow from the
+        initial model and the seed."""
+        return {"lora": self.trainable_stage2 > 0, "global_state": list(self.global_state)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` on a trainer of the run's initial model: past the switch, LoRA is
+        injected again (its factors then come from the checkpoint; no ``switch`` event is sent again)."""
+        stage1 = not state["lora"]
+        if not stage1:
+            self.switch()
+        self.global_state = [t.to(self.enc_params[0].device) for t in state["global_state"]]
+        self.load(self.global_state, stage1)
 
 
 def run_slora(
@@ -476,11 +491,15 @@ def run_slora(
     progress: Callable[[SLoRAEvent], None] | None = None,
     show_progress: bool = False,
     label: str = "slora",
+    checkpoint: CheckpointSpec | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> SLoRAResult:
     """Run SLoRA (module docstring) on a copy of ``model`` (the caller's model is left as it is) with full
     participation of the non-empty ``clients`` through the round loop
     (:func:`~benchmark.federated.loop.run_rounds`); returns the history and the measured and Eq. 7 bytes.
-    ``progress`` receives each :class:`SLoRAEvent`; ``show_progress``: the loop's progress lines."""
+    ``progress`` receives each :class:`SLoRAEvent`; ``show_progress``: the loop's progress lines.
+    ``checkpoint``: saved there and resumed from it when it exists, bit-identically (``identity``: the run it
+    must belong to, by default the config's and the client sizes)."""
     if not isinstance(model, TextClassifier):
         raise ConfigError(f"run_slora model is {type(model).__name__}", "pass a benchmark.zo TextClassifier")
     if not any(len(d) for d in clients):
@@ -490,19 +509,20 @@ def run_slora(
     model = copy.deepcopy(model)
     device = next(model.parameters()).device
     trainer = SLoRATrainer(model, [d.to(device) for d in clients], test.to(device), config, progress)
+    own = {**asdict(config), "client_sizes": [len(d) for d in clients]}
     plan = RoundPlan(
         rounds=config.rounds,
         sampler=ClientSampler(len(clients), len(clients), RunSeeds(config.seed)),
         lr_at=lambda _i: config.lr,
         eval_every=config.eval_every,
-        identity={},
+        identity=identity or run_identity(own, method="slora", stage="", start_round=0, rounds=config.rounds),
         label=label,
         bytes_per_float=trainer.enc_params[0].element_size(),
         progress=show_progress,
         initial_eval=False,
     )
     events = None if progress is None else (lambda done: progress(SLoRAEvent("round", done - 1, model)))
-    out = run_rounds(trainer, plan, on_round_end=events)
+    out = run_rounds(trainer, plan, checkpoint=checkpoint, on_round_end=events)
     history = [
         SLoRARound(row.round - 1, 1 if row.round <= config.priming_rounds else 2, row.train_loss, *rest)
         for row, *rest in round_rows(out.history)

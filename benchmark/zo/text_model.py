@@ -62,12 +62,16 @@ class TextTensors:
     def to(self, device: torch.device | str) -> TextTensors:
         return TextTensors(self.input_ids.to(device), self.attention_mask.to(device), self.labels.to(device))
 
-    def chunks(self, size: int = DEFAULT_CHUNK) -> list[TextTensors]:
-        """Length-sorted chunks of at most ``size`` examples (a stable sort, so the chunking is fixed)."""
+    def chunk_index(self, size: int = DEFAULT_CHUNK) -> list[torch.Tensor]:
+        """The examples of each length-sorted chunk of at most ``size`` (a stable sort: the chunking is fixed)."""
         if size < 1:
             raise ConfigError(f"chunk size {size}", "use a positive number of examples per chunk")
         order = torch.sort(self.lengths, stable=True).indices
-        return [self.subset(order[i : i + size]) for i in range(0, len(self), size)]
+        return [order[i : i + size] for i in range(0, len(self), size)]
+
+    def chunks(self, size: int = DEFAULT_CHUNK) -> list[TextTensors]:
+        """The chunks of :meth:`chunk_index`."""
+        return [self.subset(index) for index in self.chunk_index(size)]
 
 
 def tokenise(
@@ -147,10 +151,8 @@ def predict(model: nn.Module, data: TextTensors, chunk: int = DEFAULT_CHUNK) -> 
     """Predicted class per example, in ``data``'s order."""
     model.eval()
     out = torch.empty(len(data), dtype=torch.long, device=data.labels.device)
-    order = torch.sort(data.lengths, stable=True).indices
     with torch.inference_mode():
-        for i in range(0, len(data), chunk):
-            idx = order[i : i + chunk]
+        for idx in data.chunk_index(chunk):
             part = data.subset(idx)
             out[idx] = model(part.input_ids, part.attention_mask).argmax(dim=1)
     return out

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from benchmark.errors import ConfigError
-from benchmark.federated.history import RoundStats
+from benchmark.federated.history import RoundStats, wire_bytes
 
 _SEED_FORMATS = {4: "<I", 8: "<Q"}
 SCALAR_DTYPES = ("float64", "float32")
@@ -59,10 +59,6 @@ class WireFormat:
     def decode_scalars(self, payload: bytes) -> np.ndarray:
         return np.frombuffer(payload, dtype=self.scalar_dtype).astype(np.float64)
 
-    def encode_tensor(self, array: np.ndarray) -> bytes:
-        """A model's parameters (DistMeZO): raw bytes in their own dtype."""
-        return np.ascontiguousarray(array).tobytes()
-
 
 @dataclass(frozen=True)
 class Traffic:
@@ -75,51 +71,49 @@ class Traffic:
 
 
 @dataclass
+class Link:
+    """One direction of the wire in the current round: the bytes it carried and the numbers they hold. Each
+    send hands the payload back as received (bytes in, bytes out; tensors in, detached copies out), so a
+    receiver only ever sees what was sent."""
+
+    wire: WireFormat
+    bytes: int = 0
+    numbers: int = 0
+
+    def send(self, payload: bytes, numbers: int) -> bytes:
+        self.bytes += len(payload)
+        self.numbers += numbers
+        return bytes(payload)
+
+    def seed(self, seed: int) -> int:
+        """A seed, encoded on the wire."""
+        return self.wire.decode_seed(self.send(self.wire.encode_seed(seed), 1))
+
+    def scalars(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Scalars, encoded on the wire (float64 back)."""
+        return self.wire.decode_scalars(self.send(self.wire.encode_scalars(values), len(values)))
+
+    def tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Tensors in their own dtype (:func:`~benchmark.federated.history.wire_bytes`; no framing, no
+        indices: DistMeZO's model, SLoRA's messages)."""
+        self.bytes += wire_bytes(tensors)
+        self.numbers += sum(t.numel() for t in tensors)
+        return [t.detach().clone() for t in tensors]
+
+
 class Transport:
-    """Counts what :meth:`down` and :meth:`up` carry in the current round; a payload is returned as received
-    (bytes in, bytes out; tensors in, detached copies out, so a receiver only ever sees what was sent)."""
+    """The simulated network of a run: :attr:`down` (server -> client) and :attr:`up` (client -> server)
+    count the current round until :meth:`round_stats`."""
 
-    wire: WireFormat = field(default_factory=WireFormat)
-    uplink_bytes: int = 0
-    downlink_bytes: int = 0
-    uplink_numbers: int = 0
-    downlink_numbers: int = 0
-
-    def down(self, payload: bytes, numbers: int) -> bytes:
-        self.downlink_bytes += len(payload)
-        self.downlink_numbers += numbers
-        return bytes(payload)
-
-    def up(self, payload: bytes, numbers: int) -> bytes:
-        self.uplink_bytes += len(payload)
-        self.uplink_numbers += numbers
-        return bytes(payload)
-
-    def down_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Tensors server -> client, ``Σ numel × element_size`` bytes (SLoRA: no framing, no indices)."""
-        self.downlink_bytes += sum(t.numel() * t.element_size() for t in tensors)
-        self.downlink_numbers += sum(t.numel() for t in tensors)
-        return [t.detach().clone() for t in tensors]
-
-    def up_tensors(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Tensors client -> server (:meth:`down_tensors`)."""
-        self.uplink_bytes += sum(t.numel() * t.element_size() for t in tensors)
-        self.uplink_numbers += sum(t.numel() for t in tensors)
-        return [t.detach().clone() for t in tensors]
+    def __init__(self, wire: WireFormat | None = None) -> None:
+        self.wire = wire or WireFormat()
+        self.down, self.up = Link(self.wire), Link(self.wire)
 
     def round_stats(self, num_examples: int, train_loss: float, compute_f: int) -> RoundStats:
-        """The round's :class:`RoundStats` (module docstring); the counters start again from zero."""
-        stats = RoundStats(
-            num_examples=num_examples,
-            train_loss=train_loss,
-            uplink_floats=self.uplink_numbers,
-            downlink_floats=self.downlink_numbers,
-            compute_f=compute_f,
-            uplink_bytes_measured=self.uplink_bytes,
-            downlink_bytes_measured=self.downlink_bytes,
-        )
-        self.uplink_bytes = self.downlink_bytes = self.uplink_numbers = self.downlink_numbers = 0
-        return stats
+        """The round's :class:`RoundStats` (module docstring); the links start again from zero."""
+        up, down = self.up, self.down
+        self.down, self.up = Link(self.wire), Link(self.wire)
+        return RoundStats(num_examples, train_loss, up.numbers, down.numbers, compute_f, up.bytes, down.bytes)
 
 
 def eq6_bytes_per_round(clients: int, num_z: int) -> int:
