@@ -12,12 +12,14 @@ as for a command killed by SIGPIPE). ``flb`` applications (:mod:`benchmark.apps`
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import select
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from benchmark import (
     apps,
@@ -34,6 +36,8 @@ from benchmark.runners import load_runners
 from benchmark.tables.execute import run_planned
 from benchmark.tables.gate import ci_gate, verdict_exit
 from benchmark.workflow import parse_kv
+
+T = TypeVar("T")
 
 
 def _common_paths(p: argparse.ArgumentParser) -> None:
@@ -215,51 +219,20 @@ def run(argv: Sequence[str] | None = None) -> int:
         from benchmark import pipeline  # torch and torchvision: only for the steps that need them
 
     if args.cmd == "extract":
-        ptr = pipeline.extract_step(
-            dataset=args.dataset,
-            split=args.split,
-            backbone=args.backbone,
-            weights=args.weights,
-            preprocess=args.preprocess,
-            out=args.out,
-            precision=args.precision,
-            subset=args.subset,
-            subset_seed=args.subset_seed,
-            flip_seed=args.flip_seed,
-            batch_size=args.batch_size,
-            device=args.device,
-            data_root=args.data_root,
-            weights_dir=args.weights_dir,
-            cache_dir=args.cache_dir,
-        )
+        ptr = _call_step(pipeline.extract_step, args)
         hit = "cache hit" if ptr["cache_hit"] else f"{ptr['images_per_s']:.1f} img/s"
         print(
             f"{args.dataset}/{args.split} {args.backbone}: {ptr['num_samples']} x {ptr['feature_dim']} ({hit})"
         )
     elif args.cmd == "partition":
-        info = pipeline.partition_step(
-            dataset=args.dataset,
-            subset=args.subset,
-            scheme=args.scheme,
-            seed=args.seed,
-            out=args.out,
-            params=parse_kv(args.param),
-            data_root=args.data_root,
-        )
+        info = _call_step(pipeline.partition_step, args, params=parse_kv(args.param))
         print(
             f"partition {args.scheme} seed {args.seed}: {info['clients']} clients, sha256 {info['sha256'][:12]}"
         )
     elif args.cmd == "closed-form":
         methods = [m for m in args.methods.split(",") if m] or None
-        n = pipeline.closed_form_step(
-            train=args.train,
-            test=args.test,
-            partition=args.partition,
-            methods=methods,
-            out=args.out,
-            protocol=args.protocol,
-            options=_json_arg(args.options, "--options"),
-        )
+        options = _json_arg(args.options, "--options")
+        n = _call_step(pipeline.closed_form_step, args, methods=methods, options=options)
         print(f"wrote {n} rows ({args.protocol} protocol) to {args.out}")
     elif args.cmd == "run":
         from benchmark.tables.assemble import build_table  # local: heavy import (pandas)
@@ -283,20 +256,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "fl-run":
         from benchmark.fl.jobs import fl_run_step  # local: heavy import (pandas, scipy, torch, torchvision)
 
-        job = fl_run_step(
-            protocol=args.protocol,
-            method=args.method,
-            train=args.train,
-            test=args.test,
-            partition=args.partition,
-            seed=args.seed,
-            out=args.out,
-            curve=args.curve,
-            record=args.record,
-            overrides=parse_kv(args.set),
-            device=args.device,
-            progress=not args.no_progress,
-        )
+        job = _call_step(fl_run_step, args, overrides=parse_kv(args.set), progress=not args.no_progress)
         r = job.result
         print(
             f"{args.protocol}/{args.method} seed {args.seed}: accuracy {100 * r.reported_acc:.2f}% "
@@ -346,6 +306,14 @@ def _data_command(args: argparse.Namespace) -> int:
     splits = ", ".join(f"{s} {v['samples']}" for s, v in rec["splits"].items())
     print(f"{args.name}: {how} in {rec['data_root']} ({splits})")
     return 0
+
+
+def _call_step(step: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:
+    """``step(**given, ...)`` with each other parameter of ``step`` that has a flag of the same name set from
+    that flag: the steps name their keyword parameters as the subcommands' flags (``--batch-size`` is
+    ``batch_size``), so the parser is the one list of them; a parameter without a flag keeps its default."""
+    names = inspect.signature(step).parameters
+    return step(**given, **{n: getattr(args, n) for n in names if n not in given and hasattr(args, n)})
 
 
 def _json_arg(text: str, name: str) -> dict:

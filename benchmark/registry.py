@@ -13,13 +13,21 @@ order the loader imports the modules in); :meth:`Registry.sorted_names` sorts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from benchmark.errors import UnknownNameError
 
 T = TypeVar("T")
 F = TypeVar("F")
+
+
+def lookup(table: Mapping[str, T], name: str, message: str) -> T:
+    """``table[name]``; else :class:`UnknownNameError` with ``message`` and the fix listing ``table``'s names, sorted."""
+    try:
+        return table[name]
+    except KeyError:
+        raise UnknownNameError(message, f"use one of: {', '.join(sorted(table))}") from None
 
 
 class Registry(Generic[T]):
@@ -63,12 +71,7 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The entry ``name``; :class:`UnknownNameError` listing the registered names otherwise."""
         self._load()
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}", f"use one of: {', '.join(self.sorted_names())}"
-            ) from None
+        return lookup(self._entries, name, f"unknown {self.kind} {name!r}")
 
     def names(self) -> tuple[str, ...]:
         """Registered names in registration order."""

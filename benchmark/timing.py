@@ -1,14 +1,20 @@
 """Timing helpers of the benchmark scripts (``tools/fl_train_bench.py``, ``tools/pfl_bench.py``): device
 synchronisation around a timed call, peak GPU memory. CPU: the synchronisation is a no-op and no memory peak is
-recorded."""
+recorded. :func:`bench_machine`: where the numbers were measured."""
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
+import torchvision
+
+from benchmark.provenance import cpu_description
 
 
 def sync(device: torch.device) -> None:
@@ -50,4 +56,23 @@ def cuda_properties(device: torch.device) -> dict[str, Any]:
         "capability": f"{p.major}.{p.minor}",
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
+    }
+
+
+def bench_machine(device: torch.device, **extra: Any) -> dict[str, Any]:
+    """Where a benchmark's numbers were measured: host, CPU, Python, torch, torchvision and numpy versions, then
+    ``extra`` (in its order), the device and torch's CPU threads (a script adds its own fields, then
+    :func:`cuda_properties`)."""
+    return {
+        "hostname": platform.node(),
+        "machine": platform.machine(),
+        "cpu": cpu_description(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "numpy": np.__version__,
+        **extra,
+        "device": str(device),
+        "torch_threads": torch.get_num_threads(),
     }

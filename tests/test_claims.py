@@ -136,26 +136,17 @@ def test_within_equivalence(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- monotone
-def _figure(tmp: Path, name: str, rows: list[tuple[str, Any, float]]) -> Path:
+def _figure(tmp: Path, name: str, x: list[Any], **series: list[float]) -> Path:
+    """``<tmp>/figures/<name>.csv``: each of ``series`` (name -> its y at each of ``x``), in turn; the folder."""
     folder = tmp / "figures"
     folder.mkdir(exist_ok=True)
-    (folder / f"{name}.csv").write_text("series,x,y\n" + "".join(f"{s},{x},{y}\n" for s, x, y in rows))
+    rows = "".join(f"{s},{xi},{yi}\n" for s, ys in series.items() for xi, yi in zip(x, ys, strict=True))
+    (folder / f"{name}.csv").write_text("series,x,y\n" + rows)
     return folder
 
 
 def test_monotone_on_figure_data(tmp_path: Path) -> None:
-    figs = _figure(
-        tmp_path,
-        "fig",
-        [
-            ("up", 1, 10.0),
-            ("up", 2, 11.0),
-            ("up", 3, 12.5),
-            ("bumpy", 1, 10.0),
-            ("bumpy", 2, 9.0),
-            ("bumpy", 3, 12.0),
-        ],
-    )
+    figs = _figure(tmp_path, "fig", [1, 2, 3], up=[10.0, 11.0, 12.5], bumpy=[10.0, 9.0, 12.0])
     entry = {
         "kind": "monotone",
         "operands": {"series": {"figure": "fig", "series": "{setting}"}},
@@ -202,18 +193,7 @@ def test_fewer_rounds_cells_and_curves(tmp_path: Path) -> None:
         ).verdict
         == HOLDS
     )
-    figs = _figure(
-        tmp_path,
-        "curves",
-        [
-            ("fast", 10, 50.0),
-            ("fast", 20, 70.0),
-            ("fast", 30, 72.0),
-            ("slow", 10, 30.0),
-            ("slow", 20, 60.0),
-            ("slow", 30, 71.0),
-        ],
-    )
+    figs = _figure(tmp_path, "curves", [10, 20, 30], fast=[50.0, 70.0, 72.0], slow=[30.0, 60.0, 71.0])
     curves = {
         "kind": "fewer_rounds",
         "operands": {

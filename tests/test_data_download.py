@@ -109,6 +109,41 @@ def serve_remote(monkeypatch, server, source: str, filename: str, body: bytes, c
     monkeypatch.setitem(download.SOURCES, source, dataclasses.replace(src, remotes=(remote,)))
 
 
+@dataclasses.dataclass
+class FakeRemote:
+    """``flb data fetch`` against the test's HTTP server (:func:`server`), each file served by :func:`serve_remote`
+    under its ``digest`` (``md5``, ``sha256``) in place of the official one."""
+
+    monkeypatch: pytest.MonkeyPatch
+    server: tuple
+    capsys: pytest.CaptureFixture
+
+    def fetch(self, root: Path, source: str, filename: str, body: bytes, digest: str, top: str) -> str:
+        """Fetch ``source`` into ``root`` with ``body`` served as ``filename``: it succeeds, requests that file
+        alone and leaves ``top`` alone in ``root`` (no staging folder); what it printed."""
+        checksum = hashlib.new(digest, body).hexdigest()
+        serve_remote(self.monkeypatch, self.server, source, filename, body, checksum)
+        rc, out = fetch_cli(self.capsys, source, "--data-root", str(root))
+        assert rc == 0, out
+        assert self.server[2] == [f"/{filename}"] and sorted(p.name for p in root.iterdir()) == [top]
+        return out
+
+    def fetch_cut_off(self, root: Path, source: str, filename: str, good: bytes, digest: str) -> str:
+        """Fetch ``source`` into ``root`` when the transfer of ``filename`` (``good``) is cut off halfway: it
+        fails (exit 2) naming the file and writes nothing; what it printed."""
+        cut, checksum = good[: len(good) // 2], hashlib.new(digest, good).hexdigest()
+        serve_remote(self.monkeypatch, self.server, source, filename, cut, checksum)
+        rc, out = fetch_cli(self.capsys, source, "--data-root", str(root))
+        assert rc == 2 and filename in out and "nothing was written" in out, out
+        assert list(root.iterdir()) == []
+        return out
+
+
+@pytest.fixture
+def fake_remote(monkeypatch, server, capsys) -> FakeRemote:
+    return FakeRemote(monkeypatch, server, capsys)
+
+
 # ------------------------------------------------------------------------------------ flb data fetch
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 # The 127.0.0.1 HTTP server and the online switch of the download tests, reused.
-from test_data_download import fetch_cli, online, serve_remote, server  # noqa: F401
+from test_data_download import fake_remote, fetch_cli, online, serve_remote, server  # noqa: F401
 
 from benchmark.data import download, emnist, folders
 from benchmark.data.registry import dataset_info, list_datasets, load_dataset
@@ -143,14 +143,10 @@ def test_absent_files_name_the_fetch_command(tmp_path) -> None:
 # ------------------------------------------------------------------------------------ download path
 
 
-def test_fetch_downloads_verifies_extracts_and_records(tmp_path, monkeypatch, server, online, capsys):  # noqa: F811
-    body = fake_zip(fake_files())
-    serve_remote(monkeypatch, server, "emnist", "gzip.zip", body, hashlib.md5(body).hexdigest())
+def test_fetch_downloads_verifies_extracts_and_records(tmp_path, fake_remote, server, online, capsys):  # noqa: F811
     root = tmp_path / "data"
-    rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
-    assert rc == 0, out
-    assert "downloaded and verified" in out and "md5" in out and server[2] == ["/gzip.zip"]
-    assert sorted(p.name for p in root.iterdir()) == ["emnist"]  # no staging folder left behind
+    out = fake_remote.fetch(root, "emnist", "gzip.zip", fake_zip(fake_files()), "md5", "emnist")
+    assert "downloaded and verified" in out and "md5" in out
     manifest = (root / emnist.EMNIST_FOLDER / "MANIFEST.sha256").read_text()
     assert sorted(line.split()[1] for line in manifest.splitlines()[1:]) == sorted(
         download.SOURCES["emnist"].record
@@ -169,16 +165,9 @@ def test_loader_downloads_when_allowed(tmp_path, monkeypatch, server, online) ->
     assert len(tr) == 7 and server[2] == ["/gzip.zip"]
 
 
-def test_corrupt_archive_is_rejected_and_nothing_is_written(tmp_path, monkeypatch, server, online, capsys):  # noqa: F811
-    good = fake_zip(fake_files())
-    cut = good[: len(good) // 2]  # a cut-off transfer
-    serve_remote(monkeypatch, server, "emnist", "gzip.zip", cut, hashlib.md5(good).hexdigest())
-    root = tmp_path / "data"
-    rc, out = fetch_cli(capsys, "emnist", "--data-root", str(root))
-    assert rc == 2
-    assert "md5 mismatch" in out and "gzip.zip" in out and "nothing was written" in out
-    assert out.count("\n") == 2  # the progress line and the one-line error
-    assert list(root.iterdir()) == []
+def test_corrupt_archive_is_rejected_and_nothing_is_written(tmp_path, fake_remote, online) -> None:  # noqa: F811
+    out = fake_remote.fetch_cut_off(tmp_path / "data", "emnist", "gzip.zip", fake_zip(fake_files()), "md5")
+    assert "md5 mismatch" in out and out.count("\n") == 2  # the progress line and the one-line error
 
 
 # ------------------------------------------------------------------------------------------ planning

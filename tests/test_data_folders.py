@@ -213,20 +213,23 @@ def test_flowers_checksum_changes_with_an_image(tmp_path) -> None:
     assert load_dataset("flowers102", "train", tmp_path).checksum != before
 
 
-def _spy_parsers(monkeypatch) -> list[str]:
+def _refused_before_parsing(monkeypatch, dataset: str, split: str, root: Path, match: str) -> None:
+    """Loading ``dataset``'s ``split`` from ``root`` raises a :class:`ChecksumError` matching ``match`` before any
+    annotation file (``.mat``, text) is parsed."""
     calls: list[str] = []
     real_mat, real_text = folders._loadmat, folders.read_verified_text
     monkeypatch.setattr(folders, "_loadmat", lambda p: calls.append(str(p)) or real_mat(p))
     monkeypatch.setattr(folders, "read_verified_text", lambda p: calls.append(str(p)) or real_text(p))
-    return calls
+    with pytest.raises(ChecksumError, match=match):
+        load_dataset(dataset, split, root)
+    assert calls == []
 
 
 def test_flowers_without_manifest_checks_official_md5_before_loadmat(tmp_path, monkeypatch) -> None:
     make_flowers(tmp_path, manifest=False)
-    calls = _spy_parsers(monkeypatch)
-    with pytest.raises(ChecksumError, match=r"md5 mismatch for .*imagelabels\.mat"):
-        load_dataset("flowers102", "train", tmp_path)
-    assert calls == []
+    _refused_before_parsing(
+        monkeypatch, "flowers102", "train", tmp_path, r"md5 mismatch for .*imagelabels\.mat"
+    )
 
 
 def test_corrupt_annotation_is_refused_before_parsing(tmp_path, monkeypatch) -> None:
@@ -235,10 +238,7 @@ def test_corrupt_annotation_is_refused_before_parsing(tmp_path, monkeypatch) -> 
     data = bytearray(setid.read_bytes())
     data[-1] ^= 1
     setid.write_bytes(bytes(data))
-    calls = _spy_parsers(monkeypatch)
-    with pytest.raises(ChecksumError, match=r"sha256 mismatch for .*setid\.mat"):
-        load_dataset("flowers102", "test", tmp_path)
-    assert calls == []
+    _refused_before_parsing(monkeypatch, "flowers102", "test", tmp_path, r"sha256 mismatch for .*setid\.mat")
 
 
 def test_manifest_listed_image_is_verified(tmp_path) -> None:
@@ -344,10 +344,9 @@ def test_cars_test_annotations_unlisted_fall_back_to_official_md5(tmp_path, monk
     make_cars(tmp_path, manifest=False)
     _manifest(tmp_path, ["stanford_cars/devkit/cars_meta.mat", "stanford_cars/devkit/cars_train_annos.mat"])
     assert len(load_dataset("stanford_cars", "train", tmp_path)) == 3
-    calls = _spy_parsers(monkeypatch)
-    with pytest.raises(ChecksumError, match=r"md5 mismatch .*cars_test_annos_withlabels\.mat"):
-        load_dataset("stanford_cars", "test", tmp_path)
-    assert calls == []
+    _refused_before_parsing(
+        monkeypatch, "stanford_cars", "test", tmp_path, r"md5 mismatch .*cars_test_annos_withlabels\.mat"
+    )
 
 
 def test_cars_missing_says_upstream_is_dead_even_with_download(tmp_path) -> None:
@@ -463,10 +462,13 @@ def test_inat_string_user_ids(tmp_path) -> None:
 
 def test_inat_csv_needs_a_manifest_and_images_must_exist(tmp_path, monkeypatch) -> None:
     make_inat(tmp_path, manifest=False)
-    calls = _spy_parsers(monkeypatch)
-    with pytest.raises(ChecksumError, match=r"no checksum known .*federated_train_user_120k\.csv"):
-        load_dataset("inat_user_120k", "train", tmp_path)
-    assert calls == []
+    _refused_before_parsing(
+        monkeypatch,
+        "inat_user_120k",
+        "train",
+        tmp_path,
+        r"no checksum known .*federated_train_user_120k\.csv",
+    )
     make_inat(tmp_path / "b")
     next((tmp_path / "b" / "inat" / "train_val_images").rglob("b2.jpg")).unlink()
     with pytest.raises(DataMissingError, match=r"1 image\(s\) .* \(first: b2\)"):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 # The 127.0.0.1 HTTP server and the online switch of the download tests, reused (MNLI below).
-from test_data_download import fetch_cli, online, serve_remote, server  # noqa: F401
+from test_data_download import fake_remote, fetch_cli, online, serve_remote, server  # noqa: F401
 
 from benchmark.data import text
 from benchmark.data.registry import load_dataset
@@ -353,14 +353,10 @@ def test_mnli_subset_pairs_and_bad_rows_are_refused(tmp_path) -> None:
         text.parse_mnli_tsv(extra_tab, path)
 
 
-def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
-    body = mnli_zip()
-    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", body, hashlib.sha256(body).hexdigest())
+def test_mnli_fetch_verifies_extracts_and_loads(tmp_path, fake_remote, server, online, capsys) -> None:  # noqa: F811
     root = tmp_path / "data"
-    rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
-    assert rc == 0, out
-    assert "sha256" in out and "verified" in out and server[2] == ["/MNLI.zip"]
-    assert sorted(p.name for p in root.iterdir()) == ["text"]  # no staging folder left behind
+    out = fake_remote.fetch(root, "mnli", "MNLI.zip", mnli_zip(), "sha256", "text")
+    assert "sha256" in out and "verified" in out
     manifest = (root / "text" / "MNLI" / "MANIFEST.sha256").read_text()
     recorded = sorted(line.split()[1] for line in manifest.splitlines() if not line.startswith("#"))
     assert recorded == ["dev_matched.tsv", "dev_mismatched.tsv", "train.tsv"]
@@ -385,15 +381,9 @@ def test_mnli_loader_downloads_when_allowed(tmp_path, monkeypatch, server, onlin
     assert d.labels.tolist() == [0, 2] and server[2] == ["/MNLI.zip"]
 
 
-def test_mnli_corrupted_zip_is_refused(tmp_path, monkeypatch, server, online, capsys) -> None:  # noqa: F811
-    good = mnli_zip()
-    cut = good[: len(good) // 2]  # a cut-off transfer
-    serve_remote(monkeypatch, server, "mnli", "MNLI.zip", cut, hashlib.sha256(good).hexdigest())
-    root = tmp_path / "data"
-    rc, out = fetch_cli(capsys, "mnli", "--data-root", str(root))
-    assert rc == 2
-    assert "sha256 mismatch" in out and "MNLI.zip" in out and "nothing was written" in out
-    assert list(root.iterdir()) == []
+def test_mnli_corrupted_zip_is_refused(tmp_path, fake_remote, online) -> None:  # noqa: F811
+    out = fake_remote.fetch_cut_off(tmp_path / "data", "mnli", "MNLI.zip", mnli_zip(), "sha256")
+    assert "sha256 mismatch" in out
 
 
 def test_mnli_absent_offline_names_the_fetch_command(tmp_path) -> None:

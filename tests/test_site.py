@@ -45,7 +45,7 @@ def test_every_page_is_written(tmp_path):
 def test_the_pages_share_one_style_sheet(tmp_path):
     """The CSS is written once, style.css beside the pages, and every page links it instead of repeating it."""
     site = build(tmp_path)
-    assert (site / render.STYLESHEET).read_text() == render.CSS.lstrip("\n")
+    assert (site / render.STYLESHEET).read_text() == render.CSS
     for name in PAGES:
         text = read(site, name)
         assert '<link rel="stylesheet" href="style.css">' in text and "<style" not in text, name
@@ -58,13 +58,19 @@ def test_the_committed_snapshot_is_what_the_renderer_writes(name):
     import re
 
     snapshot = ROOT / "docs" / "report"
-    assert (snapshot / render.STYLESHEET).read_text() == render.CSS.lstrip("\n")
+    assert (snapshot / render.STYLESHEET).read_text() == render.CSS
     text = (snapshot / name).read_text(encoding="utf-8")
     title = re.search(r"<title>(.*?)</title>", text)
     body = re.search(r"<main>\n(.*)\n</main></body></html>\n$", text, re.S)
     assert title and body, name
     title_text = html.unescape(title.group(1))
     assert render.page(title_text, body.group(1), here=name) == text
+
+
+def test_the_css_lives_in_one_place():
+    """The committed snapshot's style.css is a link to the package's style sheet, not a second copy (issue 25)."""
+    committed = ROOT / "docs" / "report" / render.STYLESHEET
+    assert committed.is_symlink() and committed.resolve() == render.STYLESHEET_SOURCE.resolve()
 
 
 def test_verdict_badges_have_their_classes(tmp_path):

@@ -14,12 +14,12 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from toy_plugins import plugin_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "workflow" / "profiles" / "slurm"
@@ -127,15 +127,8 @@ def test_the_plugin_turns_the_gpu_resource_into_one_sbatch_gpu(table3_jobs) -> N
     assert {g for r, g in rendered if r not in GPU_RULES} == {""}
 
 
-TOY = """
-from dataclasses import dataclass
-from typing import ClassVar
-
-from benchmark.jobs import Job, register_job
-
-
-@register_job
-@dataclass(frozen=True)
+TOY = plugin_module(
+    """
 class ToyGpuJob(Job):
     KIND: ClassVar[str] = "toy_gpu"
     PATTERN: ClassVar[str] = "results/runs/toy_gpu/{method}/seed{seed}.csv"
@@ -146,13 +139,14 @@ class ToyGpuJob(Job):
     def execute(self, config):
         raise AssertionError("dry run only")
 """
+)
 
 
 def test_a_plugin_job_class_declares_its_rule_resources(tmp_path) -> None:
     """workflow/rules/plugins.smk passes a job class's ``RESOURCES`` to its generated rule (a callable value is
     evaluated on the job the wildcards name), so hardware needs hold under every executor and profile."""
     (tmp_path / "mods").mkdir()
-    (tmp_path / "mods" / "toy_gpu_runner.py").write_text(textwrap.dedent(TOY))
+    (tmp_path / "mods" / "toy_gpu_runner.py").write_text(TOY)
     env = {
         **os.environ, "FLB_OFFLINE": "1", "FLB_RUNNER_MODULES": "toy_gpu_runner",
         "PYTHONPATH": os.pathsep.join([str(tmp_path / "mods"), str(ROOT)]),

@@ -1,6 +1,6 @@
 """The standalone FT throughput script (tools/gpu_bench.py): runs on CPU at toy size, its vectorised round
-equals the per-client loop, it imports nothing but torch / torchvision / numpy (and the standard-library
-benchmark.provenance), and it runs from a checkout without the package installed."""
+equals the per-client loop, it imports nothing but torch / torchvision / numpy (and benchmark.timing and
+benchmark.provenance, which need no more), and it runs from a checkout without the package installed."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def test_gpu_bench_needs_only_torch_torchvision_numpy() -> None:
         "('benchmark', 'pandas', 'snakemake', 'jsonschema', 'yaml', 'safetensors', 'matplotlib')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    # benchmark.provenance (the CPU model of the record) uses the standard library only
-    assert out.strip() == "['benchmark', 'benchmark.provenance']"
+    # benchmark.timing (the machine of the record) uses torch, torchvision, numpy and benchmark.provenance (the
+    # CPU model), which uses the standard library only
+    assert out.strip() == "['benchmark', 'benchmark.provenance', 'benchmark.timing']"
 
 
 def test_gpu_bench_runs_from_a_checkout_without_the_package(tmp_path) -> None:

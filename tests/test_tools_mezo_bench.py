@@ -5,6 +5,7 @@ parent's exact weights and sees MeZO's parameter copy. No timing is asserted."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,38 +24,19 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 TINY = ["--encoder", "tiny-bert", "--weights", "random", "--data", "synthetic", "--threads", "1"]
 
 
+def run_bench(out: Path, flags: str) -> dict:
+    """``tools/mezo_bench.py`` at toy size (:data:`TINY`) with ``flags`` (words separated by spaces), writing into
+    ``out``; it must succeed: its record ``mezo_bench.json``."""
+    assert mezo_bench.main(["--out", str(out), *TINY, *flags.split()]) == 0
+    return json.loads((out / "mezo_bench.json").read_text())
+
+
 def test_mezo_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
-    rc = mezo_bench.main(
-        [
-            "--out",
-            str(tmp_path),
-            *TINY,
-            "--batch-sizes",
-            "4,8",
-            "--repeats",
-            "1",
-            "--memory-batch-sizes",
-            "8",
-            "--memory-modes",
-            "mezo_copy",
-            "--memory-steps",
-            "1",
-            "--k-shots",
-            "5",
-            "--clients",
-            "3",
-            "--fed-rounds",
-            "2",
-            "--test-limit",
-            "6",
-            "--total-rounds",
-            "100",
-            "--chunk",
-            "3",
-        ]
+    doc = run_bench(
+        tmp_path,
+        "--batch-sizes 4,8 --repeats 1 --memory-batch-sizes 8 --memory-modes mezo_copy --memory-steps 1 "
+        "--k-shots 5 --clients 3 --fed-rounds 2 --test-limit 6 --total-rounds 100 --chunk 3",
     )
-    assert rc == 0
-    doc = json.loads((tmp_path / "mezo_bench.json").read_text())
     assert (
         doc["machine"]
         and doc["torch"] == torch.__version__
@@ -203,32 +185,10 @@ def test_memory_probes_see_the_parameter_copy(tmp_path) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_mezo_bench_cuda_path(tmp_path) -> None:
-    rc = mezo_bench.main(
-        [
-            "--out",
-            str(tmp_path),
-            "--device",
-            "cuda",
-            *TINY,
-            "--batch-sizes",
-            "8",
-            "--repeats",
-            "1",
-            "--memory-batch-sizes",
-            "8",
-            "--memory-modes",
-            "inference,mezo_copy",
-            "--k-shots",
-            "5",
-            "--clients",
-            "3",
-            "--fed-rounds",
-            "1",
-            "--test-limit",
-            "6",
-        ]
+    doc = run_bench(
+        tmp_path,
+        "--device cuda --batch-sizes 8 --repeats 1 --memory-batch-sizes 8 --memory-modes inference,mezo_copy "
+        "--k-shots 5 --clients 3 --fed-rounds 1 --test-limit 6",
     )
-    assert rc == 0
-    doc = json.loads((tmp_path / "mezo_bench.json").read_text())
     assert doc["device"]["gpu"] and doc["memory"][0]["measure"] == "cuda_increase_gib"
     assert all(m["cuda_increase_gib"] > 0 for m in doc["memory"][0]["modes"].values())

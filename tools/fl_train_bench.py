@@ -40,8 +40,6 @@ import argparse
 import copy
 import json
 import math
-import os
-import platform
 import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -63,8 +61,8 @@ from benchmark.fl.image_data import ImageSet, to_device_index
 from benchmark.fl.vectorised import VectorisedTrainer
 from benchmark.io import atomic_write_json
 from benchmark.models.backbones import create_backbone
-from benchmark.provenance import cpu_description, git_commit, package_versions
-from benchmark.timing import cuda_properties, peak_gib, reset_peak_memory, timed
+from benchmark.provenance import git_commit, package_versions
+from benchmark.timing import bench_machine, cuda_properties, peak_gib, reset_peak_memory, timed
 
 PRECISIONS = ("fp32", "bf16")
 LAYOUTS = ("contiguous", "channels_last")
@@ -256,23 +254,8 @@ def check_equivalence(args: argparse.Namespace, device: torch.device, chunk: int
 # ------------------------------------------------------------------------------------------------ report
 def machine(device: torch.device) -> dict[str, Any]:
     """Where the numbers were measured (and with what)."""
-    import torchvision
-
-    info: dict[str, Any] = {
-        "hostname": platform.node(),
-        "machine": platform.machine(),
-        "cpu": cpu_description(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "numpy": np.__version__,
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-        "device": str(device),
-        "torch_threads": torch.get_num_threads(),
-        "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32},
-    }
+    info = bench_machine(device, versions=package_versions(), git_commit=git_commit())
+    info["tf32"] = {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32}
     info.update(cuda_properties(device))
     return info
 

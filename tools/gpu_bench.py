@@ -30,25 +30,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torchvision
 from torch import nn
 from torch.nn import functional as F
 
 try:
-    from benchmark.provenance import cpu_description
+    from benchmark.timing import bench_machine, cuda_properties
 except ModuleNotFoundError:  # a checkout without the package installed (a lent GPU machine): use it in place
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmark.provenance import cpu_description
+    from benchmark.timing import bench_machine, cuda_properties
 
 
 class PooledHead(nn.Module):
@@ -235,28 +232,7 @@ def check_equivalence(
 
 def machine(device: torch.device) -> dict[str, Any]:
     """Where the numbers were measured."""
-    info: dict[str, Any] = {
-        "hostname": platform.node(),
-        "machine": platform.machine(),
-        "cpu": cpu_description(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "numpy": np.__version__,
-        "device": str(device),
-        "torch_threads": torch.get_num_threads(),
-    }
-    if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        info.update(
-            gpu=p.name,
-            gpu_memory_gib=round(p.total_memory / 2**30, 1),
-            capability=f"{p.major}.{p.minor}",
-            cuda=torch.version.cuda,
-            cudnn=torch.backends.cudnn.version(),
-        )
-    return info
+    return {**bench_machine(device), **cuda_properties(device)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

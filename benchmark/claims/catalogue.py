@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmark.claims.kinds import COMMON, CURVE, EITHER, KINDS, POINT
 from benchmark.claims.model import Claim
 from benchmark.claims.quotes import PAPER_FILES
 from benchmark.claims.sources import CheckIndex
 from benchmark.errors import ConfigError
+from benchmark.schema import parse_yaml
 
 FIELDS = {"id", "document", "line", "quote", "statement", "kind", "operands", "rule", "settings", "grid"}
 SPEC_FORMS = ("cell", "value", "diff", "figure", "cells")
@@ -298,10 +297,7 @@ def load_file(path: str | Path, seen: dict[str, str] | None = None) -> list[Clai
     """The claims of one catalogue file (``paper:``, optional ``document:``, ``claims: [...]``)."""
     path = Path(path)
     source = str(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML ({err})", "fix the syntax") from None
+    doc = parse_yaml(path.read_text(), source)
     if not isinstance(doc, Mapping) or not isinstance(doc.get("claims"), list):
         raise ConfigError(f"{source}: no 'claims:' list", "a catalogue file is {paper: ID, claims: [...]}")
     paper = str(doc.get("paper") or path.stem)

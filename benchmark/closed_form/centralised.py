@@ -21,13 +21,10 @@ pseudo-inverse, papers-code.md §6) builds the Gram in that precision and solves
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from benchmark.closed_form.heads import LinearHead, solve_gram, solver_dtype
-from benchmark.closed_form.registry import FitOutput, register_method
-from benchmark.closed_form.stats import RoundCallback, check_inputs
+from benchmark.closed_form.registry import register_centralised
 from benchmark.errors import ConfigError
 
 
@@ -127,74 +124,18 @@ def within_class_head(
     return LinearHead(_rownorm(w), np.zeros(num_classes))
 
 
-def _union_rows(features: np.ndarray, labels: np.ndarray, num_classes: int, clients: Sequence[np.ndarray]):
-    features, labels, clients = check_inputs(features, labels, num_classes, clients)
-    idx = np.sort(np.concatenate(clients)) if clients else np.zeros(0, np.int64)
-    return features[idx], labels[idx]
-
-
-def _no_rounds(rounds: Sequence[np.ndarray] | None, name: str) -> None:
-    if rounds is not None:
-        raise ConfigError(f"{name} is centralised and has no rounds", "drop participation/rounds")
-
-
-@register_method("centralised_ncm", summary="NCM on all client data (reference for FedNCM)", federated=False)
-def fit_centralised_ncm(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """:func:`ncm_head` on the union of the clients' rows."""
-    _no_rounds(rounds, "centralised_ncm")
-    return FitOutput(ncm_head(*_union_rows(features, labels, num_classes, clients), num_classes), None)
-
-
-@register_method(
+fit_centralised_ncm = register_centralised(
+    "centralised_ncm", summary="NCM on all client data (reference for FedNCM)", head=ncm_head
+)
+#: Options ``lam``, ``bias`` (``True``: official Fed3R's form) and ``solver``, as :func:`ridge_head`.
+fit_centralised_ridge = register_centralised(
     "centralised_ridge",
     summary="ridge on all client data, no bias (reference for fed3r_fedcof)",
-    federated=False,
+    head=ridge_head,
 )
-def fit_centralised_ridge(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    lam: float = 0.01,
-    bias: bool = False,
-    solver: str | None = None,
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """:func:`ridge_head` on the union of the clients' rows (``bias=True``: official Fed3R's form)."""
-    _no_rounds(rounds, "centralised_ridge")
-    x, y = _union_rows(features, labels, num_classes, clients)
-    return FitOutput(ridge_head(x, y, num_classes, lam=lam, bias=bias, solver=solver), None)
-
-
-@register_method(
+fit_centralised_within_class = register_centralised(
     "centralised_within_class",
     summary="Eq. 11 head with true class covariances (oracle reference)",
-    federated=False,
+    head=within_class_head,
     suite_gamma=True,
 )
-def fit_centralised_within_class(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    gamma: float,
-    ridge: float = 0.0,
-    solver: str | None = None,
-    rounds: Sequence[np.ndarray] | None = None,
-    on_round: RoundCallback | None = None,
-) -> FitOutput:
-    """:func:`within_class_head` on the union of the clients' rows."""
-    _no_rounds(rounds, "centralised_within_class")
-    x, y = _union_rows(features, labels, num_classes, clients)
-    return FitOutput(within_class_head(x, y, num_classes, gamma=gamma, ridge=ridge, solver=solver), None)

@@ -16,13 +16,11 @@ Both are exact: for any partition they equal the centralised ridge solution on t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from benchmark.closed_form.centralised import ridge_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import CentralisedReference, register_plan
+from benchmark.closed_form.registry import CentralisedReference, head_of, register_plan
 from benchmark.closed_form.stats import (
     AugmentedGramMessage,
     GramMessage,
@@ -129,27 +127,6 @@ fit_fed3r_official = register_plan(
 )
 
 
-def fed3r_fedcof(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    lam: float = 0.01,
-    solver: str = "solve64",
-) -> LinearHead:
-    """Head of :func:`fit_fed3r_fedcof`."""
-    return fit_fed3r_fedcof(features, labels, num_classes, clients, lam=lam, solver=solver).head
-
-
-def fed3r_official(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    lam: float = 0.01,
-    solver: str = "solve64",
-) -> LinearHead:
-    """Head of :func:`fit_fed3r_official`."""
-    return fit_fed3r_official(features, labels, num_classes, clients, lam=lam, solver=solver).head
+#: The heads of :func:`fit_fed3r_fedcof` and :func:`fit_fed3r_official` (options ``lam``, ``solver``).
+fed3r_fedcof = head_of(fit_fed3r_fedcof)
+fed3r_official = head_of(fit_fed3r_official)

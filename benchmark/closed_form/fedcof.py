@@ -39,13 +39,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
 
 from benchmark.closed_form.centralised import within_class_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solve_gram, solver_dtype
-from benchmark.closed_form.registry import CentralisedReference, register_plan
+from benchmark.closed_form.registry import CentralisedReference, head_of, register_plan
 from benchmark.closed_form.stats import (
     COVARIANCE_KINDS,
     ClassCovarianceMessage,
@@ -301,8 +302,11 @@ def _solve_head(gram: np.ndarray, sums: np.ndarray, k_c: np.ndarray, solver: str
     return LinearHead(row_normalise(w), np.zeros(w.shape[0], dtype=w.dtype))
 
 
-class FedCOFServer:
-    """FedCOF server (fedcof Alg. 1): stores the received means, computes the head in one batched pass."""
+class _Eq11Server:
+    """What both FedCOF servers share: their options, the client means received so far, and Eq. 11's head
+    from their :meth:`statistics`. ``ridge >= 0`` is checked first (``_RIDGE_FIX``: what the error suggests)."""
+
+    _RIDGE_FIX = "use 0 (reference code)"
 
     def __init__(
         self,
@@ -311,24 +315,47 @@ class FedCOFServer:
         *,
         gamma: float,
         ridge: float = 0.0,
-        covariance: CovarianceKind = "full",
-        single_client: SingleClient = "zero",
         solver: str = "solve64",
-        seed: int = 0,
         chunk_rows: int = _CHUNK_ROWS,
     ) -> None:
         if not ridge >= 0:
-            raise ConfigError(
-                f"fedcof ridge must be >= 0, got {ridge}", "use 0 (reference code) or 0.01 (paper text)"
-            )
+            raise ConfigError(f"fedcof ridge must be >= 0, got {ridge}", self._RIDGE_FIX)
         self.num_classes, self.dim = num_classes, dim
-        self.options = dict(
-            gamma=float(gamma), ridge=float(ridge), covariance=covariance, single_client=single_client
-        )
-        self.solver = solver
+        self.gamma, self.ridge, self.solver = float(gamma), float(ridge), solver
         self.dtype = solver_dtype(solver)
-        self.seed, self.chunk_rows = seed, chunk_rows
+        self.chunk_rows = chunk_rows
         self.messages: list[ClassMeansMessage] = []
+
+    def statistics(self) -> FedCOFStatistics:
+        raise NotImplementedError
+
+    def head(self) -> LinearHead:
+        """Eq. 11 head from all statistics received so far."""
+        st = self.statistics()
+        return _solve_head(st.gram, st.class_sums, st.means_per_class, self.solver)
+
+
+class FedCOFServer(_Eq11Server):
+    """FedCOF server (fedcof Alg. 1): stores the received means, computes the head in one batched pass.
+
+    ``common``: ``gamma``, ``ridge``, ``solver``, ``chunk_rows`` (:class:`_Eq11Server`); the rest are the
+    estimator's options (:func:`fedcof_statistics`).
+    """
+
+    _RIDGE_FIX = "use 0 (reference code) or 0.01 (paper text)"
+
+    def __init__(
+        self,
+        num_classes: int,
+        dim: int,
+        *,
+        covariance: CovarianceKind = "full",
+        single_client: SingleClient = "zero",
+        seed: int = 0,
+        **common: Any,
+    ) -> None:
+        super().__init__(num_classes, dim, **common)
+        self.options = {"covariance": covariance, "single_client": single_client, "seed": seed}
 
     def add(self, message: ClassMeansMessage) -> None:
         """Store one client's means and counts (all of them are needed once the class means are known)."""
@@ -341,45 +368,27 @@ class FedCOFServer:
             self.messages,
             self.num_classes,
             self.dim,
+            gamma=self.gamma,
+            ridge=self.ridge,
             dtype=self.dtype,
-            seed=self.seed,
             chunk_rows=self.chunk_rows,
             **self.options,
         )
 
-    def head(self) -> LinearHead:
-        """Eq. 11 head from all statistics received so far."""
-        st = self.statistics()
-        return _solve_head(st.gram, st.class_sums, st.means_per_class, self.solver)
 
-
-class FedCOFOracleServer:
+class FedCOFOracleServer(_Eq11Server):
     """FedCOF oracle (fedcof App. G): pools exact client class covariances with Eq. 25, then Eq. 11.
 
     ``(N_c - 1) Sigma_c = sum_k (n_{k,c} - 1) S_{k,c} + sum_k n_{k,c} (mu_{k,c} - mu_c)(mu_{k,c} - mu_c)^T``
     (Eq. 25 multiplied by ``N_c - 1``); the first sum is folded in as messages arrive (one d x d
-    accumulator), the second is the batched scatter of the client means. Implemented from the math: the
-    released code's oracle is broken (papers-code.md 2.5).
+    accumulator, :attr:`within`), the second is the batched scatter of the client means. Implemented from
+    the math: the released code's oracle is broken (papers-code.md 2.5).
     """
 
-    def __init__(
-        self,
-        num_classes: int,
-        dim: int,
-        *,
-        gamma: float,
-        ridge: float = 0.0,
-        solver: str = "solve64",
-        chunk_rows: int = _CHUNK_ROWS,
-    ) -> None:
-        if not ridge >= 0:
-            raise ConfigError(f"fedcof ridge must be >= 0, got {ridge}", "use 0 (reference code)")
-        self.num_classes, self.dim = num_classes, dim
-        self.gamma, self.ridge, self.solver = float(gamma), float(ridge), solver
-        self.dtype = solver_dtype(solver)
-        self.chunk_rows = chunk_rows
-        self.within = np.zeros((dim, dim), dtype=self.dtype)
-        self.messages: list[ClassMeansMessage] = []
+    @cached_property
+    def within(self) -> np.ndarray:
+        """``sum (n - 1) S_{k,c}`` over the messages received so far (d x d; zero before the first)."""
+        return np.zeros((self.dim, self.dim), dtype=self.dtype)
 
     def add(self, message: ClassCovarianceMessage) -> None:
         """Fold ``sum (n - 1) S_{k,c}`` into the accumulator; keep the means and counts."""
@@ -408,11 +417,6 @@ class FedCOFOracleServer:
             _add_scatter(scatter, rows.means - means[rows.classes], rows.counts)
         gram = _finish_gram(scatter, n_c, k_c, g_mean, self.gamma, self.ridge)
         return FedCOFStatistics(n_c, k_c, sums, means, g_mean, scatter, gram)
-
-    def head(self) -> LinearHead:
-        """Eq. 11 head with the pooled exact covariances."""
-        st = self.statistics()
-        return _solve_head(st.gram, st.class_sums, st.means_per_class, self.solver)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -519,23 +523,6 @@ fit_fedcof_oracle = register_plan(
 )
 
 
-def fedcof(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    **options: Any,
-) -> LinearHead:
-    """Head of :func:`fit_fedcof` (same keyword options)."""
-    return fit_fedcof(features, labels, num_classes, clients, **options).head
-
-
-def fedcof_oracle(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    **options: Any,
-) -> LinearHead:
-    """Head of :func:`fit_fedcof_oracle` (same keyword options)."""
-    return fit_fedcof_oracle(features, labels, num_classes, clients, **options).head
+#: The heads of :func:`fit_fedcof` and :func:`fit_fedcof_oracle` (same keyword options).
+fedcof = head_of(fit_fedcof)
+fedcof_oracle = head_of(fit_fedcof_oracle)

@@ -15,14 +15,13 @@ what ``F.normalize`` does to the reference's zero mean: its logit is 0 (or its r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
 from benchmark.closed_form.centralised import ncm_head
 from benchmark.closed_form.heads import LinearHead, row_normalise, solver_dtype
-from benchmark.closed_form.registry import CentralisedReference, register_plan
+from benchmark.closed_form.registry import CentralisedReference, head_of, register_plan
 from benchmark.closed_form.stats import (
     ClassSumsMessage,
     MethodPlan,
@@ -91,15 +90,5 @@ fit_fedncm = register_plan(
 )
 
 
-def fedncm(
-    features: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int,
-    clients: Sequence[np.ndarray],
-    *,
-    bias: Bias = "zero",
-    seed: int = 0,
-    solver: str = "solve64",
-) -> LinearHead:
-    """FedNCM head (legate2023 Alg. 1); see :func:`fit_fedncm`."""
-    return fit_fedncm(features, labels, num_classes, clients, bias=bias, seed=seed, solver=solver).head
+#: FedNCM head (legate2023 Alg. 1): :func:`fit_fedncm`'s head, same options (``bias``, ``seed``, ``solver``).
+fedncm = head_of(fit_fedncm)

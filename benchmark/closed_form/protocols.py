@@ -71,10 +71,10 @@ class ClosedFormCatalogue:
 
 def option_names(method: str) -> tuple[str, ...] | None:
     """The options closed-form method ``method`` takes: the keyword parameters of its ``plan`` (federated
-    methods, with those of :func:`~benchmark.closed_form.registry.run_method` for multi-round runs) or of its
-    ``fit``; ``None`` when its function takes any keyword."""
+    methods, with those of :func:`~benchmark.closed_form.registry.run_method` for multi-round runs), of its
+    ``head`` (centralised methods) or of its ``fit``; ``None`` when its function takes any keyword."""
     info = METHODS.get(method)
-    own = inspect.signature(info.plan or info.fit).parameters.values()
+    own = inspect.signature(info.plan or info.head or info.fit).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in own):
         return None
     runner = inspect.signature(run_method).parameters.values() if info.federated else ()

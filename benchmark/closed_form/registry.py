@@ -50,6 +50,9 @@ PlanFn = Callable[..., MethodPlan]
 
 ReferenceFn = Callable[..., LinearHead]
 
+#: ``head(features, labels, num_classes, clients, **options)``: the head of a fit (:func:`head_of`).
+HeadFn = Callable[..., LinearHead]
+
 
 @dataclass(frozen=True)
 class CentralisedReference:
@@ -76,6 +79,8 @@ class MethodInfo:
     method by ``tests/contracts/test_closed_form_contract.py``), or, when no centralised head equals it,
     ``no_reference``, the reason (e.g. FedCOF estimates the covariances from client means).
     ``suite_gamma``: the ``suite`` protocol passes the backbone's FedCOF gamma (``default_gamma``).
+    ``head`` (centralised methods, :func:`register_centralised`): the head the fit computes on all rows;
+    its keyword-only parameters are the method's options.
     """
 
     name: str
@@ -86,6 +91,7 @@ class MethodInfo:
     reference: CentralisedReference | None = None
     no_reference: str | None = None
     suite_gamma: bool = False
+    head: ReferenceFn | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,11 +124,34 @@ def register_method(
     reference: CentralisedReference | None = None,
     no_reference: str | None = None,
     suite_gamma: bool = False,
+    head: ReferenceFn | None = None,
 ) -> Callable[[FitFn], FitFn]:
-    """Decorator registering ``fit`` (and its ``plan``, if any) under ``name`` (twice is an error)."""
+    """Decorator registering ``fit`` (and its ``plan`` or ``head``, if any) under ``name`` (twice is an error)."""
     return METHODS.register(
-        name, lambda fn: MethodInfo(name, fn, summary, federated, plan, reference, no_reference, suite_gamma)
+        name,
+        lambda fn: MethodInfo(name, fn, summary, federated, plan, reference, no_reference, suite_gamma, head),
     )
+
+
+def _fit(name: str, doc: str, body: Callable[..., FitOutput]) -> FitFn:
+    """The fit registered as ``name``: every fit's signature (:data:`FitFn`), calling
+    ``body(features, labels, num_classes, clients, rounds, on_round, options)``."""
+
+    def fit(
+        features: np.ndarray,
+        labels: np.ndarray,
+        num_classes: int,
+        clients: Sequence[np.ndarray],
+        *,
+        rounds: Sequence[np.ndarray] | None = None,
+        on_round: RoundCallback | None = None,
+        **options: Any,
+    ) -> FitOutput:
+        return body(features, labels, num_classes, clients, rounds, on_round, options)
+
+    fit.__name__ = fit.__qualname__ = f"fit_{name}"
+    fit.__doc__ = doc
+    return fit
 
 
 def register_plan(
@@ -143,23 +172,13 @@ def register_plan(
     ``no_reference``: see :class:`MethodInfo`.
     """
 
-    def fit(
-        features: np.ndarray,
-        labels: np.ndarray,
-        num_classes: int,
-        clients: Sequence[np.ndarray],
-        *,
-        rounds: Sequence[np.ndarray] | None = None,
-        on_round: RoundCallback | None = None,
-        **options: Any,
-    ) -> FitOutput:
+    def body(features, labels, num_classes, clients, rounds, on_round, options) -> FitOutput:
         features, labels, clients = check_inputs(features, labels, num_classes, clients)
         method = plan(num_classes, features.shape[1], **options)
         head, uplink = federate_plan(features, labels, clients, method, rounds, on_round)
         return FitOutput(head, uplink, method.extra())
 
-    fit.__name__ = fit.__qualname__ = f"fit_{name}"
-    fit.__doc__ = f"{summary}. Options: those of :func:`{plan.__module__}.{plan.__name__}`."
+    doc = f"{summary}. Options: those of :func:`{plan.__module__}.{plan.__name__}`."
     return register_method(
         name,
         summary=summary,
@@ -167,7 +186,47 @@ def register_plan(
         reference=reference,
         no_reference=no_reference,
         suite_gamma=suite_gamma,
-    )(fit)
+    )(_fit(name, doc, body))
+
+
+def register_centralised(name: str, *, summary: str, head: ReferenceFn, suite_gamma: bool = False) -> FitFn:
+    """Register a centralised method and return its fit: ``head(x, y, num_classes, **options)`` on the union
+    of the clients' rows (validated by :func:`~benchmark.closed_form.stats.check_inputs`), no uplink.
+
+    ``rounds`` is refused (:class:`ConfigError`: a centralised method has none) before anything is read; an
+    option ``head`` does not take is a ``TypeError``. The method's options are ``head``'s keyword-only
+    parameters (:attr:`MethodInfo.head`).
+    """
+
+    def body(features, labels, num_classes, clients, rounds, on_round, options) -> FitOutput:
+        if rounds is not None:
+            raise ConfigError(f"{name} is centralised and has no rounds", "drop participation/rounds")
+        features, labels, clients = check_inputs(features, labels, num_classes, clients)
+        idx = np.sort(np.concatenate(clients)) if clients else np.zeros(0, np.int64)
+        return FitOutput(head(features[idx], labels[idx], num_classes, **options), None)
+
+    doc = f"{summary}: :func:`{head.__module__}.{head.__name__}` on the union of the clients' rows."
+    return register_method(name, summary=summary, federated=False, suite_gamma=suite_gamma, head=head)(
+        _fit(name, doc, body)
+    )
+
+
+def head_of(fit: FitFn) -> HeadFn:
+    """The head alone: ``head_of(fit)(features, labels, num_classes, clients, **options)`` is
+    ``fit(features, labels, num_classes, clients, **options).head`` (same options, same errors)."""
+
+    def head(
+        features: np.ndarray,
+        labels: np.ndarray,
+        num_classes: int,
+        clients: Sequence[np.ndarray],
+        **options: Any,
+    ) -> LinearHead:
+        return fit(features, labels, num_classes, clients, **options).head
+
+    head.__name__ = head.__qualname__ = fit.__name__.removeprefix("fit_")
+    head.__doc__ = f"Head of :func:`{fit.__name__}` (same keyword options)."
+    return head
 
 
 def list_methods() -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmark.errors import UnknownNameError
+from benchmark.registry import lookup
 
 # --- bytes per number -------------------------------------------------------------------------------
 BYTES_FP32 = 4  # "32-bit floating point" (legate2023 §4, fedcof App. I)
@@ -88,12 +88,7 @@ PAPER_CONVENTIONS: dict[str, PaperConvention] = {c.name: c for c in (LEGATE2023,
 
 def paper_convention(name: str) -> PaperConvention:
     """The stated convention of paper ``name`` (``legate2023`` or ``fedcof``)."""
-    try:
-        return PAPER_CONVENTIONS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"no cost convention for paper {name!r}", f"use one of: {', '.join(sorted(PAPER_CONVENTIONS))}"
-        ) from None
+    return lookup(PAPER_CONVENTIONS, name, f"no cost convention for paper {name!r}")
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ from functools import cache
 
 import torch
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.models.backbones import backbone_spec
+from benchmark.registry import lookup
 
 # Whether each paper's code builds the linear head with a bias (papers-code.md §1.3 and §2.3).
 HEAD_BIAS: dict[str, bool] = {"legate2023": True, "fedcof": False}
@@ -124,9 +125,4 @@ DATASETS: dict[str, DatasetFacts] = {
 
 def dataset_facts(name: str) -> DatasetFacts:
     """The stated facts of dataset ``name``."""
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown dataset {name!r}", f"use one of: {', '.join(sorted(DATASETS))}"
-        ) from None
+    return lookup(DATASETS, name, f"unknown dataset {name!r}")

@@ -50,6 +50,9 @@ def manifest_entries(root: Path, folder: str) -> dict[str, str]:
     return entries
 
 
+_CORRUPT_FIX = "the file is corrupt or not the listed version; re-create it (e.g. shared/data/prepare.py)"
+
+
 def verify_dataset_files(
     root: Path, folder: str, files: Sequence[str], official_md5: Mapping[str, str] | None = None
 ) -> str:
@@ -64,13 +67,7 @@ def verify_dataset_files(
         rel = f"{folder}/{name}"
         path = root / rel
         if rel in manifest:
-            got = file_digest(path, "sha256")
-            if got != manifest[rel]:
-                raise ChecksumError(
-                    f"sha256 mismatch for {path}: manifest says {manifest[rel]}, file has {got}",
-                    "the file is corrupt or not the listed version; re-create it (e.g. shared/data/prepare.py)",
-                )
-            digests.append(got)
+            digests.append(manifest_checked(path, manifest[rel], _CORRUPT_FIX))
         elif official_md5 and name in official_md5:
             got = file_digest(path, "md5")
             if got != official_md5[name]:
@@ -85,6 +82,18 @@ def verify_dataset_files(
                 f"add a line '<sha256>  {rel}' to {root / 'MANIFEST.sha256'}",
             )
     return sha256_bytes("\n".join(digests).encode())
+
+
+def manifest_checked(path: Path, listed: str, fix: str) -> str:
+    """The sha256 of ``path``, which must be ``listed`` (its manifest line), else :class:`ChecksumError` naming
+    both digests (``fix``: what it suggests)."""
+    got = file_digest(path, "sha256")
+    if got != listed:
+        raise ChecksumError(
+            f"sha256 mismatch for {path}: manifest says {listed}, file has {got}",
+            fix,
+        )
+    return got
 
 
 def public_downloader(name: str) -> Callable[[Path], None]:

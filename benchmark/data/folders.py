@@ -50,8 +50,14 @@ from typing import Any
 import numpy as np
 
 from benchmark.data.dataset import DatasetSplit, register_dataset
-from benchmark.data.fetch import ensure_present, manifest_entries, public_downloader, verify_dataset_files
-from benchmark.errors import CacheCorruptError, ChecksumError, ConfigError, DataMissingError
+from benchmark.data.fetch import (
+    ensure_present,
+    manifest_checked,
+    manifest_entries,
+    public_downloader,
+    verify_dataset_files,
+)
+from benchmark.errors import CacheCorruptError, ConfigError, DataMissingError
 from benchmark.io import atomic_write_text, file_digest, read_manifest, sha256_bytes
 from benchmark.seeding import check_seed, numpy_rng
 
@@ -168,6 +174,9 @@ def _check_num_classes(dataset: str, found: int, expected: int, where: Path) -> 
         )
 
 
+_CORRUPT_IMAGE = "the image is corrupt or not the listed version; re-download it"
+
+
 def folder_identity(
     root: Path,
     folder: str,
@@ -194,13 +203,7 @@ def folder_identity(
             continue
         line = f"{rel}\t{size}\t{label}"
         if rel in manifest:
-            got = file_digest(path, "sha256")
-            if got != manifest[rel]:
-                raise ChecksumError(
-                    f"sha256 mismatch for {path}: manifest says {manifest[rel]}, file has {got}",
-                    "the image is corrupt or not the listed version; re-download it",
-                )
-            line += f"\t{got}"
+            line += f"\t{manifest_checked(path, manifest[rel], _CORRUPT_IMAGE)}"
         lines.append(line)
     if missing:
         shown = ", ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")

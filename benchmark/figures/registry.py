@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.errors import ConfigError
 from benchmark.papers import PAPER_FILES
+from benchmark.registry import lookup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,10 +157,7 @@ def natural_key(name: str) -> tuple:
 
 def get_figure(name: str) -> FigureSpec:
     _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError(f"no figure {name!r}", f"use one of: {', '.join(sorted(_REGISTRY))}") from None
+    return lookup(_REGISTRY, name, f"no figure {name!r}")
 
 
 def figure_status(config: Config) -> list[FigureStatus]:

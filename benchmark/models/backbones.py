@@ -51,25 +51,15 @@ class PooledFeatures(nn.Module):
         return torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
 
 
-class ResNetBody(nn.Module):
-    """torchvision ResNet without ``fc``: stem, layer1-4, avgpool, flatten."""
+class Headless(nn.Module):
+    """A torchvision classifier whose last layer ``head`` is the identity, so that it outputs what that layer
+    reads: ResNet without ``fc`` (stem, layer1-4, avgpool, flatten); ViT without ``heads`` (the class token
+    after the encoder's final LayerNorm)."""
 
-    def __init__(self, net: tvm.ResNet) -> None:
+    def __init__(self, net: nn.Module, head: str) -> None:
         super().__init__()
         self.net = net
-        self.net.fc = nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class ViTClassToken(nn.Module):
-    """torchvision ViT with ``heads`` removed: the class token after the encoder's final LayerNorm."""
-
-    def __init__(self, net: tvm.VisionTransformer) -> None:
-        super().__init__()
-        self.net = net
-        self.net.heads = nn.Identity()
+        setattr(self.net, head, nn.Identity())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -145,7 +135,7 @@ _torchvision_backbone(
         "DeepScale SqueezeNet v1.1 (Caffe), input convention folded into conv1; not torchvision's run",
     ),
 )  # fmt: skip
-_torchvision_backbone("resnet18", 512, tvm.ResNet18_Weights, wrap=ResNetBody)
+_torchvision_backbone("resnet18", 512, tvm.ResNet18_Weights, wrap=lambda net: Headless(net, "fc"))
 _torchvision_backbone(
     "mobilenet_v2", 1280, tvm.MobileNet_V2_Weights,
     substitute=SubstituteFile(
@@ -156,7 +146,7 @@ _torchvision_backbone(
     ),
     default_gamma=0.1,
 )  # fmt: skip
-_torchvision_backbone("vit_b_16", 768, tvm.ViT_B_16_Weights, wrap=ViTClassToken)
+_torchvision_backbone("vit_b_16", 768, tvm.ViT_B_16_Weights, wrap=lambda net: Headless(net, "heads"))
 
 
 def _load_into(net: nn.Module, state: dict[str, torch.Tensor], prefix: str, origin: str) -> None:

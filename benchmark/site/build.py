@@ -53,7 +53,7 @@ def write_site(folder: Path, inputs: Inputs, sources: Sequence[Source], stamp: S
     }
     for paper in PAPERS:
         pages[f"{paper}.html"] = render.paper_page(paper, inputs, stamp, assets, ids)
-    (folder / render.STYLESHEET).write_text(render.CSS.lstrip("\n"), encoding="utf-8")
+    (folder / render.STYLESHEET).write_text(render.CSS, encoding="utf-8")
     out = []
     for name, text in pages.items():
         (folder / name).write_text(portable(text), encoding="utf-8")

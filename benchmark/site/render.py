@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from benchmark.claims.model import VERDICTS as CLAIM_VERDICTS
@@ -46,45 +47,10 @@ VERDICT_CLASS: Mapping[str, str] = {
 #: The site's style sheet, written once beside the pages (:func:`benchmark.site.build.write_site`): :data:`CSS`.
 STYLESHEET = "style.css"
 
-CSS = """
-:root { --pass:#1e7b34; --subpass:#8fd19e; --star:#f0b429; --fail:#c62828; --subfail:#ef7d22; --notrun:#9e9e9e; }
-* { box-sizing: border-box; }
-body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1f2328;
-       margin: 0; background: #f6f8fa; }
-nav { background: #24292f; padding: .5rem 1.5rem; position: sticky; top: 0; z-index: 2; }
-nav a { color: #f0f6fc; margin-right: 1.2rem; text-decoration: none; font-weight: 600; }
-nav a.here { text-decoration: underline; }
-main { max-width: 1280px; margin: 0 auto; padding: 1rem 1.5rem 3rem; }
-section { background: #fff; border: 1px solid #d0d7de; border-radius: 6px; padding: .8rem 1.2rem; margin: 1rem 0; }
-h1 { font-size: 1.6rem; margin: .6rem 0; } h2 { font-size: 1.3rem; margin: .3rem 0 .6rem; }
-h3 { font-size: 1.08rem; margin: 1.2rem 0 .4rem; } h3 code { font-size: 1rem; }
-.stamp, .muted { color: #57606a; } .small { font-size: .85rem; }
-table { border-collapse: collapse; margin: .4rem 0 .8rem; font-size: .88rem; width: 100%; }
-th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; vertical-align: top; text-align: left; }
-th { background: #eaeef2; } tbody tr:nth-child(even) td { background: #f9fafb; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.note { color: #57606a; font-size: .82rem; min-width: 26rem; }
-td code, td.note, td.key { overflow-wrap: anywhere; } td.key { min-width: 14rem; }
-.badge { display: inline-block; border-radius: 10px; padding: 0 .55rem; font-size: .78rem; font-weight: 700;
-         white-space: nowrap; border: 1px solid rgba(0,0,0,.15); }
-.v-pass { background: var(--pass); color: #fff; } .v-subpass { background: var(--subpass); color: #0b3d17; }
-.v-star { background: var(--star); color: #3d2c00; } .v-fail { background: var(--fail); color: #fff; }
-.v-subfail { background: var(--subfail); color: #fff; } .v-notrun { background: var(--notrun); color: #fff; }
-.zero { opacity: .35; } .kind { background: #ddf4ff; color: #0a3069; }
-details { margin: .3rem 0; } summary { cursor: pointer; font-weight: 600; }
-details > div, details > table, details > ul { margin-left: 1.2rem; }
-.missing { background: #fff8c5; border: 1px solid #d4a72c; border-radius: 6px; padding: .4rem .8rem; }
-.missing code { background: none; }
-code { background: #eff1f3; border-radius: 4px; padding: 0 .25rem; font-size: .85em; }
-figure { margin: .5rem 0 1rem; } figure img { max-width: 100%; border: 1px solid #d0d7de; background: #fff; }
-.figrow { display: flex; gap: 1.2rem; flex-wrap: wrap; align-items: flex-start; }
-.figrow > figure { flex: 1 1 520px; } .figrow > div { flex: 1 1 360px; }
-blockquote { margin: .3rem 0; padding: .2rem .8rem; border-left: 4px solid #d0d7de; color: #3b434b; }
-.finding { border-top: 1px solid #d0d7de; padding-top: .3rem; }
-.claim { border-top: 1px solid #d0d7de; padding: .5rem 0; }
-.toc a { margin-right: 1rem; }
-.sha { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .8rem; word-break: break-all; }
-"""
+#: The CSS itself lives in one file, ``benchmark/site/style.css`` (issue 25); ``docs/report/style.css`` is a
+#: link to it.
+STYLESHEET_SOURCE = Path(__file__).with_name(STYLESHEET)
+CSS = STYLESHEET_SOURCE.read_text(encoding="utf-8")
 
 
 def e(value: object) -> str:

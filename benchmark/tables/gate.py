@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmark.errors import ConfigError
 from benchmark.expected import load_all
+from benchmark.schema import parse_yaml
 from benchmark.tables.spec import list_specs, load_spec
 from benchmark.tables.summary import VERDICTS, summary_lines
 
@@ -70,10 +69,7 @@ def load_findings(path: str | Path | None = None) -> list[Finding]:
     p = Path(path) if path else DEFAULT_FINDINGS
     if not p.is_file():
         raise ConfigError(f"findings file {p} does not exist", "create it (see benchmark/tables/gate.py)")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p} is not valid YAML ({exc})", "fix the file") from exc
+    raw = parse_yaml(p.read_text(), str(p))
     if not isinstance(raw, Mapping) or not isinstance(raw.get("findings"), list):
         raise ConfigError(f"{p}: top level must be a mapping with a list 'findings'", "see gate.py")
     keys = {c.key for t in load_all() for c in t.cells}

@@ -34,6 +34,21 @@ def _images(n: int) -> DatasetSplit:
     return DatasetSplit("bench", "test", np.zeros(n, dtype=np.int64), ("x",), "bench", images=imgs)
 
 
+def _timed(
+    benchmark, run, kind: str, backbone: str, precision: str, device: torch.device, images: int
+) -> None:
+    """Time ``run`` (3 rounds, after its warm-up) and record what was measured: ``images`` per run, per second."""
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info.update(
+        kind=kind,
+        backbone=backbone,
+        precision=precision,
+        batch=BATCH,
+        device=str(device),
+        images_per_s=images / benchmark.stats.stats.median,
+    )
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("backbone", ["squeezenet1_1", "mobilenet_v2", "resnet18"])
 def test_bare_forward(benchmark, machine_info, backbone, precision) -> None:
@@ -54,15 +69,7 @@ def test_bare_forward(benchmark, machine_info, backbone, precision) -> None:
 
     with torch.inference_mode():
         ex.forward_features(body, x, dev, precision)  # warm-up
-    benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info.update(
-        kind="bare_forward",
-        backbone=backbone,
-        precision=precision,
-        batch=BATCH,
-        device=str(dev),
-        images_per_s=n_batches * BATCH / benchmark.stats.stats.median,
-    )
+    _timed(benchmark, run, "bare_forward", backbone, precision, dev, n_batches * BATCH)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -85,12 +92,4 @@ def test_end_to_end_extraction(benchmark, machine_info, tmp_path, backbone, prec
         )
 
     run()  # warm-up
-    benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info.update(
-        kind="end_to_end",
-        backbone=backbone,
-        precision=precision,
-        batch=BATCH,
-        device=str(ex.pick_device()),
-        images_per_s=len(data) / benchmark.stats.stats.median,
-    )
+    _timed(benchmark, run, "end_to_end", backbone, precision, ex.pick_device(), len(data))

@@ -161,12 +161,22 @@ def _head() -> dict[str, np.ndarray]:
     return init_head_state("linear", DIM, CLASSES, np.random.default_rng(1))
 
 
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def feats(benchmark: Any, cifar100_like: CachedFeatures, device: str) -> CachedFeatures:
+    """The features on ``device`` (both back-ends then read them from there), recorded with the device."""
+    benchmark.extra_info.update({"features": _features_label(), "device": device})
+    return _on(cifar100_like, device)
+
+
 @pytest.mark.bench
-@pytest.mark.parametrize("device", DEVICES)
 def test_bench_lp_vectorised_200_rounds(
-    benchmark: Any, machine_info: dict, cifar100_like: CachedFeatures, device: str
+    benchmark: Any, machine_info: dict, feats: CachedFeatures, device: str
 ) -> None:
-    feats = _on(cifar100_like, device)
     res = benchmark.pedantic(
         run_lp_features,
         args=(feats, _cfg(ROUNDS, device), _head()),
@@ -176,8 +186,6 @@ def test_bench_lp_vectorised_200_rounds(
     )
     benchmark.extra_info.update(
         {
-            "features": _features_label(),
-            "device": device,
             "rounds": ROUNDS,
             "clients_per_round": PER_ROUND,
             "final_test_acc": res.last_acc,
@@ -191,11 +199,9 @@ def test_bench_lp_vectorised_200_rounds(
 
 
 @pytest.mark.bench
-@pytest.mark.parametrize("device", DEVICES)
 def test_bench_lp_loop_extrapolated(
-    benchmark: Any, machine_info: dict, cifar100_like: CachedFeatures, device: str
+    benchmark: Any, machine_info: dict, feats: CachedFeatures, device: str
 ) -> None:
-    feats = _on(cifar100_like, device)
     cfg = _cfg(LOOP_ROUNDS, device)
     run_lp_features(feats, replace(cfg, rounds=1), _head())  # warm-up (CUDA context, kernels)
     t0 = time.perf_counter()
@@ -207,8 +213,6 @@ def test_bench_lp_loop_extrapolated(
     loop_s = benchmark.stats.stats.max
     benchmark.extra_info.update(
         {
-            "features": _features_label(),
-            "device": device,
             "measured_rounds": LOOP_ROUNDS,
             "loop_s_measured": loop_s,
             "vectorised_s_same_rounds": vec_s,

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
+from fl_tiny import C, D, TinyBody, seeded_classifier
 from torch.utils.data import TensorDataset
 from toy_specs import write_toy_spec
 
@@ -54,29 +54,14 @@ def flip_tensor_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-class TinyBody(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3, padding=1)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(self.pool(torch.relu(self.conv(x))), 1)
-
-
 def _fl_run(ckpt: Path):
-    """A 2-round FedAvg fine-tuning of a tiny CNN (tests/test_fl_checkpoint.py's kind) checkpointing every
-    round; returns its final weights."""
+    """A 2-round FedAvg fine-tuning of tests/test_fl_checkpoint.py's tiny CNN (:mod:`fl_tiny`) checkpointing
+    every round; returns its final weights."""
     from benchmark.federated.checkpoint import CheckpointSpec
     from benchmark.fl.config import FLConfig
     from benchmark.fl.engine import run_federated
-    from benchmark.models.classifier import Classifier
 
-    gen = torch.Generator().manual_seed(0)
-    model = Classifier(TinyBody(), nn.Linear(4, 3))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    model, gen = seeded_classifier(TinyBody(), D, C, 0)
     clients = [TensorDataset(torch.randn(n, 3, 6, 6, generator=gen), torch.randint(0, 3, (n,), generator=gen))
                for n in (10, 13)]  # fmt: skip
     test = TensorDataset(torch.randn(12, 3, 6, 6, generator=gen), torch.randint(0, 3, (12,), generator=gen))

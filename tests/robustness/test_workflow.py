@@ -25,6 +25,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from toy_plugins import plugin_module
 
 from benchmark import workflow as wf
 from benchmark.cli import main
@@ -396,17 +397,8 @@ def test_a_checkout_with_its_own_package_refuses_another_imported_one(tmp_path) 
 
 
 # ------------------------------------------------------------------------- 5. recovery after kill -9
-NAP_MODULE = '''
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar
-
-from benchmark.jobs import Job, register_job
-
-
-@register_job
-@dataclass(frozen=True)
+NAP_MODULE = plugin_module(
+    '''
 class NapJob(Job):
     """Writes ``started``, sleeps as many seconds as the file ``nap`` says, then writes its output."""
 
@@ -418,7 +410,9 @@ class NapJob(Job):
         Path("started").write_text("yes")
         time.sleep(float(Path("nap").read_text()))
         Path(self.path).write_text(f"done {self.seed}\\n")
-'''
+''',
+    imports=("import time", "from pathlib import Path"),
+)
 NAP_OUT = "results/runs/nap/seed0.txt"
 
 
