@@ -77,7 +77,7 @@ def test_the_foreach_step_is_torch_optim_sgd() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ a chunk
-SIZES = (8, 8, 5)  # batches of 4: schedules (4, 4), (4, 4), (4, 1): step 1 is ragged
+SIZES = (12, 9, 5)  # batches of 4: schedules (4, 4, 4), (4, 4, 1), (4, 1): steps 1 and 2 are ragged
 
 
 def tiny(seed: int) -> nn.Module:
