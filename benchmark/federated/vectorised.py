@@ -54,7 +54,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, Protocol
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -189,21 +189,6 @@ class SGDRule:
     kernel: SGDKernel = "per_tensor"
 
 
-class StepFn(Protocol):
-    """An SGD step on one learning-rate group of stacked tensors, in place (:func:`sgd_step`'s signature)."""
-
-    def __call__(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        moms: list[torch.Tensor],
-        anchor: list[torch.Tensor],
-        lr: float,
-        *,
-        first: bool,
-    ) -> None: ...
-
-
 def sgd_step(
     params: list[torch.Tensor],
     grads: list[torch.Tensor],
@@ -261,8 +246,8 @@ class LockstepSGD:
     all; ``buffers``: stacked scratch copies of the model's buffers (never returned). ``anchor``: the unbatched
     FedProx anchor (``prox_at="step"``: one per trained entry; ``"loss"``: the anchored entries, in the order
     the term sums them). ``amp``: the forward pass under bf16 autocast on CUDA, logits cast back to float.
-    ``step``: the SGD step of a group (default :func:`sgd_step` with ``rule``). The model must already be in
-    the modes it trains with."""
+    ``step``: the SGD step of a group, called as :func:`sgd_step` without ``rule`` (default: :func:`sgd_step`
+    with ``rule``). The model must already be in the modes it trains with."""
 
     def __init__(
         self,
@@ -276,7 +261,7 @@ class LockstepSGD:
         buffers: Mapping[str, torch.Tensor] | None = None,
         anchor: Mapping[str, torch.Tensor] | None = None,
         amp: bool = False,
-        step: StepFn | None = None,
+        step: Callable[..., None] | None = None,
     ) -> None:
         self.model, self.rule, self.amp = model, rule, amp
         self.weights: State = dict(weights)

@@ -244,18 +244,10 @@ class VectorisedTrainer(ModelTrainer):
         cfg = self.cfg
         return SGDRule(cfg.client_momentum, cfg.client_weight_decay, cfg.prox_mu, "step", "per_tensor")
 
-    def _sgd_step(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        moms: list[torch.Tensor],
-        anchor: list[torch.Tensor],
-        lr: float,
-        *,
-        first: bool,
-    ) -> None:
-        """:func:`~benchmark.fl.client.local_sgd`'s step on stacked clients, in place (same operations)."""
-        sgd_step(params, grads, moms, anchor, lr, first=first, rule=self._rule())
+    def _sgd_step(self, *group: Any, first: bool) -> None:
+        """:func:`~benchmark.fl.client.local_sgd`'s step on one group of stacked clients, in place
+        (:func:`~benchmark.federated.vectorised.sgd_step`'s arguments; the config read now)."""
+        sgd_step(*group, first=first, rule=self._rule())
 
     def describe(self) -> dict[str, object]:
         """:meth:`ModelTrainer.describe` plus how the clients were executed."""
