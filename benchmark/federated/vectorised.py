@@ -269,7 +269,7 @@ class LockstepSGD:
         self.anchor: State = dict(anchor or {})
         self.groups: dict[float, list[str]] = {}
         for n in self.weights:
-            self.groups.setdefault(float(lr if isinstance(lr, int | float) else lr[n]), []).append(n)
+            self.groups.setdefault(float(lr[n] if isinstance(lr, Mapping) else lr), []).append(n)
         self.moms: State = {n: torch.empty_like(w) for n, w in self.weights.items()} if rule.momentum else {}
         self._step: Callable[..., None] = step or partial(sgd_step, rule=rule)
         in_dims = (0, 0, None, 0, 0, 0)  # weights, stacked, shared, buffers, x, y
