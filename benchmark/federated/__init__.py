@@ -9,6 +9,9 @@
   name.
 * :mod:`~benchmark.federated.checkpoint` - one checkpoint / resume format.
 * :mod:`~benchmark.federated.progress` - progress bars and log lines.
+* :mod:`~benchmark.federated.vectorised` - :class:`LockstepSGD`, the one lock-step executor: many clients'
+  local SGD at once with ``torch.func`` (the ``client_exec="vectorised"`` of :mod:`benchmark.fl` and
+  :mod:`benchmark.pfl`).
 
 The families: :mod:`benchmark.fl` (legate2023: FedAvg / FedProx / FedAdam with FT, LP, Random, two-stage),
 :mod:`benchmark.pfl` (fedbabu: FedBABU and the personalised baselines), :mod:`benchmark.zo` (bernier2024:

@@ -2,22 +2,24 @@
 
 :class:`VectorisedTrainer` is :class:`~benchmark.fl.engine.ModelTrainer` with another execution of step 2 of
 a round (module docstring of :mod:`benchmark.fl.engine`; McMahan et al. 2017 Algorithm 1 ClientUpdate):
-instead of one client after the other on one working copy, ``cfg.vector_chunk`` clients at a time keep their
-weights stacked along a leading client axis and every local SGD step of all of them is one
-``torch.func.vmap(grad(loss))`` call over ``functional_call`` of the model (a convolution with per-client
-weights becomes one grouped convolution). On a GPU this turns 30 small batches into one large computation;
-the arithmetic of each client is unchanged:
+instead of one client after the other on one working copy, ``cfg.vector_chunk`` clients at a time train in
+lock-step on :class:`benchmark.federated.vectorised.LockstepSGD` (weights stacked along a leading client
+axis, every local SGD step of all of them one ``torch.func.vmap(grad(loss))`` call). This module is its
+legate2023 plug-in: it draws the clients' batches and chunks them; the executor does the arithmetic. On a GPU
+this turns 30 small batches into one large computation; the arithmetic of each client is unchanged:
 
 * the same mini-batches (:func:`benchmark.fl.client.batch_schedule`, the same ``data_order`` stream when
   ``client_shuffle``), the same batch-mean cross-entropy, the same SGD step as
-  :func:`benchmark.fl.client.local_sgd` (coupled weight decay, momentum buffer started at the first step,
-  FedProx term ``mu (w - w_global)`` after momentum, FLSim order), in the same precision (bf16 autocast on
-  CUDA under ``cfg.amp``);
+  :func:`benchmark.fl.client.local_sgd` (:func:`~benchmark.federated.vectorised.sgd_step` with
+  ``kernel="per_tensor"``, ``prox_at="step"``: coupled weight decay, momentum buffer started at the first
+  step, FedProx term ``mu (w - w_global)`` after momentum, FLSim order), in the same precision (bf16 autocast
+  on CUDA under ``cfg.amp``);
 * clients whose schedules differ (unequal sizes, the smaller last batch of an epoch) are exact too: at local
   step ``t`` the clients of a chunk that still have a batch are grouped by that batch's size and each group is
-  one vmapped call, so no batch is ever padded (padding would change BatchNorm's batch statistics). Chunks
-  are formed after a stable sort of the clients by their batch-size sequence, so clients with identical
-  schedules (the balanced partitions of legate2023) share every call;
+  one vmapped call (:func:`~benchmark.federated.vectorised.step_groups`), so no batch is ever padded
+  (padding would change BatchNorm's batch statistics). Chunks are formed after a stable sort of the clients
+  by their batch-size sequence (:func:`~benchmark.federated.vectorised.chunk_clients` with ``ragged=True``),
+  so clients with identical schedules (the balanced partitions of legate2023) share every call;
 * the working model is in train mode as in the loop (BatchNorm normalises with each client's own batch
   statistics); the running statistics a client's forward passes would update are discarded, exactly as
   ``bn_stats="frozen_global"`` discards the working copy's;
@@ -34,27 +36,34 @@ read back once, at the end of the round.
 
 Not covered, with a clear :class:`~benchmark.errors.ConfigError`: ``bn_stats="aggregate"`` (clients would
 have to return their BatchNorm statistics; use ``client_exec="loop"``) and models with dropout in train mode
-(``vmap`` cannot reproduce the loop's random stream). Memory: a chunk holds ``vector_chunk * batch_size``
-images' activations at once (``vector_chunk`` is the knob), plus three stacked copies of the trained
-weights (weights, gradients, momentum).
+(``vmap`` cannot reproduce the loop's random stream;
+:func:`~benchmark.federated.vectorised.lockstep_obstacle`). Memory: a chunk holds ``vector_chunk *
+batch_size`` images' activations at once (``vector_chunk`` is the knob), plus three stacked copies of the
+trained weights (weights, gradients, momentum).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
-from torch.func import functional_call, grad, vmap
 from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundStats, wire_bytes
 from benchmark.federated.server_opt import DeltaAccumulator
+from benchmark.federated.vectorised import (
+    LockstepSGD,
+    SGDRule,
+    chunk_clients,
+    lockstep_obstacle,
+    replicate,
+    sgd_step,
+    step_groups,
+)
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import FL_TRAINERS, ModelTrainer
@@ -78,7 +87,8 @@ class _Client:
 
 @dataclass(frozen=True)
 class _Group:
-    """One vmapped call: the chunk rows that take local step ``t`` with batches of ``size`` samples.
+    """One vmapped call (:class:`~benchmark.federated.vectorised.StepGroup`): the chunk rows that take local
+    step ``t`` with batches of ``size`` samples.
 
     ``rows``/``index`` are slices into the chunk's plan tensor on the device (rows of the chunk, and the
     samples' rows of the shared :class:`ImageSet` storage when the clients have one)."""
@@ -106,39 +116,10 @@ class VectorisedTrainer(ModelTrainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._set_modes(self.work)
-        random = [
-            n
-            for n, m in self.work.named_modules()
-            if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0
-        ]
-        if random:
-            raise ConfigError(
-                f"client_exec='vectorised' needs a model without random layers in train mode; {random[0]!r} "
-                "is a dropout layer (vmap cannot reproduce the per-client loop's random stream)",
-                "use client_exec='loop' for this model",
-            )
+        reason = lockstep_obstacle(self.work, keeps_buffers=False, modes_as_set=True)
+        if reason:
+            raise ConfigError(f"client_exec='vectorised': {reason}", "use client_exec='loop' for this model")
         self.chunk = int(self.cfg.vector_chunk)
-        self._step = vmap(grad(self._loss, has_aux=True), in_dims=(0, None, 0, 0, 0), randomness="error")
-
-    # ------------------------------------------------------------------------------------------ one step
-    def _autocast(self):
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.amp else nullcontext()
-
-    def _loss(
-        self,
-        trained: dict[str, torch.Tensor],
-        fixed: dict[str, torch.Tensor],
-        buffers: dict[str, torch.Tensor],
-        x: torch.Tensor,
-        y: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One client's batch-mean cross-entropy (as :func:`~benchmark.fl.client.local_sgd`), and its value."""
-        with self._autocast():
-            logits = functional_call(self.work, ({**trained, **fixed}, buffers), (x,))
-        if self.amp:
-            logits = logits.float()
-        loss = nn.functional.cross_entropy(logits, y)
-        return loss, loss.detach()
 
     # ------------------------------------------------------------------------------------------ a round
     def train_round(self, round_idx: int, clients: np.ndarray, lr: float) -> RoundStats:
@@ -160,13 +141,13 @@ class VectorisedTrainer(ModelTrainer):
             examples = sum(len(b) for b in schedule)
             weight = float(examples) if cfg.aggregation_weights == "examples" else 1.0
             jobs.append(_Client(int(k), data, schedule, weight))
-        jobs.sort(key=lambda j: (len(j.schedule), j.signature))  # stable: equal schedules keep client order
+        signatures = [(len(j.schedule), j.signature) for j in jobs]
         deltas = DeltaAccumulator()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         examples = 0
         up_measured = 0
-        for s in range(0, len(jobs), self.chunk):
-            chunk = jobs[s : s + self.chunk]
+        for rows in chunk_clients(signatures, self.chunk, ragged=True):
+            chunk = [jobs[r] for r in rows]
             stacked, chunk_loss = self._train_chunk(chunk, trained, fixed, buffers, lr)
             with torch.no_grad():
                 for r, job in enumerate(chunk):
@@ -195,21 +176,16 @@ class VectorisedTrainer(ModelTrainer):
         groups: list[_Group] = []
         parts: list[np.ndarray] = []
         at = 0
-        for t in range(max(len(j.schedule) for j in chunk)):
-            by_size: dict[int, list[int]] = {}
-            for r, job in enumerate(chunk):
-                if t < len(job.schedule):
-                    by_size.setdefault(len(job.schedule[t]), []).append(r)
-            for size, rows in by_size.items():
-                parts.append(np.asarray(rows, dtype=np.int64))
-                rows_at = (at, at + len(rows))
-                at += len(rows)
-                index_at = None
-                if root is not None:
-                    parts.extend(chunk[r].data.root_indices(chunk[r].schedule[t]) for r in rows)  # type: ignore[attr-defined]
-                    index_at = (at, at + len(rows) * size)
-                    at += len(rows) * size
-                groups.append(_Group(t, rows, size, rows_at, index_at))
+        for g in step_groups([j.signature for j in chunk]):
+            parts.append(np.asarray(g.rows, dtype=np.int64))
+            rows_at = (at, at + len(g.rows))
+            at += len(g.rows)
+            index_at = None
+            if root is not None:
+                parts.extend(chunk[r].data.root_indices(chunk[r].schedule[g.t]) for r in g.rows)  # type: ignore[attr-defined]
+                index_at = (at, at + len(g.rows) * g.size)
+                at += len(g.rows) * g.size
+            groups.append(_Group(g.t, g.rows, g.size, rows_at, index_at))
         plan = to_device_index(np.concatenate(parts), self.device)
         return groups, plan, root
 
@@ -236,61 +212,42 @@ class VectorisedTrainer(ModelTrainer):
         lr: float,
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """Local SGD of the chunk's clients from the global weights: their stacked final weights and the sum
-        of their batch losses (times batch sizes), both on the device."""
-        cfg = self.cfg
-        names = self.train_names
+        of their batch losses (times batch sizes), both on the device. The BatchNorm running statistics each
+        client's forward passes update are scratch copies, dropped (``bn_stats="frozen_global"``)."""
         c = len(chunk)
-        weights = [trained[n].unsqueeze(0).repeat(c, *([1] * trained[n].dim())) for n in names]
-        moms: list[torch.Tensor] = [torch.empty_like(w) for w in weights] if cfg.client_momentum else []
-        # the BatchNorm running statistics each client's forward passes update (then dropped: frozen_global)
-        bufs = {n: b.unsqueeze(0).expand(c, *b.shape).clone() for n, b in buffers.items()}
-        anchor = [trained[n] for n in names]
+        lock = LockstepSGD(
+            self.work,
+            {n: replicate(trained[n], c) for n in self.train_names},
+            lr,
+            self._rule(),
+            shared=fixed,
+            buffers={n: replicate(b, c) for n, b in buffers.items()},
+            anchor=trained,
+            amp=self.amp,
+            step=self._sgd_step,
+        )
         loss_sum = torch.zeros(c, dtype=torch.float64, device=self.device)
         groups, plan, root = self._plan(chunk)
         for group in groups:
             every = len(group.rows) == c
             rows = plan[group.rows_at[0] : group.rows_at[1]]
-            p = weights if every else [w.index_select(0, rows) for w in weights]
-            b = bufs if every else {n: v.index_select(0, rows) for n, v in bufs.items()}
             x, y = self._batch(chunk, group, plan, root)
-            grads, losses = self._step(dict(zip(names, p, strict=True)), fixed, b, x, y)
-            with torch.no_grad():
-                m = moms if every or not moms else [v.index_select(0, rows) for v in moms]
-                self._sgd_step(p, [grads[n] for n in names], m, anchor, lr, first=group.t == 0)
-                if not every:
-                    for dst, src in zip(weights + moms, p + m, strict=True):
-                        dst.index_copy_(0, rows, src)
-                if every:
-                    loss_sum += losses.double() * group.size
-                else:
-                    loss_sum.index_add_(0, rows, losses.double() * group.size)
-        return dict(zip(names, weights, strict=True)), loss_sum.sum()
+            losses = lock.step(x, y, first=group.t == 0, rows=None if every else rows)
+            if every:
+                loss_sum += losses.double() * group.size
+            else:
+                loss_sum.index_add_(0, rows, losses.double() * group.size)
+        return lock.weights, loss_sum.sum()
 
-    def _sgd_step(
-        self,
-        params: list[torch.Tensor],
-        grads: list[torch.Tensor],
-        moms: list[torch.Tensor],
-        anchor: list[torch.Tensor],
-        lr: float,
-        *,
-        first: bool,
-    ) -> None:
-        """:func:`~benchmark.fl.client.local_sgd`'s step on stacked clients, in place (same operations)."""
+    def _rule(self) -> SGDRule:
+        """The clients' SGD (:func:`~benchmark.fl.client.local_sgd`'s order), read from the config now."""
         cfg = self.cfg
-        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-            d = g
-            if cfg.client_weight_decay != 0.0:
-                d = d.add(p, alpha=cfg.client_weight_decay)
-            if cfg.client_momentum != 0.0:
-                if first:
-                    moms[i].copy_(d)
-                else:
-                    moms[i].mul_(cfg.client_momentum).add_(d)
-                d = moms[i]
-            if cfg.prox_mu != 0.0:
-                d = d.add(p - anchor[i], alpha=cfg.prox_mu)
-            p.sub_(d, alpha=lr)
+        return SGDRule(cfg.client_momentum, cfg.client_weight_decay, cfg.prox_mu, "step", "per_tensor")
+
+    def _sgd_step(self, *group: Any, first: bool) -> None:
+        """:func:`~benchmark.fl.client.local_sgd`'s step on one group of stacked clients, in place
+        (:func:`~benchmark.federated.vectorised.sgd_step`'s arguments; the config read now)."""
+        sgd_step(*group, first=first, rule=self._rule())
 
     def describe(self) -> dict[str, object]:
         """:meth:`ModelTrainer.describe` plus how the clients were executed."""

@@ -1,21 +1,23 @@
-"""Vectorised execution of a fedbabu round's clients: lock-step local SGD of many clients with ``torch.func``.
+"""Vectorised execution of a fedbabu round's clients: the fedbabu plug-in of the one lock-step executor.
 
 The per-client loop of :meth:`benchmark.pfl.trainer.PFLTrainer.train_round` trains the sampled clients one after
 the other, each with batches of 50 images: on a GPU that is launch-bound (issue 12). Here a chunk of clients
-keeps its weights stacked along a leading client axis and every local step of all of them is one
-``torch.func.vmap(grad(loss))`` call over ``functional_call`` of the model (a convolution with per-client
-weights becomes one grouped convolution; precedent: :mod:`benchmark.fl.vectorised` for legate2023's trainer).
-The arithmetic of each client is that of :func:`benchmark.pfl.local.sgd_epochs` (the reference's
-``models/Update.py: LocalUpdate.train``):
+trains in lock-step on :class:`benchmark.federated.vectorised.LockstepSGD` (weights stacked along a leading
+client axis, every local step of all of them one ``torch.func.vmap(grad(loss))`` call; the executor shared
+with legate2023's trainer, :mod:`benchmark.fl.vectorised`). What this module adds is fedbabu's: how the
+batches are drawn and augmented, which entries are trained at which lr, the fine-tuning and the lock-step
+evaluation of personalisation. The arithmetic of each client is that of :func:`benchmark.pfl.local.sgd_epochs`
+(the reference's ``models/Update.py: LocalUpdate.train``):
 
 * the same batches: ``epoch_plan(n, batch_size, seed, r, i, e)`` of each client (its shuffle, crops and flips
   depend only on ``(seed, round, client, epoch)``, not on the order in which clients run), gathered and
   augmented by :meth:`DeviceImages.train_batch`, one image at a time, so the pixels are bit-identical;
 * the same loss: batch-mean cross-entropy plus, for FedProx, ``mu/2 * sum ||w - w_broadcast||^2`` over the
-  model's parameters that are broadcast (in the model's order);
-* the same step as ``torch.optim.SGD`` with a **fresh** optimiser per client and round: ``d = g + wd * w``,
-  momentum buffer ``= d`` at the first step then ``buf = momentum * buf + d``, ``w -= lr * buf``; the body at
-  ``body_lr`` and the head at ``head_lr`` (:meth:`PFLTrainer.local_sgd`).
+  model's parameters that are broadcast (in the model's order; ``SGDRule.prox_at="loss"``);
+* the same step as ``torch.optim.SGD`` with a **fresh** optimiser per client and round (its foreach path,
+  ``SGDRule.kernel="foreach"``): ``d = g + wd * w``, momentum buffer ``= d`` at the first step then
+  ``buf = momentum * buf + d``, ``w -= lr * buf``; the body at ``body_lr`` and the head at ``head_lr``
+  (:meth:`PFLTrainer.local_sgd`), one learning-rate group each.
 
 A parameter whose learning rate is 0 (FedBABU's head) is not differentiated at all: ``torch.optim.SGD`` adds
 ``-0 * buf`` to it, which leaves every finite value unchanged, so skipping the update is exact and the head
@@ -23,13 +25,13 @@ stays bit-identical to its start (the returned entries are copies of the client'
 
 Lock-step needs equal schedules: the sampled clients are grouped by their number of training images (equal
 sizes give equal batch-size sequences, including a smaller last batch), in sampling order, and each group is
-cut into chunks of ``chunk`` clients; every chunk is one lock-step computation (a client with a size of its
-own is a chunk of one). No batch is padded (padding would change BatchNorm's batch statistics). The states
-are returned in sampling order, so the server's mean stacks them in the loop's order.
+cut into chunks of ``chunk`` clients (:func:`size_chunks`); every chunk is one lock-step computation (a client
+with a size of its own is a chunk of one). No batch is padded (padding would change BatchNorm's batch
+statistics). The states are returned in sampling order, so the server's mean stacks them in the loop's order.
 
 What falls back to the per-client loop, with a warning naming the reason (:func:`loop_reason`): a local
-procedure other than ``sgd`` (FedRep, Ditto, Per-FedAvg), a model with buffers (``bn="standard"``: running
-statistics would be updated in place, which ``vmap`` cannot do per client), and a model with dropout.
+procedure other than ``sgd`` (FedRep, Ditto, Per-FedAvg), a model with buffers (``bn="standard"``: the round
+averages the running statistics, which the executor keeps as scratch per client), and a model with dropout.
 
 Equality: the per-client operations are the loop's, but grouped convolutions and batched matrix products sum
 in another order than the single ones, so a vectorised round equals the loop's round to floating-point
@@ -47,11 +49,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, vmap
 
 from benchmark.errors import ConfigError
+from benchmark.federated.vectorised import (
+    LockstepSGD,
+    SGDRule,
+    chunk_clients,
+    lockstep_obstacle,
+    split_shared,
+    stack_states,
+)
 from benchmark.pfl.data import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
@@ -64,17 +73,9 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------------------------- eligibility
 def model_reason(model: nn.Module) -> str | None:
-    """Why ``model`` cannot run in lock-step (``None`` when it can)."""
-    buffers = [n for n, _ in model.named_buffers()]
-    if buffers:
-        return (
-            f"the model has buffers ({buffers[0]!r}: BatchNorm running statistics, bn='standard'), which "
-            "vmap cannot update per client"
-        )
-    drop = [n for n, m in model.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0]
-    if drop:
-        return f"the model has dropout ({drop[0]!r}), whose random stream vmap cannot reproduce per client"
-    return None
+    """Why ``model`` cannot run in lock-step (``None`` when it can): buffers (``bn="standard"``: the round
+    averages their running statistics) or dropout anywhere (the whole model trains in train mode)."""
+    return lockstep_obstacle(model, keeps_buffers=True, modes_as_set=False)
 
 
 def loop_reason(trainer: PFLTrainer) -> str | None:
@@ -86,42 +87,12 @@ def loop_reason(trainer: PFLTrainer) -> str | None:
 
 def size_chunks(sizes: Sequence[tuple[int, int]], chunk: int | None) -> list[list[int]]:
     """``(client, n_images)`` pairs -> chunks of clients with equal ``n_images`` (at most ``chunk`` each,
-    ``None``: unbounded), groups in order of first appearance, clients in their given order."""
-    if chunk is not None and chunk < 1:
-        raise ConfigError(f"vector_chunk={chunk}", "use a positive number of clients per chunk")
-    groups: dict[int, list[int]] = {}
-    for client, n in sizes:
-        groups.setdefault(int(n), []).append(int(client))
-    out = []
-    for members in groups.values():
-        step = chunk or len(members)
-        out += [members[s : s + step] for s in range(0, len(members), step)]
-    return out
+    ``None``: unbounded), groups in order of first appearance, clients in their given order
+    (:func:`~benchmark.federated.vectorised.chunk_clients`: equal sizes give equal batch-size schedules)."""
+    return [[int(sizes[j][0]) for j in c] for c in chunk_clients([int(n) for _, n in sizes], chunk)]
 
 
 # ------------------------------------------------------------------------------------------- lock-step
-def _stack_shared(names: Sequence[str], states: Sequence[State]) -> tuple[State, State]:
-    """The entries ``names`` of ``states`` split into those equal for every client (one tensor, unbatched)
-    and the others (stacked along a new leading client axis). One host sync at most."""
-    shared: State = {}
-    pending: list[tuple[str, torch.Tensor]] = []
-    for n in names:
-        first = states[0][n]
-        if all(s[n] is first for s in states[1:]):
-            shared[n] = first.detach()
-        else:
-            pending.append((n, torch.stack([s[n].detach() for s in states])))
-    stacked: State = {}
-    if pending:
-        same = torch.stack([(t == t[:1]).reshape(len(t), -1).all() for _, t in pending]).tolist()
-        for (n, t), eq in zip(pending, same, strict=True):
-            if eq:
-                shared[n] = t[0]
-            else:
-                stacked[n] = t
-    return shared, stacked
-
-
 def _draws(
     sgd: LocalSGD, keys: Sequence[tuple[int, ...]], idxs: Sequence[np.ndarray], n: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -174,28 +145,14 @@ def lockstep_sgd(
         return [{k: s[k].detach().clone() for k in names} for s in starts], [float("nan")] * c
     lr_of = {k: sgd.head_lr if is_head(k) else sgd.body_lr for k in names}
     trained = [k for k in names if lr_of[k] != 0.0]
-    shared, stacked = _stack_shared([k for k in names if k not in trained], starts)
-    weights = {k: torch.stack([s[k].detach() for s in starts]).clone() for k in trained}
-    mu = float(prox[0]) if prox is not None else 0.0
+    shared, stacked = split_shared([k for k in names if k not in trained], starts)
     anchor = {k: prox[1][k].detach() for k in names if k in prox[1]} if prox is not None else {}
-
-    def loss_fn(w: State, fixed: State, common: State, x: torch.Tensor, y: torch.Tensor):
-        params = {**w, **fixed, **common}
-        loss = F.cross_entropy(functional_call(model, params, (x,)), y)
-        if anchor:
-            loss = loss + mu / 2 * sum(((params[k] - a) ** 2).sum() for k, a in anchor.items())
-        return loss, loss.detach()
-
-    in_dims = (0, 0, None, 0, 0)
-    step = vmap(grad(loss_fn, has_aux=True), in_dims=in_dims, randomness="error") if trained else None
-    forward = vmap(loss_fn, in_dims=in_dims, randomness="error")
+    rule = SGDRule(sgd.momentum, sgd.weight_decay, float(prox[0]) if prox else 0.0, "loss", "foreach")
     model.train()
-    dev = data.images.device
-    rows, crops, flips = _draws(sgd, keys, idxs, n, dev)
-    by_lr: dict[float, list[str]] = {}
-    for k in trained:
-        by_lr.setdefault(lr_of[k], []).append(k)
-    bufs: dict[float, list[torch.Tensor]] = {}
+    lock = LockstepSGD(
+        model, stack_states(starts, trained), lr_of, rule, stacked=stacked, shared=shared, anchor=anchor
+    )
+    rows, crops, flips = _draws(sgd, keys, idxs, n, data.images.device)
     losses = []
     for e in range(sgd.epochs):
         for s in range(0, n, sgd.batch_size):
@@ -205,46 +162,13 @@ def lockstep_sgd(
                 crops[e, :, s : s + b].reshape(-1, 2),
                 flips[e, :, s : s + b].reshape(-1),
             )
-            x, y = x.unflatten(0, (c, b)), y.unflatten(0, (c, b))
-            if step is None:
-                with torch.no_grad():
-                    loss = forward(weights, stacked, shared, x, y)[1]
-                losses.append(loss)
-                continue
-            grads, loss = step(weights, stacked, shared, x, y)
-            losses.append(loss)
-            with torch.no_grad():
-                for lr, ks in by_lr.items():
-                    params, grad_ks = [weights[k] for k in ks], [grads[k] for k in ks]
-                    _sgd_step(params, grad_ks, bufs.setdefault(lr, []), lr, sgd.momentum, sgd.weight_decay)
+            losses.append(lock.step(x.unflatten(0, (c, b)), y.unflatten(0, (c, b)), first=(e, s) == (0, 0)))
     means = torch.stack(losses).mean(0).tolist() if losses else [float("nan")] * c
+    weights = lock.weights
     out = []
     for j, start in enumerate(starts):
         out.append({k: weights[k][j].clone() if k in weights else start[k].detach().clone() for k in names})
     return out, [float(v) for v in means]
-
-
-def _sgd_step(
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor],
-    bufs: list[torch.Tensor],
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-) -> None:
-    """``torch.optim.SGD``'s step (its foreach path, the default on CUDA; the same elementwise arithmetic as its
-    single-tensor path) on stacked clients, in place; ``bufs`` is empty before the first step."""
-    d = grads
-    if weight_decay != 0.0:
-        d = torch._foreach_add(d, params, alpha=weight_decay)
-    if momentum != 0.0:
-        if not bufs:
-            bufs.extend(torch.clone(g).detach() for g in d)
-        else:
-            torch._foreach_mul_(bufs, momentum)
-            torch._foreach_add_(bufs, d)
-        d = bufs
-    torch._foreach_add_(params, d, alpha=-lr)
 
 
 # ----------------------------------------------------------------------------------------------- a round
@@ -295,7 +219,7 @@ def lockstep_accuracies(
             n = len(test[group[0]])
             if n == 0:
                 continue
-            shared, stacked = _stack_shared(names, [states[j] for j in group])
+            shared, stacked = split_shared(names, [states[j] for j in group])
             rows = torch.as_tensor(np.stack([test[j] for j in group]), dtype=torch.int64).to(dev)
             correct = torch.zeros(len(group), dtype=torch.int64, device=dev)
             for s in range(0, n, batch):
