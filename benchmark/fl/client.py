@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
-from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.federated.images import DeviceImages, to_device_index
 
 
 def batch_schedule(
@@ -51,12 +51,13 @@ def batch_schedule(
 def fetch_batch(data: Dataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` tensors for the samples ``idx`` of ``data``.
 
-    Fast paths: an :class:`~benchmark.fl.image_data.ImageSet` gathers and preprocesses the batch on its own
-    device (``x`` comes back there), a ``TensorDataset`` is indexed where its tensors are; the index travels
-    to the device without a host sync (:func:`~benchmark.fl.image_data.to_device_index`). Any other dataset
-    is read item by item and stacked.
+    Fast paths: an on-device image store (:class:`~benchmark.federated.images.DeviceImages`, e.g. an
+    :class:`~benchmark.fl.image_data.ImageSet`) gathers and preprocesses the batch on its own device (``x`` comes
+    back there), a ``TensorDataset`` is indexed where its tensors are; the index travels to the device without
+    a host sync (:func:`~benchmark.federated.images.to_device_index`). Any other dataset is read item by item
+    and stacked.
     """
-    if isinstance(data, ImageSet):
+    if isinstance(data, DeviceImages):
         return data.batch(idx)
     if isinstance(data, TensorDataset):
         x, y = data.tensors[0], data.tensors[1]

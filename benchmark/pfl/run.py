@@ -36,9 +36,9 @@ from benchmark.data.registry import load_dataset
 from benchmark.devices import pick_device
 from benchmark.errors import ConfigError, CorruptFileError, DataMissingError
 from benchmark.federated.history import RoundRecord
+from benchmark.federated.images import DeviceImages
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
-from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model

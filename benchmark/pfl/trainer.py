@@ -59,10 +59,10 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity, tensors_to
 from benchmark.federated.history import RoundRecord, RoundStats
+from benchmark.federated.images import DeviceImages
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl.algorithms import Algorithm, get_algorithm
-from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, weighted_mean
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit

@@ -52,7 +52,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from benchmark.errors import ConfigError
-from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
