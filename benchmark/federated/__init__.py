@@ -9,6 +9,9 @@
   name.
 * :mod:`~benchmark.federated.checkpoint` - one checkpoint / resume format.
 * :mod:`~benchmark.federated.progress` - progress bars and log lines.
+* :mod:`~benchmark.federated.images` - the one on-device image store (:class:`DeviceImages`) and fedbabu's
+  augmentation.
+* :mod:`~benchmark.federated.precision` - the one precision policy (:class:`Precision`, :func:`precision_from`).
 
 The families: :mod:`benchmark.fl` (legate2023: FedAvg / FedProx / FedAdam with FT, LP, Random, two-stage),
 :mod:`benchmark.pfl` (fedbabu: FedBABU and the personalised baselines), :mod:`benchmark.zo` (bernier2024:

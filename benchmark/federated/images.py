@@ -1,42 +1,29 @@
 """The one on-device image store of the training families (issue 25: "one on-device image store").
 
-Federated training reads every training image once per local epoch. Decoding, augmenting and normalising on
-the host each time, or keeping float copies (600 KB per 224 px image), is what makes the naive path slow or
-large. A :class:`DeviceImages` keeps one split on the training device as **uint8** images at their stored
-resolution (CIFAR: 3 KB per image, 150 MB for 50,000) with **int64** labels, the **normalisation constants**
-and the **dtype** of the batches it makes; a batch is gathered, augmented and normalised there, so that
-nothing but the batch indices crosses the host-device link during training (:func:`to_device_index`: no host
-sync).
-
-What is common, here:
-
-* the storage and its views: :meth:`DeviceImages.subset` (a client's images; shares the storage, holds only
-  its index map), :attr:`~DeviceImages.root`, :meth:`~DeviceImages.root_indices` (a vectorised executor gathers
-  many clients' batches in one call), :meth:`~DeviceImages.to`;
-* the gather (:meth:`~DeviceImages.gather`, uint8 ``(B, C, H, W)``), the un-augmented batch
-  (:meth:`~DeviceImages.batch` / :meth:`~DeviceImages.test_batch`: gather, then :meth:`~DeviceImages.normalise`,
-  ``(x / 255 - mean) / std`` in :attr:`~DeviceImages.dtype`).
+Federated training reads every training image once per local epoch; decoding and normalising on the host each
+time, or keeping float copies (600 KB per 224 px image), makes the naive path slow or large. A
+:class:`DeviceImages` keeps a split on the training device as uint8 images at their stored resolution (CIFAR:
+150 MB for 50,000) with int64 labels, the normalisation constants and the batch dtype; a batch is gathered,
+augmented and normalised there, and only the batch indices cross the host-device link
+(:func:`to_device_index`: no host sync). Client datasets are views sharing the storage
+(:meth:`~DeviceImages.subset`, :attr:`~DeviceImages.root`, :meth:`~DeviceImages.root_indices`: a vectorised
+executor gathers many clients' batches in one call).
 
 Each family's augmentation is a small part on top:
 
 * fedbabu (:mod:`benchmark.pfl`): the reference's ``RandomCrop(32, padding=4)`` + ``RandomHorizontalFlip``
-  drawn afresh every epoch: :func:`epoch_plan` draws a client's shuffle, crop offsets and flips from a
-  generator keyed by ``(seed, round, client, epoch)`` (so a client's batches do not depend on the order in
-  which clients run: the loop and the vectorised execution draw the same), and :meth:`DeviceImages.train_batch`
-  applies them (:func:`crop_flip`: zero padding in pixel space, as torchvision pads the PIL image before
-  normalising). Normalisation: :data:`NORMALISATION`, CIFAR-10 with the ImageNet statistics (a quirk of the
-  reference, kept: the paper's numbers were produced with it).
-* legate2023 / fedcof (:mod:`benchmark.fl`): the preprocessing preset's frozen flip (drawn once per image for
-  the whole run) and its resize / normalisation, on the device: :class:`benchmark.fl.image_data.ImageSet`, a
-  subclass that overrides :meth:`DeviceImages.batch_rows` (it needs the presets of
-  :mod:`benchmark.features.preprocess`, a layer above this one). It stores the images NHWC
-  (``layout="nhwc"``) so that a gathered batch has the channels-last strides the feature-extraction path feeds
-  to the same resize.
+  drawn afresh every epoch, by :func:`epoch_plan` from a generator keyed by ``(seed, round, client, epoch)``
+  (a client's batches do not depend on the order clients run in: loop and vectorised draw the same), applied
+  by :meth:`DeviceImages.train_batch` (:func:`crop_flip`: zero padding in pixel space, as torchvision pads the
+  PIL image). :data:`NORMALISATION` normalises CIFAR-10 with the ImageNet statistics (the reference's quirk,
+  kept: the paper's numbers were produced with it).
+* legate2023 / fedcof (:mod:`benchmark.fl`): a preset's frozen flip, resize and normalisation,
+  :class:`benchmark.fl.image_data.ImageSet`, a subclass overriding :meth:`DeviceImages.batch_rows` (the
+  presets live a layer above this one); it stores the pixels NHWC (``layout="nhwc"``) so that a gathered
+  batch has the channels-last strides the feature-extraction path feeds to the same resize.
 
-Bit-identical to the two stores this module replaces (``benchmark/pfl/data.py``, the storage half of
-``benchmark/fl/image_data.py``): the same gathers, the same arithmetic in the same dtype and the same memory
-layout, batch for batch (checked on CPU before the old code was deleted; ``tests/test_federated_images.py``
-checks the augmentation against a plain pad-and-slice reference).
+Every batch is bit-identical to the two stores this replaced (``pfl/data.py``, the storage of
+``fl/image_data.py``): same gathers, same arithmetic in the same dtype, same memory layout.
 """
 
 from __future__ import annotations

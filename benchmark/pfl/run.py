@@ -233,8 +233,8 @@ def eval_step(
             "re-run the training job with this code",
         )
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
-    model = model.to(dev, getattr(torch, cfg.dtype))
-    train.dtype = test.dtype = getattr(torch, cfg.dtype)
+    model = model.to(dev, cfg.precision.dtype)
+    train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
