@@ -13,8 +13,9 @@ from torch.utils.data import TensorDataset
 from benchmark.apps.reduced import _preprocess
 from benchmark.errors import ConfigError
 from benchmark.features.preprocess import Preprocess, get_preprocess, list_presets
+from benchmark.federated.images import to_device_index
 from benchmark.fl.client import batch_schedule, fetch_batch, local_sgd
-from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.fl.image_data import ImageSet
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

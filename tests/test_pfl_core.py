@@ -17,11 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl import personalise as personalise_mod
 from benchmark.pfl.algorithms import ALGORITHMS, Algorithm
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
-from benchmark.pfl.data import DeviceImages, epoch_plan
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.federated.images import DeviceImages
 from benchmark.pfl import algorithms
 from benchmark.pfl.centralised import CentralRecipe, train_centralised
-from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.local import LocalSGD, epoch_batches, sgd_step
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit

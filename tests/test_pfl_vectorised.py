@@ -28,7 +28,7 @@ import torch
 
 from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundStats
-from benchmark.pfl.data import NORMALISATION, DeviceImages
+from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.pfl.local import LocalSGD, client_accuracies
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit

@@ -55,9 +55,10 @@ except ModuleNotFoundError:  # a checkout without the package installed (a lent 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmark.features.preprocess import CIFAR10_MEAN, CIFAR10_STD, Preprocess
+from benchmark.federated.images import to_device_index
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import ModelTrainer
-from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.fl.image_data import ImageSet
 from benchmark.fl.vectorised import VectorisedTrainer
 from benchmark.io import atomic_write_json
 from benchmark.models.backbones import create_backbone

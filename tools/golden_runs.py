@@ -253,7 +253,7 @@ def fl_features_run(**cfg: Any) -> Callable[[], Outcome]:
 
 # ------------------------------------------------------------------------------------------------ pfl
 def _pfl_images(n: int, seed: int):
-    from benchmark.pfl.data import NORMALISATION, DeviceImages
+    from benchmark.federated.images import NORMALISATION, DeviceImages
 
     g = torch.Generator().manual_seed(seed)
     mean, std = NORMALISATION["cifar10"]

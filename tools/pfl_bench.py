@@ -11,7 +11,7 @@ the package is not installed)::
 
 What one run measures, on synthetic uint8 32x32 images (``--clients * --images-per-client`` of them, random
 labels of ``--num-classes`` classes: throughput does not depend on the pixels) held on the device as
-:class:`~benchmark.pfl.data.DeviceImages` and augmented there (crop + flip + CIFAR-100 normalisation, the
+:class:`~benchmark.federated.images.DeviceImages` and augmented there (crop + flip + CIFAR-100 normalisation, the
 trainer's path), network ``--model`` from :mod:`benchmark.pfl.models` (random initialisation, float32):
 
 * ``loop``: :meth:`PFLTrainer.train_round` of FedBABU with every client sampled (``participation=1``),
@@ -52,8 +52,8 @@ try:
 except ModuleNotFoundError:  # a checkout without the package installed (a lent GPU machine): use it in place
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.io import atomic_write_json
-from benchmark.pfl.data import NORMALISATION, DeviceImages
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer

@@ -12,6 +12,9 @@
 * :mod:`~benchmark.federated.vectorised` - :class:`LockstepSGD`, the one lock-step executor: many clients'
   local SGD at once with ``torch.func`` (the ``client_exec="vectorised"`` of :mod:`benchmark.fl` and
   :mod:`benchmark.pfl`).
+* :mod:`~benchmark.federated.images` - the one on-device image store (:class:`DeviceImages`) and fedbabu's
+  augmentation.
+* :mod:`~benchmark.federated.precision` - the one precision policy (:class:`Precision`, :func:`precision_from`).
 
 The families: :mod:`benchmark.fl` (legate2023: FedAvg / FedProx / FedAdam with FT, LP, Random, two-stage),
 :mod:`benchmark.pfl` (fedbabu: FedBABU and the personalised baselines), :mod:`benchmark.zo` (bernier2024:

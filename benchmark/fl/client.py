@@ -21,7 +21,6 @@ vectorised cached-feature path in :mod:`benchmark.fl.lp_features`)::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +28,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
-from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.federated.images import DeviceImages, to_device_index
+from benchmark.federated.precision import FP32, Precision
 
 
 def batch_schedule(
@@ -51,12 +51,13 @@ def batch_schedule(
 def fetch_batch(data: Dataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x, y)`` tensors for the samples ``idx`` of ``data``.
 
-    Fast paths: an :class:`~benchmark.fl.image_data.ImageSet` gathers and preprocesses the batch on its own
-    device (``x`` comes back there), a ``TensorDataset`` is indexed where its tensors are; the index travels
-    to the device without a host sync (:func:`~benchmark.fl.image_data.to_device_index`). Any other dataset
-    is read item by item and stacked.
+    Fast paths: an on-device image store (:class:`~benchmark.federated.images.DeviceImages`, e.g. an
+    :class:`~benchmark.fl.image_data.ImageSet`) gathers and preprocesses the batch on its own device (``x`` comes
+    back there), a ``TensorDataset`` is indexed where its tensors are; the index travels to the device without
+    a host sync (:func:`~benchmark.federated.images.to_device_index`). Any other dataset is read item by item
+    and stacked.
     """
-    if isinstance(data, ImageSet):
+    if isinstance(data, DeviceImages):
         return data.batch(idx)
     if isinstance(data, TensorDataset):
         x, y = data.tensors[0], data.tensors[1]
@@ -96,7 +97,7 @@ def local_sgd(
     anchor: Mapping[str, torch.Tensor] | None = None,
     correction: Mapping[str, torch.Tensor] | None = None,
     device: torch.device | str = "cpu",
-    amp: bool = False,
+    precision: Precision = FP32,
 ) -> ClientResult:
     """Run the mini-batches ``schedule`` of ``data`` through ``model`` and update ``params`` in place.
 
@@ -104,8 +105,8 @@ def local_sgd(
     buffers change only if the caller put those modules in train mode). ``anchor`` holds the round's global
     values of ``params`` for the FedProx term (required when ``prox_mu > 0``). ``correction`` (by name) is added
     to each gradient before weight decay and momentum (SCAFFOLD's control-variate term ``c - c_i``; None: none). The loss is the batch-mean
-    cross-entropy (legate2023 Eq. 1 with the softmax absorbed in the loss). ``amp`` enables bfloat16 autocast
-    on CUDA. Implements the step in the module docstring. Nothing in the loop waits for the device (the loss
+    cross-entropy (legate2023 Eq. 1 with the softmax absorbed in the loss). ``precision``: the forward pass under
+    its autocast on CUDA, the loss from float32 logits then (:class:`~benchmark.federated.precision.Precision`). Implements the step in the module docstring. Nothing in the loop waits for the device (the loss
     is summed there; batches of an :class:`~benchmark.fl.image_data.ImageSet` are made there).
     """
     if prox_mu > 0.0 and anchor is None:
@@ -114,21 +115,15 @@ def local_sgd(
     tensors = [params[n] for n in names]
     bufs: list[torch.Tensor | None] = [None] * len(tensors)
     dev = torch.device(device)
-    autocast = (
-        torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        if amp and dev.type == "cuda"
-        else nullcontext()
-    )
+    prec = precision.on(dev)
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
     seen = 0
     for idx in schedule:
         x, y = fetch_batch(data, idx)
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        with autocast:
+        with prec.autocast_context():
             logits = model(x)
-        if amp:
-            logits = logits.float()
-        loss = nn.functional.cross_entropy(logits, y)
+        loss = nn.functional.cross_entropy(prec.loss_logits(logits), y)
         grads = torch.autograd.grad(loss, tensors)
         with torch.no_grad():
             for i, (p, g) in enumerate(zip(tensors, grads, strict=True)):

@@ -197,7 +197,8 @@ class FLConfig:
     device: str = "auto"
     """``auto`` = CUDA when available, else CPU. CPU runs are deterministic for a given seed."""
     amp: bool = False
-    """Mixed precision (bfloat16 autocast) for full-model training on CUDA; ignored on CPU. Recorded."""
+    """Mixed precision (bfloat16 autocast) for full-model training on CUDA; on another device a warning says it is
+    not applied. Recorded. Mapped onto the one policy by :func:`benchmark.federated.precision.precision_from`."""
     client_exec: ClientExec = "loop"
     """How the sampled clients of a full-model round are executed (same arithmetic either way; a test checks
     that one round agrees to rounding): ``loop`` trains them one after the other on one working copy

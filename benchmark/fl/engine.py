@@ -51,7 +51,6 @@ import importlib
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -65,6 +64,7 @@ from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity, tensors_to
 from benchmark.federated.history import Costs, RoundRecord, RoundStats, wire_bytes
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
+from benchmark.federated.precision import FP32, Precision, precision_from
 from benchmark.federated.sampling import ClientSampler
 from benchmark.federated.server_opt import DeltaAccumulator, make_server_optimizer
 from benchmark.fl.client import ClientResult, batch_schedule, fetch_batch, local_sgd
@@ -227,7 +227,7 @@ def evaluate_model(
     *,
     batch_size: int = 128,
     device: torch.device | str = "cpu",
-    amp: bool = False,
+    precision: Precision = FP32,
 ) -> tuple[float, float]:
     """Accuracy (fraction in [0, 1]) and mean cross-entropy of ``model`` in eval mode on ``data``.
 
@@ -240,17 +240,13 @@ def evaluate_model(
     n = len(data)  # type: ignore[arg-type]
     correct = 0
     loss_sum = 0.0
-    autocast = (
-        torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        if amp and dev.type == "cuda"
-        else nullcontext()
-    )
+    prec = precision.on(dev)
     for s in range(0, n, batch_size):
         x, y = fetch_batch(data, np.arange(s, min(n, s + batch_size)))
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        with autocast:
+        with prec.autocast_context():
             logits = model(x)
-        logits = logits.float() if amp else logits
+        logits = prec.loss_logits(logits)
         loss_sum += float(nn.functional.cross_entropy(logits, y, reduction="sum"))
         correct += int((logits.argmax(1) == y).sum())
     model.train(was_training)
@@ -299,7 +295,8 @@ class ModelTrainer(RoundTrainer):
             )
         self.cfg = cfg
         self.device = resolve_device(cfg)
-        self.amp = bool(cfg.amp and self.device.type == "cuda")
+        self.precision = precision_from(amp=cfg.amp).on(self.device, warn=True)
+        self.amp = self.precision.amp  # bf16 autocast on CUDA only (the one policy: federated/precision.py)
         self.model = model.to(self.device)
         self.clients = list(clients)
         self.test = test
@@ -391,7 +388,7 @@ class ModelTrainer(RoundTrainer):
             anchor=anchor,
             correction=self.gradient_correction(client),
             device=self.device,
-            amp=self.amp,
+            precision=self.precision,
         )
         return self.client_update(gparams), res
 
@@ -458,7 +455,7 @@ class ModelTrainer(RoundTrainer):
     def evaluate(self) -> tuple[float, float]:
         """Test accuracy and loss of the global model (eval mode: BatchNorm running statistics)."""
         return evaluate_model(
-            self.model, self.test, batch_size=self.cfg.eval_batch_size, device=self.device, amp=self.amp
+            self.model, self.test, batch_size=self.cfg.eval_batch_size, device=self.device, precision=self.precision
         )
 
     @torch.no_grad()

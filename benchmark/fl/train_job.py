@@ -36,6 +36,7 @@ from benchmark.data.subsets import validation_split
 from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec
 from benchmark.federated.history import Costs
+from benchmark.federated.precision import precision_from
 from benchmark.fl.engine import RunResult, resolve_device
 from benchmark.fl.image_data import ImageSet
 from benchmark.fl.lp_features import CachedFeatures
@@ -100,7 +101,7 @@ def _split(proto: TrainProtocol, split: str, subset: str, root: str | None):
 
 def _image_set(data: Any, proto: TrainProtocol, split: str, device: torch.device, req: TrainRequest):
     """The split's images, resident on ``device`` as uint8 (:class:`benchmark.fl.image_data.ImageSet`)."""
-    dtype = torch.float64 if proto.dtype == "float64" else torch.float32
+    dtype = proto.precision.dtype
     if data.images is not None:  # in-memory datasets (CIFAR): exactly the split (and subset) loaded here
         images = torch.from_numpy(np.ascontiguousarray(data.images)).permute(0, 3, 1, 2)
         return ImageSet(
@@ -130,9 +131,7 @@ def _model(proto: TrainProtocol, method: str, num_classes: int, seed_cfg: Any, r
         proto.backbone, req.weights if pretrained else "random", num_classes=num_classes,
         seed=seed_cfg.seeds.int_seed("model_init"), weights_dir=req.weights_dir,
     )  # fmt: skip
-    if proto.dtype == "float64":
-        model = model.double()
-    return model, ident
+    return model.to(dtype=proto.precision.dtype), ident
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -141,6 +140,7 @@ def run_training(req: TrainRequest) -> TrainOutcome:
     proto = get_train_protocol(req.protocol)
     if req.dtype is not None:
         proto = replace(proto, dtype=req.dtype)
+    precision_from(dtype=proto.dtype, amp=req.amp)  # the one policy: an unknown value fails here, by name
     spec = proto.method(req.method)
     proto.algorithm(req.algorithm)
     cfg = proto.fl_config(
@@ -311,7 +311,7 @@ def _init_head(
         client_lr=1.0, lr_source="-", init=spec.init, init_options=spec.init_options,
         init_participation=spec.init_participation,
     )  # fmt: skip
-    overrides = {"solver": "solve64"} if proto.dtype == "float64" else {}
+    overrides = {"solver": "solve64"} if proto.precision.dtype == torch.float64 else {}
     return closed_form_init(mspec, inputs, replace(cfg, head_bias="as_given"), proto.backbone, overrides)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmark.errors import ConfigError
+from benchmark.federated.precision import Precision, precision_from
 from benchmark.fl.config import FEDPROX_DEFAULT_MU, BNStats, FLConfig, HeadBias, ServerOpt
 from benchmark.fl.protocol_base import (
     Catalogue,
@@ -114,6 +115,12 @@ class TrainProtocol(FederatedProtocol):
     """Compute dtype of model and inputs (float64 only for the pinned reduced configuration)."""
     val_fraction: float = 0.1
     """Share of every class held out of the training set to tune ``grid`` learning rates."""
+
+    @property
+    def precision(self) -> Precision:
+        """:attr:`dtype` as the one precision policy (:func:`benchmark.federated.precision.precision_from`; an
+        unknown dtype is a :class:`ConfigError` naming the field)."""
+        return precision_from(dtype=self.dtype)
 
     def method(self, name: str) -> TrainMethod:
         """The method ``name``; unknown names raise :class:`UnknownNameError` listing the valid ones."""

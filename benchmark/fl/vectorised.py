@@ -54,6 +54,7 @@ from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundStats, wire_bytes
+from benchmark.federated.images import to_device_index
 from benchmark.federated.server_opt import DeltaAccumulator
 from benchmark.federated.vectorised import (
     LockstepSGD,
@@ -67,7 +68,7 @@ from benchmark.federated.vectorised import (
 from benchmark.fl.client import batch_schedule, fetch_batch
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import FL_TRAINERS, ModelTrainer
-from benchmark.fl.image_data import ImageSet, to_device_index
+from benchmark.fl.image_data import ImageSet
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import torch
 
 from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundRecord
-from benchmark.pfl.data import DeviceImages
+from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import State, clone_state, epoch_batches, sgd_step, weighted_mean
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit

@@ -1,5 +1,5 @@
 """The local computations every fedbabu method shares: a client's augmented batches (the reference's
-``DataLoader`` over ``DatasetSplit``, drawn by :func:`~benchmark.pfl.data.epoch_plan`), one SGD step, the
+``DataLoader`` over ``DatasetSplit``, drawn by :func:`~benchmark.federated.images.epoch_plan`), one SGD step, the
 reference's local update (:func:`sgd_epochs`, ``models/Update.py: LocalUpdate.train``) and the per-client test
 accuracy (:func:`client_accuracies`, ``test_img_local``).
 
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmark.errors import ConfigError
-from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.models import is_head
 
 State = dict[str, torch.Tensor]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from benchmark.pfl.data import DeviceImages, epoch_plan
+from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs
 from benchmark.pfl.partition import ClientSplit
 

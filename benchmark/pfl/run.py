@@ -36,9 +36,9 @@ from benchmark.data.registry import load_dataset
 from benchmark.devices import pick_device
 from benchmark.errors import ConfigError, CorruptFileError, DataMissingError
 from benchmark.federated.history import RoundRecord
+from benchmark.federated.images import DeviceImages
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
-from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model
@@ -233,8 +233,8 @@ def eval_step(
             "re-run the training job with this code",
         )
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
-    model = model.to(dev, getattr(torch, cfg.dtype))
-    train.dtype = test.dtype = getattr(torch, cfg.dtype)
+    model = model.to(dev, cfg.precision.dtype)
+    train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}

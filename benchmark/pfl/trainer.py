@@ -59,10 +59,11 @@ import torch
 from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity, tensors_to
 from benchmark.federated.history import RoundRecord, RoundStats
+from benchmark.federated.images import DeviceImages
 from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
+from benchmark.federated.precision import Precision, precision_from
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl.algorithms import Algorithm, get_algorithm
-from benchmark.pfl.data import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, weighted_mean
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
@@ -108,10 +109,15 @@ class PFLConfig:
             raise ConfigError(f"selection={self.selection!r}", "use 'best' (the reference) or 'last'")
         if self.client_exec not in ("loop", "vectorised"):
             raise ConfigError(f"client_exec={self.client_exec!r}", "use 'loop' or 'vectorised'")
-        if self.dtype not in ("float32", "float64"):
-            raise ConfigError(f"dtype={self.dtype!r}", "use float32 (the paper) or float64 (portable pins)")
+        precision_from(dtype=self.dtype)  # float32 (the paper) or float64 (portable pins); else a ConfigError
         if not 0 < self.participation <= 1:
             raise ConfigError(f"participation={self.participation}", "use a client fraction in (0, 1]")
+
+    @property
+    def precision(self) -> Precision:
+        """:attr:`dtype` as the one precision policy (:mod:`benchmark.federated.precision`): the model's and the
+        batches' dtype."""
+        return precision_from(dtype=self.dtype)
 
     @property
     def clients_per_round(self) -> int:
@@ -205,8 +211,8 @@ class PFLTrainer(RoundTrainer):
         self.device = train.images.device
         seed_model_init(cfg.seed)
         self.model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init)
-        self.model = self.model.to(self.device, getattr(torch, cfg.dtype))
-        train.dtype = test.dtype = getattr(torch, cfg.dtype)
+        self.model = self.model.to(self.device, cfg.precision.dtype)
+        train.dtype = test.dtype = cfg.precision.dtype
         self.init_state = clone_state(self.model)
         self.broadcast: State = {k: v for k, v in self.init_state.items() if self.algo.aggregates(k)}
         self.init_personal: State = {k: v for k, v in self.init_state.items() if not self.algo.aggregates(k)}

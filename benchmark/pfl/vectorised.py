@@ -53,6 +53,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from benchmark.errors import ConfigError
+from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.federated.vectorised import (
     LockstepSGD,
     SGDRule,
@@ -61,7 +62,6 @@ from benchmark.federated.vectorised import (
     split_shared,
     stack_states,
 )
-from benchmark.pfl.data import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.federated.precision import precision_from
 from benchmark.fl.estimate import describe, run_cost
 from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.fl.train_tuning import choose_lr
@@ -84,7 +85,8 @@ class _TrainFields(Job):
             exec_ = "vectorised" if str(device).startswith("cuda") else "loop"
         return TrainRequest(
             protocol=self.protocol, method=self.method, algorithm=self.algorithm, weights=self.weights,
-            subset=self.subset, device=device, amp=self.train_precision == "bf16", client_exec=exec_,
+            subset=self.subset, device=device, amp=precision_from(train_precision=self.train_precision).amp,
+            client_exec=exec_,
             vector_chunk=int(config.get("train_chunk", 10)), channels_last=bool(config.get("channels_last", False)),
             data_root=config.get("data_root"), weights_dir=config.get("weights_dir"),
             progress=bool(config.get("progress", True)), **kw,
@@ -306,6 +308,7 @@ class FLTrainRunner(Runner):
         if alg.tuned:
             lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
         train_precision = str(config.get("train_precision", "fp32"))
+        precision_from(train_precision=train_precision)  # an unknown value is a ConfigError naming the field
         plan.jobs = tuple(
             FLTrainJob(
                 dataset=plan.dataset,

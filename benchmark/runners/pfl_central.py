@@ -76,8 +76,8 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
     row per epoch (lr, mean train loss, test accuracy on the whole test set, wall time)."""
     import torch  # local: heavy import (torch)
 
+    from benchmark.federated.images import DeviceImages  # local: heavy import (torch)
     from benchmark.pfl.centralised import CentralRecipe, fit_part  # local: heavy import (torch)
-    from benchmark.pfl.data import DeviceImages  # local: heavy import (torch)
     from benchmark.pfl.models import build_model  # local: heavy import (torch)
     from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 

@@ -30,6 +30,7 @@ import torch
 from benchmark.devices import pick_device
 from benchmark.errors import ConfigError
 from benchmark.federated.checkpoint import CheckpointSpec, run_identity
+from benchmark.federated.precision import ZO_PRECISION
 from benchmark.io import atomic_path, atomic_write_json
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.registry import Registry
@@ -87,8 +88,9 @@ class ZORunSpec:
 
 
 def build_model(spec: ZORunSpec, device: str, data_root: str | Path | None):
-    """The encoder, the task, and the classifier with its FedNCM head (from the clients' feature sums)."""
-    enc = load_encoder(spec.encoder, device="cpu")
+    """The encoder (in :data:`~benchmark.federated.precision.ZO_PRECISION`'s dtype), the task, and the classifier
+    with its FedNCM head (from the clients' feature sums)."""
+    enc = load_encoder(spec.encoder, device="cpu", dtype=ZO_PRECISION.dtype)
     task_args = {k: getattr(spec, k) for k in TASK_FIELDS}
     task = prepare_task(spec.dataset, enc.tokenizer, data_root=data_root, **task_args)
     model = TextClassifier(enc.model, enc.spec.hidden, task.classes, enc.spec.pooling, enc.spec.normalize)

@@ -78,7 +78,7 @@ class _Split:
 
 
 def _pfl_data():
-    from benchmark.pfl.data import DeviceImages
+    from benchmark.federated.images import DeviceImages
     from benchmark.pfl.partition import ClientSplit
 
     rng = np.random.default_rng(0)

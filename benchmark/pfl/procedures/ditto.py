@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from benchmark.pfl.data import DeviceImages
+from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_epochs, sgd_step
 
 if TYPE_CHECKING:

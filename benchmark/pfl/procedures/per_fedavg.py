@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmark.pfl.data import DeviceImages
+from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, batch_stream, clone_state, mean_loss, sgd_step
 
 if TYPE_CHECKING:
