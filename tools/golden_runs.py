@@ -87,6 +87,11 @@ opt-in):
 * ``tests/test_zo_slora.py``: ``test_one_client_equals_centralised_sgd_bit_for_bit``,
   ``test_a_seed_fixes_the_run``, ``test_stage2_keeps_the_base_bit_identical_and_trains_only_lora_and_head``;
   ``tests/test_zo_runner.py::test_train_step_on_real_minilm_writes_a_resumable_record`` (slow, realdata);
+* ``tests/test_zo_resume.py``: ``test_a_killed_distmezo_run_resumes_bit_identically``,
+  ``test_a_killed_slora_run_resumes_bit_identically``;
+* the engine's shared parts: ``tests/test_federated_vectorised.py`` (both SGD step orders, ragged chunks ==
+  per-client SGD), ``tests/test_federated_images.py`` (fedbabu's crop + flip == a per-image reference),
+  ``tests/test_federated_precision.py``;
 * seeding and partitions: ``tests/test_seeding.py::test_pinned_stream_states``,
   ``tests/test_partition.py::test_pinned_hashes``.
 """
