@@ -90,7 +90,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "pipeline",
             "fl.jobs",
-            "fl.train_job",
             "fl.train_tuning",
             "pfl.run",
             "zo.run",

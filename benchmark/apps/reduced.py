@@ -286,10 +286,10 @@ def run_via_runner(
     """One reduced run of ``method`` (``ft`` or ``fedncm_ft``) through the ``fl_train`` runner's job
     (:func:`runner_job`): its partition job is run (or reused), then the job's own request is trained in this
     process, in ``rc.dtype`` on ``rc.threads`` threads; ``init_ulps`` moves every initial parameter that many
-    ulps (:func:`benchmark.fl.train_job.nudge_parameters`; tolerance measurement only). Returns the result and
+    ulps (:func:`benchmark.fl.jobs.nudge_parameters`; tolerance measurement only). Returns the result and
     the run identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data`
     describes."""
-    from benchmark.fl.train_job import run_training  # local: heavy import (pandas)
+    from benchmark.fl.jobs import run_training  # local: heavy import (pandas)
 
     rc = rc or ReducedConfig()
     fixed = {k: v for k, v in asdict(rc).items() if k not in RUNNER_KNOBS}

@@ -87,7 +87,7 @@ def lr_grid_search(
         torch.from_numpy(y[val]),
         num_classes=int(ptr["num_classes"]),
     )
-    inputs = FLInputs(feats, ptr, ptr, part, (x[rows], y[rows]), (x[val], y[val]))
+    inputs = FLInputs(feats, ptr, ptr, part)
     results = []
     t0 = time.perf_counter()
     for lr in grid:

@@ -20,7 +20,7 @@ field                  where it is typed                                        
 
 ``bf16`` / ``amp=True`` is bfloat16 autocast. zo (bernier2024) has no such field: its models are built in
 :data:`ZO_PRECISION` (float32). Where each family reads the policy: fl's ``ModelTrainer`` (autocast around
-the forward pass; ``local_sgd``, ``evaluate_model``) and ``train_job`` (the model's and the batches' dtype),
+the forward pass; ``local_sgd``, ``evaluate_model``) and ``fl.jobs.run_training`` (the model's and the batches' dtype),
 pfl's ``PFLTrainer`` / ``evaluate`` (model and batch dtype), zo's ``build_model``.
 """
 

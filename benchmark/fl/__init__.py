@@ -10,7 +10,8 @@ Modules, one job each:
 * :mod:`~benchmark.fl.lp_features` - LP / MLP head-tuning on cached features, vectorised across clients.
 * :mod:`~benchmark.fl.methods` - LP, FT, Random, two-stage, centralised oracles; :func:`run_method`.
 * :mod:`~benchmark.fl.protocols` - named paper protocols (:func:`get_protocol`).
-* :mod:`~benchmark.fl.jobs` - the job entry point ``flb fl-run`` (tidy rows + per-round curve).
+* :mod:`~benchmark.fl.jobs` - the job steps (``flb fl-run`` on cached features, full-model training): tidy rows,
+  per-round curve, record.
 * ``lr_grid/`` - the recorded client-lr grids the protocols cite.
 
 The applications built on the engine live apart: :mod:`benchmark.apps` (``flb tune-lr``, ``flb pin-reduced``,

@@ -28,7 +28,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args, get_origin
 
 from benchmark.errors import ConfigError
 from benchmark.federated.server_opt import SERVER_OPTIMIZERS
@@ -86,11 +86,8 @@ class FLConfig:
 
     # ---------------------------------------------------------------- method
     method: Method = "ft"
-    """Which :mod:`benchmark.fl.methods` entry point :func:`~benchmark.fl.methods.run_method` dispatches to:
-    ``lp`` (linear probe, frozen body), ``ft`` (full fine-tuning from the pre-trained body and a random head),
-    ``random`` (full training from a random init), ``head_ft`` / ``head_lp`` (two-stage: a given closed-form
-    head, e.g. FedNCM, then FT or LP), ``lp_ft`` (``lp_stage_rounds`` rounds of LP, then FT: legate2023
-    Table 6), ``lp_oracle`` / ``ft_oracle`` (centralised upper bounds, legate2023 §4 "LP and FT Oracles")."""
+    """Which method :func:`~benchmark.fl.methods.run_method` runs: a name of the method table of
+    :mod:`benchmark.fl.methods` (LP, FT, Random, the two-stage methods, LP then FT, the centralised oracles)."""
     head: HeadKind = "linear"
     """Trained head for LP on cached features. ``mlp`` = three linear layers with ReLUs (legate2023 App. C.1,
     Table 5: "replacing the linear layer in the LP method with a three layer MLP")."""
@@ -225,15 +222,10 @@ class FLConfig:
             if f.type in ("float", "float | None"):
                 _number(f.name, getattr(self, f.name), optional=f.type != "float")
         _choice("method", self.method, FL_METHODS.names())
-        _choice("head", self.head, ("linear", "mlp"))
-        _choice("head_bias", self.head_bias, ("as_given", "zero", "random"))
-        _choice("server_opt", self.server_opt, SERVER_OPTIMIZERS.names())
-        _choice("selection", self.selection, ("best_on_test", "last"))
-        _choice("bn_stats", self.bn_stats, ("frozen_global", "aggregate"))
-        _choice("frozen_params", self.frozen_params, ("untouched", "server_opt_drift"))
-        _choice("lp_body_mode", self.lp_body_mode, ("eval", "train"))
-        _choice("aggregation_weights", self.aggregation_weights, ("examples", "uniform"))
-        _choice("client_exec", self.client_exec, ("loop", "vectorised"))
+        _choice("server_opt", self.server_opt, SERVER_OPTIMIZERS.names())  # a registry: plug-ins add names
+        for f in dataclasses.fields(self):  # a Literal field (head, bn_stats, ...) holds one of its values
+            if f.type != "ServerOpt" and get_origin(kind := globals().get(f.type)) is Literal:
+                _choice(f.name, getattr(self, f.name), get_args(kind))
         _positive_int("vector_chunk", self.vector_chunk)
         if not isinstance(self.channels_last, bool):
             raise ConfigError(

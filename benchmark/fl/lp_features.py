@@ -21,7 +21,7 @@ parameters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,8 +31,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from benchmark.errors import ConfigError
-from benchmark.federated.checkpoint import CheckpointSpec, tensors_to
-from benchmark.federated.history import Costs, RoundRecord, RoundStats
+from benchmark.federated.checkpoint import tensors_to
+from benchmark.federated.history import RoundStats
 from benchmark.federated.loop import RoundTrainer
 from benchmark.federated.server_opt import make_server_optimizer
 from benchmark.fl.client import batch_schedule
@@ -162,7 +162,14 @@ class FeatureTrainer(RoundTrainer):
     """:class:`benchmark.federated.loop.RoundTrainer` for a head trained on cached features, all clients of a
     round at once (module docstring)."""
 
-    def __init__(self, feats: CachedFeatures, cfg: FLConfig, head: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        feats: CachedFeatures,
+        cfg: FLConfig,
+        head: Mapping[str, np.ndarray],
+        *,
+        communicate: bool = True,
+    ) -> None:
         if len(feats.client_indices) != cfg.num_clients:
             raise ConfigError(
                 f"cache has {len(feats.client_indices)} clients but num_clients={cfg.num_clients}",
@@ -184,7 +191,7 @@ class FeatureTrainer(RoundTrainer):
         }
         self.server_opt = make_server_optimizer(cfg)
         self.floats = sum(int(p.numel()) for p in self.params.values())
-        self.communicate = True
+        self.communicate = communicate
 
     # -- one round -------------------------------------------------------------------------------------
     def _schedule(self, round_idx: int, clients: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -361,13 +368,8 @@ def run_lp_features(
     backend: Backend = "vectorised",
     method: str = "lp",
     rounds: int | None = None,
-    stage: str = "",
-    start_round: int = 0,
-    start_costs: Costs | None = None,
-    history: list[RoundRecord] | None = None,
     communicate: bool = True,
-    checkpoint: CheckpointSpec | None = None,
-    on_round_end: Callable[[int], None] | None = None,
+    **stage: Any,
 ) -> RunResult:
     """Federated LP (or MLP head-tuning) on cached features from the head ``head`` (see module docstring).
 
@@ -375,7 +377,8 @@ def run_lp_features(
     :func:`benchmark.fl.engine.run_federated` on an identity body (the reference implementation the
     vectorised one is tested and benchmarked against). Quirks that need the real body
     (``lp_body_mode="train"``, ``frozen_params="server_opt_drift"``) are refused here: use the model path.
-    ``checkpoint`` / ``on_round_end``: :func:`benchmark.fl.engine.run_stage`.
+    ``rounds`` (default ``cfg.rounds``), ``communicate`` and ``stage`` (``stage``, ``start_round``,
+    ``start_costs``, ``history``, ``checkpoint``, ``on_round_end``): :func:`benchmark.fl.engine.run_stage`.
     """
     if cfg.lp_body_mode != "eval":
         raise ConfigError(
@@ -394,38 +397,13 @@ def run_lp_features(
             TensorDataset(feats.train_x[torch.as_tensor(i)], feats.train_y[torch.as_tensor(i)])
             for i in feats.client_indices
         ]
-        res = run_federated(
-            model,
-            clients,
-            TensorDataset(feats.test_x, feats.test_y),
-            cfg,
-            train_part="head",
-            method=method,
-            rounds=rounds,
-            stage=stage,
-            start_round=start_round,
-            start_costs=start_costs,
-            history=history,
-            communicate=communicate,
-            checkpoint=checkpoint,
-            on_round_end=on_round_end,
-        )
+        test = TensorDataset(feats.test_x, feats.test_y)
+        kw = {"train_part": "head", "method": method, "rounds": rounds, "communicate": communicate}
+        res = run_federated(model, clients, test, cfg, **kw, **stage)
         res.meta["backend"] = "loop"
         return res
     if backend != "vectorised":
         raise ConfigError(f"unknown LP backend {backend!r}", "use 'vectorised' or 'loop'")
-    trainer = FeatureTrainer(feats, cfg, head)
-    trainer.communicate = communicate
-    return run_stage(
-        trainer,
-        cfg,
-        rounds=cfg.rounds if rounds is None else rounds,
-        method=method,
-        stage=stage,
-        start_round=start_round,
-        start_costs=start_costs,
-        history=history,
-        meta=trainer.describe(),
-        checkpoint=checkpoint,
-        on_round_end=on_round_end,
-    )
+    trainer = FeatureTrainer(feats, cfg, head, communicate=communicate)
+    rounds = cfg.rounds if rounds is None else rounds
+    return run_stage(trainer, cfg, rounds=rounds, method=method, meta=trainer.describe(), **stage)

@@ -50,10 +50,15 @@ class MethodInputs:
     checkpoint: Any = None
 
     def require(self, names: Sequence[str]) -> None:
-        """:class:`ConfigError` naming the inputs among ``names`` that were not given."""
-        missing = [n for n in names if getattr(self, n) is None]
-        if missing:
-            raise ConfigError(f"this method needs {', '.join(missing)}", "pass them to the methods.run_* call")
+        """:class:`ConfigError` naming the inputs among ``names`` that were not given (:func:`need`)."""
+        need(**{n: getattr(self, n) for n in names})
+
+
+def need(**given: Any) -> None:
+    """:class:`ConfigError` naming the inputs of ``given`` that are ``None`` (one message for every method)."""
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ConfigError(f"this method needs {', '.join(missing)}", "pass them to the methods.run_* call")
 
 
 RunFn = Callable[["FLConfig", MethodInputs], "RunResult"]

@@ -29,9 +29,11 @@ restored from its file, not rerun.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -44,7 +46,7 @@ from benchmark.federated.history import Costs
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import RunResult, run_federated
 from benchmark.fl.lp_features import Backend, CachedFeatures, init_head_state, run_lp_features
-from benchmark.fl.method_registry import FL_METHODS, MethodInputs, RunFn, register_fl_method
+from benchmark.fl.method_registry import FL_METHODS, MethodInputs, need, register_fl_method
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -124,12 +126,6 @@ def _dims(model: nn.Module) -> tuple[int, int]:
     return int(head.in_features), int(head.out_features)
 
 
-def _need(**kw: object) -> None:
-    missing = [k for k, v in kw.items() if v is None]
-    if missing:
-        raise ConfigError(f"this method needs {', '.join(missing)}", "pass them to the methods.run_* call")
-
-
 # ------------------------------------------------------------------------------------------------ methods
 def run_lp(
     cfg: FLConfig,
@@ -152,30 +148,15 @@ def run_lp(
     if features is not None:
         if head is None:
             head = init_head(cfg, features.feature_dim, features.classes)
-        return run_lp_features(
-            features,
-            cfg,
-            head,
-            backend=backend,
-            method=method,
-            start_costs=start_costs,
-            checkpoint=checkpoint,
-        )
-    _need(model=model, clients=clients, test=test)
+        kw = {"backend": backend, "method": method, "start_costs": start_costs, "checkpoint": checkpoint}
+        return run_lp_features(features, cfg, head, **kw)
+    need(model=model, clients=clients, test=test)
     if cfg.head != "linear":
         raise ConfigError("the MLP head runs on cached features only", "pass features=CachedFeatures(...)")
     d, c = _dims(model)  # type: ignore[arg-type]
     set_head(model, head if head is not None else init_head(cfg, d, c))  # type: ignore[arg-type]
-    return run_federated(
-        model,
-        clients,
-        test,
-        cfg,
-        train_part="head",
-        method=method,
-        start_costs=start_costs,  # type: ignore[arg-type]
-        checkpoint=checkpoint,
-    )
+    kw = {"method": method, "start_costs": start_costs, "checkpoint": checkpoint}
+    return run_federated(model, clients, test, cfg, train_part="head", **kw)  # type: ignore[arg-type]
 
 
 def run_ft(
@@ -192,16 +173,8 @@ def run_ft(
     """Federated full fine-tuning (legate2023 §4 baseline (c)) of ``model`` from ``head`` (default random)."""
     d, c = _dims(model)
     set_head(model, head if head is not None else init_head(replace(cfg, head="linear"), d, c))
-    return run_federated(
-        model,
-        clients,
-        test,
-        cfg,
-        train_part="all",
-        method=method,
-        start_costs=start_costs,
-        checkpoint=checkpoint,
-    )
+    kw = {"method": method, "start_costs": start_costs, "checkpoint": checkpoint}
+    return run_federated(model, clients, test, cfg, train_part="all", **kw)
 
 
 def run_random(
@@ -246,32 +219,13 @@ def run_two_stage(
     round of statistics, from :mod:`benchmark.costs`) offsets the cost counters so curves against
     communication / compute include stage 1.
     """
-    head = closed_form_head(weight, bias, cfg)
+    kw = {"head": closed_form_head(weight, bias, cfg), "start_costs": stage1_costs, "checkpoint": checkpoint}
     if stage2 == "ft":
-        _need(model=model, clients=clients, test=test)
-        return run_ft(
-            model,  # type: ignore[arg-type]
-            clients,  # type: ignore[arg-type]
-            test,  # type: ignore[arg-type]
-            cfg,
-            head=head,
-            method="head_ft",
-            start_costs=stage1_costs,
-            checkpoint=checkpoint,
-        )
+        need(model=model, clients=clients, test=test)
+        return run_ft(model, clients, test, cfg, method="head_ft", **kw)  # type: ignore[arg-type]
     if stage2 == "lp":
-        return run_lp(
-            replace(cfg, head="linear"),
-            features=features,
-            model=model,
-            clients=clients,
-            test=test,
-            head=head,
-            backend=backend,
-            method="head_lp",
-            start_costs=stage1_costs,
-            checkpoint=checkpoint,
-        )
+        kw |= {"features": features, "model": model, "clients": clients, "test": test, "backend": backend}
+        return run_lp(replace(cfg, head="linear"), method="head_lp", **kw)
     raise ConfigError(f"stage2 must be 'ft' or 'lp', got {stage2!r}", "")
 
 
@@ -311,19 +265,8 @@ def run_lp_then_ft(
             model, clients, test, cfg1, train_part="head", method="lp_ft", stage="lp", checkpoint=ck1
         )
     set_head(model, s1.head_state)
-    res = run_federated(
-        model,
-        clients,
-        test,
-        cfg,
-        train_part="all",
-        method="lp_ft",
-        stage="ft",
-        start_round=n1,
-        start_costs=s1.costs,
-        history=s1.history,
-        checkpoint=ck2,
-    )
+    kw = {"stage": "ft", "start_round": n1, "start_costs": s1.costs, "history": s1.history, "checkpoint": ck2}
+    res = run_federated(model, clients, test, cfg, train_part="all", method="lp_ft", **kw)
     res.meta["stage1"] = {"rounds": n1, "best_acc": s1.best_acc, "last_acc": s1.last_acc, **s1.meta}
     return res
 
@@ -386,105 +329,44 @@ def centralised_ft_oracle(
     d, c = _dims(model)
     ocfg = _oracle_cfg(cfg, shuffle)
     set_head(model, head if head is not None else init_head(replace(ocfg, head="linear"), d, c))
-    pooled = ConcatDataset(list(clients))
-    return run_federated(
-        model,
-        [pooled],
-        test,
-        ocfg,
-        train_part="all",
-        method="ft_oracle",
-        communicate=False,
-        checkpoint=checkpoint,
-    )
+    kw = {"train_part": "all", "method": "ft_oracle", "communicate": False, "checkpoint": checkpoint}
+    return run_federated(model, [ConcatDataset(list(clients))], test, ocfg, **kw)
 
 
-# ------------------------------------------------------------------------------------------------ registry
-# One entry per method (the table of the module docstring); run_method dispatches through the registry.
-@register_fl_method("lp", summary="federated LP (legate2023 §4 (b))", oracle="lp_oracle")
-def _lp(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_lp(
-        cfg,
-        features=i.features,
-        model=i.model,
-        clients=i.clients,
-        test=i.test,
-        backend=i.backend,  # type: ignore[arg-type]
-        checkpoint=i.checkpoint,
-    )
+# ------------------------------------------------------------------------------------------------ the table
+def _method(
+    name: str, fn: Callable[..., RunResult], summary: str, *, needs: Sequence[str] = (),
+    centralised: bool = False, oracle: str | None = None, **fixed: Any,
+) -> None:  # fmt: skip
+    """Register ``fn`` as method ``name`` (:func:`~benchmark.fl.method_registry.register_fl_method`): it is called
+    with ``cfg``, each :class:`MethodInputs` field it has a parameter of that name for (``weight`` / ``bias``: the
+    closed-form head's W and b) and ``fixed``."""
+    params = inspect.signature(fn).parameters
+    names = [f.name for f in dataclasses.fields(MethodInputs) if f.name in params]
 
-
-@register_fl_method(
-    "ft", summary="federated full fine-tuning (legate2023 §4 (c))", needs=("model", "clients", "test"),
-    oracle="ft_oracle",
-)  # fmt: skip
-def _ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_ft(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
-
-
-@register_fl_method(
-    "random", summary="full training from a random init (legate2023 §4 (a))", needs=("model", "clients", "test")
-)
-def _random(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_random(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
-
-
-def _two_stage(stage2: Literal["ft", "lp"]) -> RunFn:
     def run(cfg: FLConfig, i: MethodInputs) -> RunResult:
-        w, b = i.closed_form  # type: ignore[misc]
-        return run_two_stage(
-            w,
-            b,
-            cfg,
-            stage2=stage2,
-            model=i.model,
-            clients=i.clients,
-            test=i.test,
-            features=i.features,
-            stage1_costs=i.stage1_costs,
-            backend=i.backend,  # type: ignore[arg-type]
-            checkpoint=i.checkpoint,
-        )
+        given = {n: getattr(i, n) for n in names}
+        if "weight" in params:
+            given["weight"], given["bias"] = i.closed_form  # type: ignore[misc]
+        return fn(cfg=cfg, **given, **fixed)
 
-    return run
+    register_fl_method(name, summary=summary, needs=needs, centralised=centralised, oracle=oracle)(run)
 
 
-register_fl_method(
-    "head_ft", summary="closed-form head, then FT (legate2023 §3.3)", needs=("closed_form",)
-)(_two_stage("ft"))
-register_fl_method(
-    "head_lp", summary="closed-form head, then LP (fedcof Init_FT_LP)", needs=("closed_form",)
-)(_two_stage("lp"))
-
-
-@register_fl_method(
-    "lp_ft", summary="LP for lp_stage_rounds, then FT (legate2023 Table 6)", needs=("model", "clients", "test")
+# One entry per method, in the order of the module docstring's table; run_method dispatches through the registry.
+_MODEL, _HEAD, _POOL = ("model", "clients", "test"), ("closed_form",), ("features",)
+_method("lp", run_lp, "federated LP (legate2023 §4 (b))", oracle="lp_oracle")
+_method("ft", run_ft, "federated full fine-tuning (legate2023 §4 (c))", needs=_MODEL, oracle="ft_oracle")
+_method("random", run_random, "full training from a random init (legate2023 §4 (a))", needs=_MODEL)
+_method("head_ft", run_two_stage, "closed-form head, then FT (legate2023 §3.3)", needs=_HEAD, stage2="ft")
+_method("head_lp", run_two_stage, "closed-form head, then LP (fedcof Init_FT_LP)", needs=_HEAD, stage2="lp")
+_method("lp_ft", run_lp_then_ft, "LP for lp_stage_rounds, then FT (legate2023 Table 6)", needs=_MODEL)
+_method(
+    "lp_oracle", centralised_lp_oracle, "centralised LP (legate2023 §4 (d))", needs=_POOL, centralised=True
 )
-def _lp_ft(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return run_lp_then_ft(
-        i.model,  # type: ignore[arg-type]
-        i.clients,  # type: ignore[arg-type]
-        i.test,  # type: ignore[arg-type]
-        cfg,
-        features=i.features,
-        backend=i.backend,  # type: ignore[arg-type]
-        checkpoint=i.checkpoint,
-    )
-
-
-@register_fl_method(
-    "lp_oracle", summary="centralised LP (legate2023 §4 (d))", needs=("features",), centralised=True
+_method(
+    "ft_oracle", centralised_ft_oracle, "centralised FT (legate2023 §4 (d))", needs=_MODEL, centralised=True
 )
-def _lp_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return centralised_lp_oracle(i.features, cfg, backend=i.backend, checkpoint=i.checkpoint)  # type: ignore[arg-type]
-
-
-@register_fl_method(
-    "ft_oracle", summary="centralised FT (legate2023 §4 (d))", needs=("model", "clients", "test"),
-    centralised=True,
-)  # fmt: skip
-def _ft_oracle(cfg: FLConfig, i: MethodInputs) -> RunResult:
-    return centralised_ft_oracle(i.model, i.clients, i.test, cfg, checkpoint=i.checkpoint)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------------ dispatch

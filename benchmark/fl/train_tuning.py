@@ -39,10 +39,7 @@ def choose_lr(
     finite = [g for g in grid if not math.isnan(g["val_accuracy"])]
     if not finite:
         raise ConfigError(f"every grid point of {dict(what)} diverged (NaN accuracy)", "widen the grid")
-    best = finite[0]
-    for g in finite[1:]:
-        if g["val_accuracy"] > best["val_accuracy"]:
-            best = g
+    best = max(finite, key=lambda g: g["val_accuracy"])  # ties: the first in grid order
     record = {
         **dict(what),
         "choice": {"client_lr": best["client_lr"], "server_lr": best["server_lr"]},

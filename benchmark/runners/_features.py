@@ -1,17 +1,19 @@
-"""What the runners on cached features share: reading their run files into a cell's values and rows."""
+"""What the training runners share (``closed_form``, ``lp_features``, ``fl_train``): the protocol a spec maps a
+cell's setting to, one job per seed, and reading their run files into a cell's values and rows."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchmark.errors import CorruptFileError
 from benchmark.io import RERUN
 from benchmark.reasons import NotRunReason, ReasonKind
-from benchmark.runners import CellResult
+from benchmark.runners import CellResult, Runner
 from benchmark.schema import check_one_per_seed
 
 if TYPE_CHECKING:
+    from benchmark.expected import ReportedCell
     from benchmark.tables.plan import CellPlan
     from benchmark.tables.spec import TableSpec
 
@@ -74,14 +76,47 @@ def _accuracy(runs: Any, method: Any) -> Any:
     return runs[(runs["method"] == method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
 
 
-def no_protocol(key: str, where: str) -> NotRunReason:
-    """A training cell whose setting ``key`` (``<dataset>`` or ``<dataset>@<size>``) the spec maps to no
-    protocol (``where``: the protocol file)."""
-    return NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a training protocol for {key}",
-                        f"no training protocol for {key} in this spec ({where})")  # fmt: skip
+class ProtocolRunner(Runner):
+    """A training runner whose spec maps each cell's setting (``<dataset>@<image_size>``, or ``<dataset>`` when the
+    table states no size) to a protocol of one catalogue (``protocols:``); ``methods:`` maps the paper's labels.
+    A cell mapped to no protocol, or to one of another (dataset, backbone), is NOT RUN saying so; the others are
+    planned by :meth:`plan_under` (the runner's own part)."""
 
+    params: ClassVar[dict[str, Any]] = {"methods": dict[str, str], "protocols": dict[str, str]}
+    #: Where the catalogue's protocols live (named in the NOT RUN reason of a cell mapped to none).
+    catalogue: ClassVar[str] = ""
+    #: The catalogue's protocol of a name (``staticmethod(get_...)``).
+    get_protocol: Callable[[str], Any]
 
-def protocol_elsewhere(name: str, protocol: tuple[Any, Any], cell: tuple[Any, Any]) -> NotRunReason:
-    """A training cell whose spec maps it to protocol ``name`` of another (dataset, backbone) than its own."""
-    return NotRunReason(ReasonKind.PROTOCOL_MISMATCH, f"a protocol for {cell[0]} x {cell[1]}",
-                        f"protocol {name} is for {protocol[0]} x {protocol[1]}, not {cell[0]} x {cell[1]}")  # fmt: skip
+    def plan_under(self, proto: Any, spec: TableSpec, plan: CellPlan, config: Mapping[str, Any]) -> CellPlan:
+        """Plan a cell the spec maps to ``proto`` (a protocol for the cell's dataset and backbone)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _protocol_of(params: Mapping[str, Any], dataset: Any, cell: ReportedCell) -> tuple[str, str | None]:
+        size = cell.protocol.get("image_size")
+        key = f"{dataset}@{size}" if size is not None else str(dataset)
+        return key, params.get("protocols", {}).get(key)
+
+    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
+        """The clients and participation of the protocol the spec maps the cell to (``None``: none)."""
+        name = self._protocol_of(rule.params, dataset, cell)[1]
+        if name is None:
+            return None
+        proto = self.get_protocol(name)
+        return {"clients": proto.num_clients, "per_class": None, "participation": proto.participation}
+
+    def plan(self, spec, rule, plan, config: Mapping[str, Any]) -> CellPlan:
+        key, name = self._protocol_of(plan.params, plan.dataset, plan.cell)
+        if name is None:
+            plan.not_run = NotRunReason(ReasonKind.NOT_IMPLEMENTED, f"a training protocol for {key}",
+                                        f"no training protocol for {key} in this spec ({self.catalogue})")  # fmt: skip
+            return plan
+        proto = self.get_protocol(name)
+        if (proto.dataset, proto.backbone) != (plan.dataset, plan.model):
+            plan.not_run = NotRunReason(
+                ReasonKind.PROTOCOL_MISMATCH, f"a protocol for {plan.dataset} x {plan.model}",
+                f"protocol {name} is for {proto.dataset} x {proto.backbone}, not {plan.dataset} x {plan.model}",
+            )  # fmt: skip
+            return plan
+        return self.plan_under(proto, spec, plan, config)

@@ -27,13 +27,13 @@ from benchmark.data.subsets import parse_subset
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.federated.precision import precision_from
 from benchmark.fl.estimate import describe, run_cost
-from benchmark.fl.train_protocols import get_train_protocol
+from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
 from benchmark.fl.train_tuning import choose_lr
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
-from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs, no_protocol, protocol_elsewhere
+from benchmark.runners import CellResult, register_runner
+from benchmark.runners._features import ProtocolRunner, collect_runs
 from benchmark.tables.availability import training_allowed
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
@@ -65,6 +65,8 @@ def recorded_choice_path(protocol: str, algorithm: str, method: str) -> Path:
 
 @dataclass(frozen=True)
 class _TrainFields(Job):
+    """The fields every job of one (protocol, algorithm, method) shares."""
+
     dataset: str
     model: str
     weights: str
@@ -75,27 +77,53 @@ class _TrainFields(Job):
     method: str
     train_precision: str
 
+    def train_fields(self) -> dict[str, Any]:
+        """This job's :class:`_TrainFields` values (to build another job of the same method)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(_TrainFields)}
+
+
+@dataclass(frozen=True)
+class _TrainRun(_TrainFields):
+    """A training run (:func:`benchmark.fl.jobs.train_step`): tidy rows at :attr:`path`, its per-round curve at
+    :attr:`curve_path`, its record at :attr:`record_path`, checkpoints outside the outputs (so a failed or killed
+    job keeps them for the rerun)."""
+
+    @property
+    def curve_path(self) -> str:
+        return self.path.removesuffix(".csv") + ".curve.csv"
+
+    @property
+    def record_path(self) -> str:
+        return self.path.removesuffix(".csv") + ".record.json"
+
     def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
-        """The :class:`~benchmark.fl.train_job.TrainRequest` this job runs under ``config``."""
-        from benchmark.fl.train_job import TrainRequest  # local: heavy import (pandas, torch)
+        """The :class:`~benchmark.fl.jobs.TrainRequest` this job runs under ``config``."""
+        from benchmark.fl.jobs import TrainRequest  # local: heavy import (pandas, scipy, torch)
 
         device = config.get("device") or "auto"
         exec_ = config.get("train_exec", "auto")
         if exec_ == "auto":
             exec_ = "vectorised" if str(device).startswith("cuda") else "loop"
+        stem = self.path.removeprefix("results/").removesuffix(".csv")
+        checkpoint = Path("results/checkpoints", stem + ".pt")
         return TrainRequest(
             protocol=self.protocol, method=self.method, algorithm=self.algorithm, weights=self.weights,
             subset=self.subset, device=device, amp=precision_from(train_precision=self.train_precision).amp,
             client_exec=exec_,
             vector_chunk=int(config.get("train_chunk", 10)), channels_last=bool(config.get("channels_last", False)),
             data_root=config.get("data_root"), weights_dir=config.get("weights_dir"),
-            progress=bool(config.get("progress", True)), **kw,
+            progress=bool(config.get("progress", True)), checkpoint=checkpoint, **kw,
         )  # fmt: skip
+
+    def _train(self, request: Any) -> None:
+        from benchmark.fl.jobs import train_step  # local: heavy import (pandas, scipy, torch)
+
+        train_step(request, out=self.path, curve=self.curve_path, record=self.record_path)
 
 
 @register_job
 @dataclass(frozen=True)
-class FLTuneJob(_TrainFields):
+class FLTuneJob(_TrainRun):
     """One grid point of a tuned learning rate: the method trained on the training split minus a validation
     share, evaluated on that share (seed 0)."""
 
@@ -106,15 +134,8 @@ class FLTuneJob(_TrainFields):
     server_lr: float
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_job import train_step  # local: heavy import (pandas, torch)
-
-        c, s = self.client_lr, self.server_lr
-        req = self._request(
-            config, seed=0, client_lr=c, server_lr=s, holdout="validation",
-            checkpoint=Path(_checkpoint_path(self.path)), lr_choice={"grid_point": {"client_lr": c, "server_lr": s}},
-        )  # fmt: skip
-        base = self.path.removesuffix(".csv")
-        train_step(req, out=self.path, curve=base + ".curve.csv", record=base + ".record.json")
+        lrs = {"client_lr": self.client_lr, "server_lr": self.server_lr}
+        self._train(self._request(config, seed=0, holdout="validation", lr_choice={"grid_point": lrs}, **lrs))
 
 
 @register_job
@@ -128,8 +149,7 @@ class LRChoiceJob(_TrainFields):
 
     def grid(self) -> list[FLTuneJob]:
         pairs = get_train_protocol(self.protocol).lr_grid(self.algorithm)
-        base = _train_fields(self)
-        return [FLTuneJob(**base, client_lr=float(c), server_lr=float(s)) for c, s in pairs]
+        return [FLTuneJob(**self.train_fields(), client_lr=float(c), server_lr=float(s)) for c, s in pairs]
 
     def inputs(self) -> tuple[Job, ...]:
         return tuple(self.grid())
@@ -143,10 +163,9 @@ class LRChoiceJob(_TrainFields):
 
 @register_job
 @dataclass(frozen=True)
-class FLTrainJob(_TrainFields):
-    """One seed of full-model federated training (``benchmark.fl.train_job.train_step``); its per-round curve
-    is :attr:`curve_path`, its record :attr:`record_path`. ``lr_from``: ``stated`` (the protocol's values),
-    ``tuned`` (the :class:`LRChoiceJob` of this run) or ``recorded`` (a committed tuning record)."""
+class FLTrainJob(_TrainRun):
+    """One seed of full-model federated training. ``lr_from``: ``stated`` (the protocol's values), ``tuned`` (the
+    :class:`LRChoiceJob` of this run) or ``recorded`` (a committed tuning record)."""
 
     KIND: ClassVar[str] = "fl_train"
     RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
@@ -155,17 +174,8 @@ class FLTrainJob(_TrainFields):
     lr_from: str
     seed: int
 
-    @property
-    def curve_path(self) -> str:
-        return self.path.removesuffix(".csv") + ".curve.csv"
-
-    @property
-    def record_path(self) -> str:
-        return self.path.removesuffix(".csv") + ".record.json"
-
     def choice(self) -> LRChoiceJob:
-        base = _train_fields(self)
-        return LRChoiceJob(**base)
+        return LRChoiceJob(**self.train_fields())
 
     def partition(self) -> PartitionJob:
         return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)
@@ -198,31 +208,14 @@ class FLTrainJob(_TrainFields):
         lrs = self.learning_rates()
         return self._request(
             config, seed=self.seed, client_lr=lrs.client, server_lr=lrs.server, lr_choice=lrs.choice,
-            partition=Path(self.partition().path),
-            checkpoint=Path(_checkpoint_path(self.path)), checkpoint_every=int(config.get("checkpoint_every", 20)),
+            partition=Path(self.partition().path), checkpoint_every=int(config.get("checkpoint_every", 20)),
         )  # fmt: skip
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.fl.train_job import train_step  # local: heavy import (pandas, torch)
-
-        train_step(self.request(config), out=self.path, curve=self.curve_path, record=self.record_path)
-
-
-def _train_fields(job: Job) -> dict[str, Any]:
-    """The fields every job of one (protocol, algorithm, method) shares."""
-    return {f.name: getattr(job, f.name) for f in dataclasses.fields(_TrainFields)}
-
-
-def _checkpoint_path(out: str) -> str:
-    """Checkpoints live outside the job's outputs, so a failed or killed job keeps them for the rerun."""
-    return "results/checkpoints/" + out.removeprefix("results/").removesuffix(".csv") + ".pt"
+        self._train(self.request(config))
 
 
 # ------------------------------------------------------------------------------------------------ planning
-def _protocol_key(dataset: Any, image_size: Any) -> str:
-    return f"{dataset}@{image_size}" if image_size is not None else str(dataset)
-
-
 def _method_algorithm(label: str, cell_algorithm: Any) -> tuple[str, str]:
     method, _, algorithm = str(label).partition("@")
     return method, algorithm or str(cell_algorithm or "fedavg")
@@ -261,29 +254,14 @@ def cell_estimate(
     return f"{what}: {describe(total, proto.backbone, int(image_size or 224))}"
 
 
-class FLTrainRunner(Runner):
+class FLTrainRunner(ProtocolRunner):
     name = "fl_train"
-    params: ClassVar[dict[str, Any]] = {"methods": dict[str, str], "protocols": dict[str, str]}
+    catalogue = "benchmark/protocols/fl_train.yaml"
 
-    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
-        name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
-        if name is None:
-            return None
+    get_protocol = staticmethod(get_train_protocol)
 
-        p = get_train_protocol(name)
-        return {"clients": p.num_clients, "per_class": None, "participation": p.participation}
-
-    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        image_size = plan.cell.protocol.get("image_size")
-        key = _protocol_key(plan.dataset, image_size)
-        name = plan.params.get("protocols", {}).get(key)
-        if name is None:
-            plan.not_run = no_protocol(key, "benchmark/protocols/fl_train.yaml")
-            return plan
-        proto = get_train_protocol(name)
-        if (proto.dataset, proto.backbone) != (plan.dataset, plan.model):
-            plan.not_run = protocol_elsewhere(name, (proto.dataset, proto.backbone), (plan.dataset, plan.model))
-            return plan
+    def plan_under(self, proto: TrainProtocol, spec, plan, config: Mapping[str, Any]):
+        name, image_size = proto.name, plan.cell.protocol.get("image_size")
         method, algorithm = _method_algorithm(str(plan.method), plan.cell.protocol.get("fl_algorithm"))
         if method not in proto.methods or algorithm not in proto.algorithms:
             plan.not_run = NotRunReason(

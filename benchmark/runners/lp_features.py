@@ -11,57 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
+from benchmark.fl.protocols import Protocol, get_protocol
 from benchmark.jobs import FLRunJob, partition_tag
 from benchmark.reasons import outside_ci_tier
-from benchmark.runners import CellResult, Runner, register_runner
-from benchmark.runners._features import collect_runs, no_protocol, protocol_elsewhere, seeded_jobs
+from benchmark.runners import CellResult, register_runner
+from benchmark.runners._features import ProtocolRunner, collect_runs, seeded_jobs
 
 
-def _protocol_key(dataset: Any, image_size: Any) -> str:
-    return f"{dataset}@{image_size}" if image_size is not None else str(dataset)
-
-
-class LPFeaturesRunner(Runner):
+class LPFeaturesRunner(ProtocolRunner):
     name = "lp_features"
-    params: ClassVar[dict[str, Any]] = {"methods": dict[str, str], "protocols": dict[str, str]}
+    catalogue = "benchmark/fl/protocols.py"
 
-    def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
-        name = rule.params.get("protocols", {}).get(_protocol_key(dataset, cell.protocol.get("image_size")))
-        if name is None:
-            return None
-        from benchmark.fl.protocols import get_protocol  # local: heavy import (scipy, torch, torchvision)
+    get_protocol = staticmethod(get_protocol)
 
-        fl = get_protocol(name)
-        return {"clients": fl.num_clients, "per_class": None, "participation": fl.participation}
-
-    def plan(self, spec, rule, plan, config: Mapping[str, Any]):
-        from benchmark.fl.protocols import get_protocol  # local: heavy import (scipy, torch, torchvision)
-
-        key = _protocol_key(plan.dataset, plan.cell.protocol.get("image_size"))
-        name = plan.params.get("protocols", {}).get(key)
-        if name is None:
-            plan.not_run = no_protocol(key, "benchmark/fl/protocols.py")
-            return plan
-        fl = get_protocol(name)
-        if (fl.dataset, fl.backbone) != (plan.dataset, plan.model):
-            plan.not_run = protocol_elsewhere(name, (fl.dataset, fl.backbone), (plan.dataset, plan.model))
-            return plan
+    def plan_under(self, fl: Protocol, spec, plan, config: Mapping[str, Any]):
         fl.method(str(plan.method))  # unknown method: a clear error naming the valid ones
-        pair = f"{name}/{plan.method}"
+        pair = f"{fl.name}/{plan.method}"
         if config.get("tier", "full") == "ci" and pair not in config.get("ci_training", []):
             plan.not_run = outside_ci_tier(
                 f"training run {pair}", "minutes to an hour of CPU per seed, see config 'ci_training'"
             )
             return plan
-        plan.protocol = name
-        part: dict[str, Any] = {"scheme": fl.partition_scheme, "num_clients": fl.num_clients}
-        if fl.alpha is not None:
-            part["alpha"] = fl.alpha
+        plan.protocol = fl.name
         plan.jobs = seeded_jobs(
             FLRunJob, spec, plan, config,
-            preprocess=fl.preprocess, ptag=partition_tag(part), protocol=name, method=str(plan.method),
+            preprocess=fl.preprocess, ptag=partition_tag(fl.partition()), protocol=fl.name, method=str(plan.method),
         )  # fmt: skip
         plan.status = "planned"
         return plan
