@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torchvision
 
 from benchmark.provenance import cpu_description
 
@@ -63,6 +62,8 @@ def bench_machine(device: torch.device, **extra: Any) -> dict[str, Any]:
     """Where a benchmark's numbers were measured: host, CPU, Python, torch, torchvision and numpy versions, then
     ``extra`` (in its order), the device and torch's CPU threads (a script adds its own fields, then
     :func:`cuda_properties`)."""
+    import torchvision  # local: heavy import (torchvision); pfl_bench's record names it, its run does not load it
+
     return {
         "hostname": platform.node(),
         "machine": platform.machine(),
