@@ -51,7 +51,6 @@ cannot reproduce a per-client loop's random stream): :func:`lockstep_obstacle`.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -62,6 +61,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from benchmark.errors import ConfigError
+from benchmark.federated.precision import FP32, Precision
 
 State = dict[str, torch.Tensor]
 SGDKernel = Literal["per_tensor", "foreach"]
@@ -221,7 +221,7 @@ def sgd_step(
             d = torch._foreach_add(d, torch._foreach_sub(params, anchor), alpha=mu)
         torch._foreach_add_(params, d, alpha=-lr)
         return
-    for i, (p, g) in enumerate(zip(params, grads, strict=True)):  # benchmark.fl.client.local_sgd's step
+    for i, (p, g) in enumerate(zip(params, grads, strict=True)):  # FLSim's order (fl.client.local_sgd's step)
         d = g
         if wd != 0.0:
             d = d.add(p, alpha=wd)
@@ -245,7 +245,8 @@ class LockstepSGD:
     group, in the order of ``weights``). ``stacked`` / ``shared``: the other parameters, per client or one for
     all; ``buffers``: stacked scratch copies of the model's buffers (never returned). ``anchor``: the unbatched
     FedProx anchor (``prox_at="step"``: one per trained entry; ``"loss"``: the anchored entries, in the order
-    the term sums them). ``amp``: the forward pass under bf16 autocast on CUDA, logits cast back to float.
+    the term sums them). ``precision``: the run's :class:`~benchmark.federated.precision.Precision` (its
+    autocast around the forward pass, its loss logits; already resolved for the device with ``on``).
     ``step``: the SGD step of a group, called as :func:`sgd_step` without ``rule`` (default: :func:`sgd_step`
     with ``rule``). The model must already be in the modes it trains with."""
 
@@ -260,10 +261,10 @@ class LockstepSGD:
         shared: Mapping[str, torch.Tensor] | None = None,
         buffers: Mapping[str, torch.Tensor] | None = None,
         anchor: Mapping[str, torch.Tensor] | None = None,
-        amp: bool = False,
+        precision: Precision = FP32,
         step: Callable[..., None] | None = None,
     ) -> None:
-        self.model, self.rule, self.amp = model, rule, amp
+        self.model, self.rule, self.precision = model, rule, precision
         self.weights: State = dict(weights)
         self.stacked, self.shared, self.buffers = dict(stacked or {}), dict(shared or {}), dict(buffers or {})
         self.anchor: State = dict(anchor or {})
@@ -287,12 +288,9 @@ class LockstepSGD:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One client's batch-mean cross-entropy (plus FedProx's term with ``prox_at="loss"``), and its value."""
         params = {**weights, **stacked, **shared}
-        amp = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.amp else nullcontext()
-        with amp:
+        with self.precision.autocast_context():
             logits = functional_call(self.model, (params, buffers), (x,))
-        if self.amp:
-            logits = logits.float()
-        loss = F.cross_entropy(logits, y)
+        loss = F.cross_entropy(self.precision.loss_logits(logits), y)
         if self.rule.prox_at == "loss" and self.anchor:
             mu = self.rule.prox_mu
             loss = loss + mu / 2 * sum(((params[k] - a) ** 2).sum() for k, a in self.anchor.items())

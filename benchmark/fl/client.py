@@ -30,6 +30,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from benchmark.federated.images import DeviceImages, to_device_index
 from benchmark.federated.precision import FP32, Precision
+from benchmark.federated.vectorised import SGDRule, sgd_step
 
 
 def batch_schedule(
@@ -113,12 +114,14 @@ def local_sgd(
         raise ValueError("local_sgd: prox_mu > 0 needs the round's global weights as anchor")
     names = list(params)
     tensors = [params[n] for n in names]
-    bufs: list[torch.Tensor | None] = [None] * len(tensors)
+    rule = SGDRule(momentum, weight_decay, prox_mu, prox_at="step", kernel="per_tensor")  # FLSim's order
+    moms = [torch.empty_like(t) for t in tensors] if momentum != 0.0 else []
+    anchors = [anchor[n] for n in names] if prox_mu != 0.0 else []  # type: ignore[index]
     dev = torch.device(device)
     prec = precision.on(dev)
     loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
     seen = 0
-    for idx in schedule:
+    for step, idx in enumerate(schedule):
         x, y = fetch_batch(data, idx)
         x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         with prec.autocast_context():
@@ -126,19 +129,9 @@ def local_sgd(
         loss = nn.functional.cross_entropy(prec.loss_logits(logits), y)
         grads = torch.autograd.grad(loss, tensors)
         with torch.no_grad():
-            for i, (p, g) in enumerate(zip(tensors, grads, strict=True)):
-                d = g if correction is None else g.add(correction[names[i]])
-                if weight_decay != 0.0:
-                    d = d.add(p, alpha=weight_decay)
-                if momentum != 0.0:
-                    if bufs[i] is None:
-                        bufs[i] = d.detach().clone()
-                    else:
-                        bufs[i].mul_(momentum).add_(d)  # type: ignore[union-attr]
-                    d = bufs[i]  # type: ignore[assignment]
-                if prox_mu != 0.0:
-                    d = d.add(p - anchor[names[i]], alpha=prox_mu)  # type: ignore[index]
-                p.sub_(d, alpha=lr)
+            if correction is not None:  # SCAFFOLD: c - c_i joins the gradient before decay and momentum
+                grads = tuple(g.add(correction[n]) for g, n in zip(grads, names, strict=True))
+            sgd_step(tensors, list(grads), moms, anchors, lr, first=step == 0, rule=rule)
         loss_sum += loss.detach().double() * len(idx)  # stays on the device: no host sync per batch
         seen += len(idx)
     return ClientResult(num_examples=seen, num_steps=len(schedule), loss_sum=loss_sum)

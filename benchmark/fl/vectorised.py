@@ -224,7 +224,7 @@ class VectorisedTrainer(ModelTrainer):
             shared=fixed,
             buffers={n: replicate(b, c) for n, b in buffers.items()},
             anchor=trained,
-            amp=self.amp,
+            precision=self.precision,
             step=self._sgd_step,
         )
         loss_sum = torch.zeros(c, dtype=torch.float64, device=self.device)
