@@ -132,7 +132,7 @@ def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Calla
         for target in targets:
             for plan in plan_target(target, cfg):
                 if plan.status == "planned":
-                    sel = f"[{cfg.get('pfl_selection', 'best')}]" if len(configs) > 1 else ""
+                    sel = f"[{cfg.get('pfl_selection', 'last')}]" if len(configs) > 1 else ""
                     pairs += [(f"{target}:{plan.cell.id}{sel}", job) for job in plan.jobs]
     return group_units(pairs, seconds)
 

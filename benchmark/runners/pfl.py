@@ -95,7 +95,7 @@ def planning_configs(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     training writes both selections' outputs, so a harvest or an import plans the cells of both."""
     configs = [dict(config)]
     if config.get("pfl_both_selections"):
-        configs.append({**config, "pfl_selection": other_selection(str(config.get("pfl_selection", "best")))})
+        configs.append({**config, "pfl_selection": other_selection(str(config.get("pfl_selection", "last")))})
     return configs
 
 
@@ -229,7 +229,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         rounds=int(proto["rounds"]), momentum=_num(proto.get("momentum", 0.9)),
         head_lr=_num(proto.get("head_lr_ratio", 1.0)), head_init=head_init,
         prox_mu=_num(proto["fedprox_mu"]) if proto.get("fedprox_mu") is not None else "default",
-        selection=str(config.get("pfl_selection", "best")),
+        selection=str(config.get("pfl_selection", "last")),
     )  # fmt: skip
     stage = proto.get("stage")
     classifier = proto.get("classifier", "trained_head")
