@@ -83,20 +83,22 @@ def _training_root(job: Job) -> Job | None:
     return None
 
 
-def training_identity(job: Job) -> Job:
+def training_identity(job: Job, *, shared_selections: bool = True) -> Job:
     """The job whose training ``job`` shares: pfl jobs that differ by their model selection only train once
-    (``pfl_both_selections``), so they share the ``best`` job's unit."""
-    if job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
+    when one training writes both (``pfl_both_selections``: ``shared_selections``), so they share the ``best``
+    job's unit; otherwise each selection is its own training."""
+    if shared_selections and job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
         return dataclasses.replace(job, selection="best")  # type: ignore[type-var]
     return job
 
 
-def written_by(job: Job, root: Job) -> bool:
+def written_by(job: Job, root: Job, *, shared_selections: bool = True) -> bool:
     """Whether running ``root`` writes ``job``'s outputs (the other model selection of a pfl training)."""
-    return job.path != root.path and training_identity(job).path == root.path
+    return job.path != root.path and training_identity(job, shared_selections=shared_selections).path == root.path
 
 
-def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], float]) -> list[Unit]:
+def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], float], *,
+                shared_selections: bool = True) -> list[Unit]:  # fmt: skip
     """Units from ``(cell, job)`` pairs of a plan: jobs grouped by the training they read (the training job's
     own inputs first, then the training job, then the other jobs by path), ordered by :attr:`Unit.value`: cells
     per estimated minute, highest first (ties: lower seed first, then path). A unit's estimate is the sum of
@@ -107,7 +109,7 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         train = _training_root(job)
         if train is None:
             continue
-        root = training_identity(train)
+        root = training_identity(train, shared_selections=shared_selections)
         _, deps, cells = roots.setdefault(root.path, (root, {}, set()))
         for j in (train, job):
             if j.path != root.path:
@@ -118,7 +120,7 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         before = [j for j in job_closure([root])[:-1] if j.path not in deps]
         ordered = sorted(deps.values(), key=lambda j: (j.KIND not in TRAINING_KINDS, j.path))
         jobs = (*before, root, *ordered)
-        est = sum(seconds(j) for j in jobs if not written_by(j, root))
+        est = sum(seconds(j) for j in jobs if not written_by(j, root, shared_selections=shared_selections))
         units.append(Unit(jobs, tuple(sorted(cells)), est, int(getattr(root, "seed", 0)), len(before)))
     return sorted(units, key=lambda u: (-u.value, u.seed, u.root.path))
 
@@ -134,7 +136,7 @@ def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Calla
                 if plan.status == "planned":
                     sel = f"[{cfg.get('pfl_selection', 'last')}]" if len(configs) > 1 else ""
                     pairs += [(f"{target}:{plan.cell.id}{sel}", job) for job in plan.jobs]
-    return group_units(pairs, seconds)
+    return group_units(pairs, seconds, shared_selections=bool(config.get("pfl_both_selections")))
 
 
 def pending(units: Iterable[Unit], root: Path = Path(".")) -> list[Unit]:

@@ -226,7 +226,8 @@ def test_finished_jobs_are_recorded_and_read_back(tmp_path):
     entries = [{"job": {}, "path": best.path, "start": 1_700_000_000.0, "end": 1_700_000_100.0, "wall_s": 100.0,
                 "command": "flb job {...}", "status": "done"},
                {"job": {}, "path": ev.path, "start": 1_700_000_100.0, "end": 1_700_000_101.0, "status": "stopped"}]  # fmt: skip
-    config = {"device": "cuda", "threads_per_worker": 4, "train_precision": "fp32", "tf32": False}
+    config = {"device": "cuda", "threads_per_worker": 4, "train_precision": "fp32", "tf32": False,
+              "pfl_both_selections": True}  # fmt: skip
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True  # this process's flags must not leak into the records
     try:
@@ -360,3 +361,32 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same weights, bit for bit
     assert rec.provenance.precision == "fp32; tf32 off" and rec.provenance.threads == 1
     assert rec.provenance.device == "cpu" and rec.provenance.command.startswith("flb job ")
+
+
+def test_without_both_selections_each_selection_is_its_own_training():
+    """Issue 27: with ``pfl_both_selections: false`` (the default) a training writes only its own selection, so
+    the ``last`` cells' unit is the ``last`` training (not the ``best`` one, which would leave ``last`` to run a
+    second training)."""
+    last = _pfl(selection="last")
+    ev = PFLEvalJob(**last.train_fields(), evaluation="initial", ft_part="full", ft_epochs=1, ft_lr="0.001",
+                    ft_momentum="0.9")  # fmt: skip
+    own = group_units([("T:a", ev)], lambda j: 60.0, shared_selections=False)[0]
+    assert own.root == last and own.jobs[-1] == ev
+    shared = group_units([("T:a", ev)], lambda j: 60.0)[0]
+    assert shared.root == _pfl(selection="best") and last in shared.jobs
+
+
+def test_pfl_eval_every_follows_the_selection_rule():
+    """Every round where a best-on-test model is kept; otherwise only after the last round; a number where it
+    is compatible; one error otherwise."""
+    from benchmark.errors import ConfigError
+    from benchmark.runners.pfl import pfl_eval_every
+
+    assert pfl_eval_every({}, "last", 32, sibling=False) == 32
+    assert pfl_eval_every({"pfl_eval_every": "auto"}, "best", 32, sibling=False) == 1
+    assert pfl_eval_every({}, "last", 32, sibling=True) == 1
+    assert pfl_eval_every({"pfl_eval_every": 4}, "last", 32, sibling=False) == 4
+    with pytest.raises(ConfigError, match="best-on-test"):
+        pfl_eval_every({"pfl_eval_every": 4}, "best", 32, sibling=False)
+    with pytest.raises(ConfigError, match="pfl_eval_every='often'"):
+        pfl_eval_every({"pfl_eval_every": "often"}, "last", 32, sibling=False)

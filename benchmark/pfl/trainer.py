@@ -107,6 +107,9 @@ class PFLConfig:
     def __post_init__(self) -> None:
         if self.selection not in ("best", "last"):
             raise ConfigError(f"selection={self.selection!r}", "use 'best' (the reference) or 'last'")
+        if self.selection == "best" and self.eval_every != 1:
+            raise ConfigError(f"selection='best' with eval_every={self.eval_every}",
+                              "best-on-test needs every round evaluated: use eval_every=1")  # fmt: skip
         if self.client_exec not in ("loop", "vectorised"):
             raise ConfigError(f"client_exec={self.client_exec!r}", "use 'loop' or 'vectorised'")
         precision_from(dtype=self.dtype)  # float32 (the paper) or float64 (portable pins); else a ConfigError
@@ -163,7 +166,7 @@ class PFLResult:
 
     config: PFLConfig
     selected: Selection
-    other_selection_accuracy: float
+    other_selection_accuracy: float | None  # None: not every round was evaluated (no best-on-test model)
     history: list[dict[str, Any]]
     wall_s: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -347,9 +350,12 @@ class PFLTrainer(RoundTrainer):
             self.evaluate()
         last = Selection(self.accuracy, self.cfg.rounds, *self.snapshot(), self.clients_accuracy)
         self.history = [self._row(rec) for rec in records]
+        wall = time.perf_counter() - t0
+        if self.cfg.eval_every != 1:  # not every round evaluated: there is no best-on-test model to report
+            extra = {"last_accuracy": last.acc, "evaluated_rounds": sorted(self.accuracy_at)}
+            return PFLResult(self.cfg, last, None, self.history, wall, extra, None, records)
         chosen, other = (self.best, last) if self.cfg.selection == "best" else (last, self.best)
         extra = {"best_round": self.best.round, "best_accuracy": self.best.acc, "last_accuracy": last.acc}
-        wall = time.perf_counter() - t0
         return PFLResult(self.cfg, chosen, other.acc, self.history, wall, extra, other, records)
 
     def _row(self, rec: RoundRecord) -> dict[str, Any]:

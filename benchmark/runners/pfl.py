@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmark.errors import UnknownNameError
+from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
@@ -68,6 +68,7 @@ class _PFLFields(Job):
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
             client_exec=exec_, vector_chunk=knobs.get("train_chunk"),
+            eval_every=pfl_eval_every(knobs, self.selection, self.rounds, sibling=self.writes_sibling(knobs)),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
             participation=float(self.participation), local_epochs=self.local_epochs, rounds=self.rounds,
@@ -76,6 +77,11 @@ class _PFLFields(Job):
             selection=self.selection, seed=self.seed,
         )  # fmt: skip
 
+    def writes_sibling(self, config: Mapping[str, Any]) -> bool:
+        """Whether this run also writes the other model selection's outputs (``pfl_both_selections``)."""
+        return bool(config.get("pfl_both_selections")) and self.algorithm not in (
+            "local_only", "centralized_full", "centralized_body")  # fmt: skip
+
     def partition(self) -> dict[str, Any]:
         key = "shards_per_client" if self.scheme == "shards" else "beta"
         value = int(self.scheme_param) if self.scheme == "shards" else float(self.scheme_param)
@@ -83,6 +89,31 @@ class _PFLFields(Job):
 
     def train_fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(_PFLFields)}
+
+
+def pfl_eval_every(config: Mapping[str, Any], selection: str, rounds: int, *, sibling: bool) -> int:
+    """Rounds between evaluations of a pfl training (``pfl_eval_every``; issue 27: evaluate only where the
+    selection rule needs it). ``auto``: every round when a ``best`` model is kept (this job's selection, or its
+    sibling's under ``pfl_both_selections``: best-on-test needs every round's accuracy), otherwise only after
+    the last round (``rounds``), which trains the same model bit for bit
+    (``tests/test_pfl_core.py::test_evaluating_only_after_the_last_round_trains_the_same_model``). A number
+    gives a sparse curve; with a ``best`` model kept it must be 1."""
+    raw = config.get("pfl_eval_every", "auto")
+    needs_every_round = selection == "best" or sibling
+    if raw in (None, "auto"):
+        return 1 if needs_every_round else rounds
+    try:
+        every = int(raw)
+    except (TypeError, ValueError):
+        every = 0
+    if every < 1 or str(raw).strip() != str(every):
+        raise ConfigError(f"pfl_eval_every={raw!r}", "use auto or a whole number of rounds >= 1")
+    if needs_every_round and every != 1:
+        raise ConfigError(
+            f"pfl_eval_every={every} with a best-on-test model kept (pfl_selection: best, or pfl_both_selections)",
+            "use pfl_eval_every: 1 (or auto), or pfl_selection: last with pfl_both_selections: false",
+        )
+    return every
 
 
 def other_selection(selection: str) -> str:
@@ -118,8 +149,7 @@ class PFLTrainJob(_PFLFields):
 
         ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
         sibling = None
-        if config.get("pfl_both_selections") and self.algorithm not in ("local_only", "centralized_full",
-                                                                         "centralized_body"):  # fmt: skip
+        if self.writes_sibling(config):
             sibling = PFLTrainJob(**{**self.train_fields(), "selection": other_selection(self.selection)}).path
         train_step(
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
