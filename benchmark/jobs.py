@@ -248,9 +248,12 @@ class _OnFeatures(Job):
     ptag: str
 
     def features(self, split: str) -> ExtractJob:
-        return ExtractJob(
-            self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split
-        )
+        """The features of ``split`` this run reads: a ``@seedflip`` preprocessing (frozen flips keyed by the run
+        seed, issue 26) reads the train features of its own seed (``@flip<seed>``) and the shared test features."""
+        from benchmark.features.preprocess import PreprocessName  # local: heavy import (torch)
+
+        pre = PreprocessName.parse(self.preprocess).for_split(split, self.seed)  # type: ignore[attr-defined]
+        return ExtractJob(self.dataset, self.model, self.weights, pre, self.precision, self.subset, split)
 
     def partition(self) -> PartitionJob:
         return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)  # type: ignore[attr-defined]
