@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from benchmark.errors import CorruptFileError
+from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import RERUN
 from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import CellResult, Runner
@@ -27,8 +27,6 @@ def report_metric(settings: Mapping[str, Any]) -> str:
     (default: the legate2023 / FLSim code reports the last round's model, papers-code.md §1.6) or
     ``best_on_test`` (the best test accuracy over the evaluations: selection on the test set). Every run records
     both, so the choice needs no re-run. An unknown value is one :class:`~benchmark.errors.ConfigError`."""
-    from benchmark.errors import ConfigError
-
     value = settings.get("fl_report_round") or "last"
     if value not in REPORT_ROUNDS:
         raise ConfigError(f"fl_report_round {value!r} unknown", f"set fl_report_round to one of: {', '.join(REPORT_ROUNDS)}")
