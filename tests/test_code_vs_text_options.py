@@ -150,3 +150,35 @@ def test_report_round_defaults_to_the_last_round() -> None:
     assert report_metric({"fl_report_round": None}) == "accuracy_last"
     assert report_metric({"fl_report_round": "last"}) == "accuracy_last"
     assert report_metric({"fl_report_round": "best_on_test"}) == "accuracy_best"
+
+
+# ------------------------------------------------------------------------------------------ FedNCM bias
+def test_fedncm_bias_torch_default_init_is_the_run_seeds_named_stream() -> None:
+    """``bias: torch_default_init`` (the legate2023 code keeps nn.Linear's init): U(+-1/sqrt(d)), drawn from the
+    run seed's ``fedncm_bias`` stream, the same draw in the closed-form cell and in FedNCM+FT's first stage;
+    ``zero`` (the paper's text, the tables' default) is exactly 0."""
+    from benchmark.closed_form.fedncm import FedNCMServer
+    from benchmark.closed_form.protocols import protocol_options
+    from benchmark.seeding import RunSeeds, int_seed
+
+    opts = [protocol_options("legate2023-code", "squeezenet1_1", seed=s)["fedncm"] for s in (0, 1)]
+    assert opts[0]["bias"] == "torch_default_init" and opts[1]["seed"] == int_seed(1, "fedncm_bias")
+    assert opts[1]["seed"] == RunSeeds(1).int_seed("fedncm_bias")  # what benchmark.fl.jobs.closed_form_init passes
+    b = [FedNCMServer(10, 512, bias="torch_default_init", seed=o["seed"]).bias for o in opts]
+    assert not np.array_equal(b[0], b[1]) and np.abs(b[0]).max() <= 1 / np.sqrt(512) and np.abs(b[0]).max() > 0
+    assert np.array_equal(FedNCMServer(10, 512, bias="random", seed=opts[0]["seed"]).bias, b[0])  # the old name
+    assert not FedNCMServer(10, 512).bias.any()
+    assert protocol_options("legate2023", "squeezenet1_1", seed=1)["fedncm"]["bias"] == "zero"
+    with pytest.raises(ConfigError, match="torch_default_init"):
+        FedNCMServer(10, 512, bias="uniform")
+
+
+def test_fedncm_bias_config_switches_only_legate2023_tables() -> None:
+    from benchmark.runners.closed_form import code_bias_protocol
+
+    assert code_bias_protocol("legate2023", {}) == "legate2023"
+    assert code_bias_protocol("legate2023", {"fedncm_bias": "zero"}) == "legate2023"
+    assert code_bias_protocol("legate2023", {"fedncm_bias": "torch_default_init"}) == "legate2023-code"
+    assert code_bias_protocol("fedcof", {"fedncm_bias": "torch_default_init"}) == "fedcof"  # its code: no bias
+    with pytest.raises(ConfigError, match="fedncm_bias"):
+        code_bias_protocol("legate2023", {"fedncm_bias": "random"})

@@ -216,7 +216,7 @@ def closed_form_init(
     opts = closed_form.paper_protocol_options(spec.init, paper=spec.init_options, model_name=backbone)
     if spec.init == "fedcof":
         opts["seed"] = cfg.seeds.int_seed("init_noise")
-    if spec.init == "fedncm" and opts.get("bias") == "random":
+    if spec.init == "fedncm" and opts.get("bias") in ("torch_default_init", "random"):
         opts["seed"] = cfg.seeds.int_seed("fedncm_bias")
     opts.update(overrides or {})
     sched_seed = cfg.seeds.int_seed("init_schedule")

@@ -225,6 +225,7 @@ PLAN_SETTINGS = (
     "fl_report_round",
     "flip_stream",
     "resize",
+    "fedncm_bias",
     "cell_filter",
     "zo_k_shot",
     "zo_lr",
