@@ -273,6 +273,10 @@ class ClosedFormJob(_OnFeatures):
 
     KIND: ClassVar[str] = "closed_form"
     PATTERN: ClassVar[str] = _RUNS.replace("{kind}", "closed_form") + "/{protocol}/seed{seed}.csv"
+    #: 2 (issue 26): protocol legate2023-code draws FedNCM's random bias from the run seed's fedncm_bias stream
+    #: (it used the bare run seed), so its runs under the same path changed. Runs with the new flip_stream
+    #: default have their own paths (``@seedflip``); the other protocols' numbers are unchanged.
+    NUMERICS: ClassVar[int] = 2
     protocol: str
     seed: int
 
