@@ -182,3 +182,24 @@ def test_fedncm_bias_config_switches_only_legate2023_tables() -> None:
     assert code_bias_protocol("fedcof", {"fedncm_bias": "torch_default_init"}) == "fedcof"  # its code: no bias
     with pytest.raises(ConfigError, match="fedncm_bias"):
         code_bias_protocol("legate2023", {"fedncm_bias": "random"})
+
+
+def test_training_batches_follow_the_run_seeds_flips_and_the_pil_resize() -> None:
+    """Full-model training (ImageSet): ``@flip<k>`` gives the run seed's frozen flips and ``@pil`` resizes each
+    batch with PIL on the uint8 pixels, the same images the feature path sees."""
+    from benchmark.fl.image_data import ImageSet
+
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, size=(6, 3, 32, 32), dtype=np.uint8)
+    labels = np.arange(6) % 3
+    pre = get_preprocess("legate2023_cifar@pil@flip5")
+    data = ImageSet(images, labels, pre, "train")
+    mask = numpy_rng(5, "frozen_flip").random(6) < 0.5
+    assert np.array_equal(data.flips.numpy(), mask) and 0 < mask.sum() < 6
+    x, _ = data.batch(np.arange(6))
+    mean, std = np.array(pre.mean).reshape(3, 1, 1), np.array(pre.std).reshape(3, 1, 1)
+    for i in range(6):  # by hand: mirror, PIL bilinear on the uint8 image, to [0, 1], normalise
+        hwc = images[i].transpose(1, 2, 0)[:, ::-1] if mask[i] else images[i].transpose(1, 2, 0)
+        pil = np.array(Image.fromarray(np.ascontiguousarray(hwc)).resize((224, 224), Image.BILINEAR))
+        want = (pil.transpose(2, 0, 1) / 255.0 - mean) / std
+        np.testing.assert_allclose(x[i].numpy(), want, atol=1e-5)
