@@ -203,3 +203,17 @@ def test_training_batches_follow_the_run_seeds_flips_and_the_pil_resize() -> Non
         pil = np.array(Image.fromarray(np.ascontiguousarray(hwc)).resize((224, 224), Image.BILINEAR))
         want = (pil.transpose(2, 0, 1) / 255.0 - mean) / std
         np.testing.assert_allclose(x[i].numpy(), want, atol=1e-5)
+
+
+def test_flip_stream_auto_is_per_seed_except_in_the_ci_tier() -> None:
+    """``auto`` (the default) draws the frozen flips from the run seed, but keeps the one fixed stream in the CI
+    tier (per-seed flips cost a second 224 px feature pass per dataset there); a value given is kept; the plan
+    records what ``auto`` resolved to."""
+    from benchmark.features.flip_config import flip_stream_of
+    from benchmark.tables.plan import make_plan
+
+    assert flip_stream_of({}) == "run_seed" and flip_stream_of({"tier": "full"}) == "run_seed"
+    assert flip_stream_of({"tier": "ci"}) == "fixed"
+    assert flip_stream_of({"tier": "ci", "flip_stream": "run_seed"}) == "run_seed"
+    assert flip_stream_of({"flip_stream": "fixed"}) == "fixed"
+    assert make_plan("fedbabu_table12", {"tier": "ci"}).settings["flip_stream"] == "fixed"

@@ -109,6 +109,8 @@ def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     est = job_estimate(job, "cpu")
     rate = 860.0  # throughput.yaml: native cpu 4convnet
     assert est.measured and est.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 32 * 100 * 100 / (3 * rate))
+    last = job_estimate(_pfl(rounds=32, participation="0.1", local_epochs=10, selection="last"), "cpu")
+    assert last.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 1 * 100 * 100 / (3 * rate))  # evaluated once
     assert job_estimate(job, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
 
 
@@ -390,3 +392,38 @@ def test_pfl_eval_every_follows_the_selection_rule():
         pfl_eval_every({"pfl_eval_every": 4}, "best", 32, sibling=False)
     with pytest.raises(ConfigError, match="pfl_eval_every='often'"):
         pfl_eval_every({"pfl_eval_every": "often"}, "last", 32, sibling=False)
+
+
+def test_an_interrupted_harvest_stops_its_workers_and_a_nice_one_starts_them_in_their_own_session(
+        tmp_path, monkeypatch):  # fmt: skip
+    """A --nice harvest starts each worker in its own session (so that the worker can lower its scheduler group:
+    Linux's autogroups share the CPU equally between sessions, whatever a process's nice value); a worker in its
+    own session does not get the terminal's Ctrl-C, so an interrupted harvester stops every running worker."""
+    made: list[tuple[_FakeProc, dict]] = []
+
+    def popen(*a, **k):
+        made.append((_FakeProc(0, None), k))
+        return made[-1][0]
+
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    monkeypatch.setattr(harvest_mod.os, "nice", lambda inc: 19)  # as after os.nice(19)
+    units = [Unit((_Train("a", 0),), ("T:a",), 60.0)]
+
+    def interrupt(progress: Progress) -> None:
+        if progress.running:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        harvest(units, {}, budget_s=60, workers=1, work=tmp_path / "w", print_fn=lambda s: None,
+                on_tick=interrupt, poll_s=0.01)  # fmt: skip
+    proc, kwargs = made[0]
+    assert proc.terminated and kwargs["start_new_session"] is True
+
+
+def test_lower_autogroup_writes_the_nice_value_and_says_when_it_cannot(tmp_path):
+    from benchmark.harvest import lower_autogroup
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    assert lower_autogroup(group) and group.read_text() == "19\n"
+    assert not lower_autogroup(tmp_path / "no" / "autogroup")

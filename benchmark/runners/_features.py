@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchmark.errors import ConfigError, CorruptFileError
+from benchmark.features.flip_config import flip_stream_of
 from benchmark.io import RERUN
 from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import CellResult, Runner
@@ -34,14 +35,11 @@ def report_metric(settings: Mapping[str, Any]) -> str:
 
 
 def run_preprocess(preset: str, config: Mapping[str, Any]) -> str:
-    """The preprocessing a run of ``preset`` uses under the config's ``flip_stream`` (default ``run_seed``: the
-    frozen flips keyed by the run seed) and ``resize`` (default ``float``) (issue 26;
-    :func:`benchmark.features.preprocess.preprocess_variant`)."""
+    """The preprocessing a run of ``preset`` uses under the config's ``flip_stream`` (:func:`flip_stream_of`)
+    and ``resize`` (default ``float``) (issue 26; :func:`benchmark.features.preprocess.preprocess_variant`)."""
     from benchmark.features.preprocess import preprocess_variant  # local: heavy import (torch)
 
-    return preprocess_variant(
-        preset, flip_stream=str(config.get("flip_stream") or "run_seed"), resize=str(config.get("resize") or "float")
-    )
+    return preprocess_variant(preset, flip_stream=flip_stream_of(config), resize=str(config.get("resize") or "float"))
 
 
 def seeded_jobs(
