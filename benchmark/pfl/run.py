@@ -41,7 +41,7 @@ from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, rea
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
-from benchmark.pfl.models import build_model
+from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit, make_partitioner
 from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer
@@ -233,7 +233,7 @@ def eval_step(
             "re-run the training job with this code",
         )
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
-    model = model.to(dev, cfg.precision.dtype)
+    model = place_model(model, dev, cfg.precision.dtype, cfg.channels_last)  # the training's layout
     train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)

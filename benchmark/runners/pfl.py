@@ -59,7 +59,9 @@ class _PFLFields(Job):
 
     def pfl_config(self, config: Mapping[str, Any] | None = None) -> Any:
         """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
-        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record)."""
+        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record) and the
+        execution knobs ``train_exec``, ``train_chunk`` and ``channels_last`` (the workflow's, shared with
+        ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run)."""
         from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
@@ -67,7 +69,7 @@ class _PFLFields(Job):
         if exec_ == "auto":
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
-            client_exec=exec_, vector_chunk=knobs.get("train_chunk"),
+            client_exec=exec_, vector_chunk=knobs.get("train_chunk"), channels_last=bool(knobs.get("channels_last", False)),
             eval_every=pfl_eval_every(knobs, self.selection, self.rounds, sibling=self.writes_sibling(knobs)),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
