@@ -43,6 +43,11 @@ Ratios (``ratios``), all computed in the same process: ``<mode>_to_central``, ``
 over the bare step's, same layout: how much the trainer's gathers, augmentation and per-client set-up cost),
 ``<mode>_to_peak`` (achieved GFLOP/s over ``peak_gflops``) and ``<mode>_channels_last_to_contiguous``.
 
+``--repeats N`` runs every mode and layout (and the peak kernels) N times, interleaved, so that a machine whose
+load drifts slows all of them alike: each ratio is the median of the N repeats' ratios (``ratios_by_repeat``:
+each repeat's, every ratio within a repeat taken against that repeat's own peak), each mode's images/s the
+median of its repeats (``repeats_images_per_s``), the peak the best of every repeat.
+
 Each federated mode runs one warm-up round, then ``--rounds`` timed rounds (the device synchronised around
 each); ``central`` one warm-up step, then the steps of ``--rounds`` rounds' images. Images/s counts training
 images (``clients * images_per_client * epochs`` per round). The JSON records the machine
@@ -318,6 +323,31 @@ def ratios_of(results: dict[str, dict[str, Any]], flops: float, peak: float) -> 
     return out
 
 
+def merge_repeats(runs: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One record per mode over the repeats: the last repeat's, with the median images/s and GFLOP/s and the
+    list of each repeat's images/s (``repeats_images_per_s``); a repeat that did not run (``oom``) wins."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in runs[0]:
+        recs = [r[key] for r in runs]
+        bad = [r for r in recs if r.get("status") != "ok"]
+        if bad:
+            out[key] = bad[0]
+            continue
+        ips = [r["images_per_s"] for r in recs]
+        out[key] = {**recs[-1], "images_per_s": round(float(np.median(ips)), 1), "repeats_images_per_s": ips,
+                    "gflops": round(float(np.median([r["gflops"] for r in recs])), 3)}  # fmt: skip
+    return out
+
+
+def merge_peaks(peaks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best of each kernel's GFLOP/s over the repeats (each repeat's list under ``by_repeat``)."""
+    out = dict(peaks[0])
+    for k in out:
+        if k.endswith("_gflops"):
+            out[k] = max(p[k] for p in peaks)
+    return {**out, "by_repeat": [p["peak_gflops"] for p in peaks]}
+
+
 def check(args: argparse.Namespace, train: DeviceImages, test: DeviceImages) -> dict[str, Any]:
     """Round 0 of the loop and of the vectorised execution from the same start, in float64, over the first
     ``--check-clients`` clients: how far apart the broadcast bodies are, relative to the update, and whether
@@ -388,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--peak-batch", type=int, default=64, help="images of the peak-throughput conv2d")
     ap.add_argument("--peak-matmul", type=int, default=1024, help="side of the peak-throughput matmul")
     ap.add_argument("--peak-repeats", type=int, default=5, help="timed calls of each peak kernel (best kept)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="interleaved repeats of every mode and layout (and of the peak); ratios: their median")  # fmt: skip
     ap.add_argument("--no-check", action="store_true", help="skip the loop-vs-vectorised check")
     ap.add_argument("--check-clients", type=int, default=10, help="clients of the float64 check round")
     args = ap.parse_args(argv)
@@ -398,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not layouts or not set(layouts) <= set(LAYOUTS):
         ap.error(f"layouts must be among {', '.join(LAYOUTS)}; got {layouts}")
     for name in ("clients", "images_per_client", "epochs", "batch_size", "rounds", "peak_batch", "peak_matmul",
-                 "peak_repeats"):  # fmt: skip
+                 "peak_repeats", "repeats"):  # fmt: skip
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be positive")
     device = torch.device(args.device)
@@ -409,22 +441,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     train = synthetic(args.clients * args.images_per_client, args.num_classes, args.seed, device)
     test = synthetic(1, args.num_classes, args.seed + 2, device)
     flops = flops_per_image(args, device)
-    peak = measured_peak(args, device)
-    print(json.dumps({"flops": flops, "peak": peak}), flush=True)
-    results: dict[str, dict[str, Any]] = {}
-    for layout in layouts:
-        for mode in modes:
-            if mode == "central":
-                rec = time_central(args, train, layout)
-            elif mode == "bare":
-                rec = time_bare(args, device, layout)
-            else:
-                rec = time_federated(args, mode, train, test, layout)
-            if rec.get("status") == "ok":
-                rec["gflops"] = round(rec["images_per_s"] * flops["per_image"] / 1e9, 3)
-            results[result_key(mode, layout)] = rec
-            print(json.dumps(rec), flush=True)
-    ratios = ratios_of(results, flops["per_image"], peak["peak_gflops"])
+    peaks: list[dict[str, Any]] = []
+    runs: list[dict[str, dict[str, Any]]] = []
+    for repeat in range(
+        args.repeats
+    ):  # interleaved: every mode and layout once per repeat (a loaded machine)
+        peaks.append(measured_peak(args, device))
+        print(json.dumps({"repeat": repeat, "flops": flops, "peak": peaks[-1]}), flush=True)
+        runs.append({})
+        for layout in layouts:
+            for mode in modes:
+                if mode == "central":
+                    rec = time_central(args, train, layout)
+                elif mode == "bare":
+                    rec = time_bare(args, device, layout)
+                else:
+                    rec = time_federated(args, mode, train, test, layout)
+                if rec.get("status") == "ok":
+                    rec["gflops"] = round(rec["images_per_s"] * flops["per_image"] / 1e9, 3)
+                runs[-1][result_key(mode, layout)] = rec
+                print(json.dumps(rec), flush=True)
+    results, peak = merge_repeats(runs), merge_peaks(peaks)
+    by_repeat = [ratios_of(r, flops["per_image"], p["peak_gflops"]) for r, p in zip(runs, peaks, strict=True)]
+    ratios = {k: round(float(np.median([r[k] for r in by_repeat])), 4) for k in by_repeat[0]
+              if all(k in r for r in by_repeat)}  # fmt: skip
     chk = {"status": "skipped"} if args.no_check or "vectorised" not in modes else check(args, train, test)
     doc = {
         "what": "FedBABU round (benchmark.pfl.trainer), per-client loop and vectorised (benchmark.pfl.vectorised), "
@@ -442,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peak": peak,
         "results": results,
         "ratios": ratios,
+        "ratios_by_repeat": by_repeat,
         "target": {"vectorised_to_central": TARGET},
         "check": chk,
     }

@@ -23,6 +23,7 @@ from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
+from benchmark.paths import cache_dir
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -93,6 +94,14 @@ class _PFLFields(Job):
         return {f.name: getattr(self, f.name) for f in fields(_PFLFields)}
 
 
+def measured_executor(config: Mapping[str, Any]) -> bool:
+    """Whether the training measures which client executor to use (issue 27, :mod:`benchmark.pfl.executor`):
+    ``train_exec: auto`` with ``pfl_measure_exec: true`` (the workflow's default). Without the key (a config
+    built in code: the pinned reduced guard) or with it false, ``auto`` is the device rule of
+    :meth:`_PFLFields.pfl_config` (lock-step on CUDA, the loop elsewhere), unmeasured; a named executor runs."""
+    return str(config.get("train_exec", "auto")) == "auto" and bool(config.get("pfl_measure_exec", False))
+
+
 def pfl_eval_every(config: Mapping[str, Any], selection: str, rounds: int, *, sibling: bool) -> int:
     """Rounds between evaluations of a pfl training (``pfl_eval_every``; issue 27: evaluate only where the
     selection rule needs it). ``auto``: every round when a ``best`` model is kept (this job's selection, or its
@@ -157,6 +166,7 @@ class PFLTrainJob(_PFLFields):
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
             checkpoint_every=int(config.get("checkpoint_every") or 5), sibling_out=sibling,
+            choose_exec=measured_executor(config), exec_cache=cache_dir(config.get("cache_dir")),
         )  # fmt: skip
 
 
