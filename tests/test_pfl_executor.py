@@ -80,6 +80,23 @@ def test_a_read_only_cache_only_costs_a_new_measurement(monkeypatch, tmp_path) -
     assert len(calls) == 2
 
 
+def test_a_read_only_first_cache_folder_falls_back_to_the_next(monkeypatch, tmp_path) -> None:
+    calls = _fake(monkeypatch, 100.0, 10.0)
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
+    write = executor.atomic_write_json
+
+    def refuse_ro(path, doc):
+        if ro in path.parents:
+            raise PermissionError(f"read-only: {path}")
+        write(path, doc)
+
+    monkeypatch.setattr(executor, "atomic_write_json", refuse_ro)
+    first = executor.choose_executor(_cfg(), CPU, 10, [ro, rw])
+    again = executor.choose_executor(_cfg(), CPU, 10, [ro, rw])
+    assert (first.source, again.source, len(calls)) == ("measured", "cached", 1)
+    assert not ro.exists() and len(list((rw / "pfl_executor").iterdir())) == 1
+
+
 def test_a_real_calibration_times_both_executors(tmp_path) -> None:
     got = executor.choose_executor(_cfg(clients=6, participation=0.5, vector_chunk=2), CPU, 10, tmp_path)
     assert got.source == "measured" and got.executor in ("loop", "vectorised")

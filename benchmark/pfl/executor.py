@@ -8,8 +8,9 @@ executor at 0.56x, while on an H100 lock-step is 4.7x the loop).
 and client batch size, with ``CAL_CLIENTS`` clients (at most the round's and the chunk's) of one batch each on
 synthetic images on the run's device: a warm-up round of each, then ``CAL_REPEATS`` timed rounds of each,
 interleaved, the best kept. Lock-step is chosen only when its images/s beats the loop's by ``MARGIN`` (the loop
-is the reference's execution). The measurement is cached as JSON under ``<cache dir>/pfl_executor/`` (where that
-folder is writable; else each run measures again), keyed by
+is the reference's execution). The measurement is cached as JSON under ``<cache>/pfl_executor/`` (the first
+writable of the cache folders given: the runner passes the workflow's cache dir, then ``results/cache``),
+keyed by
 everything it depends on (:func:`calibration_key`: machine, device, torch and its thread count, model, bn,
 dtype, layout, algorithm, batch size, calibration clients), so a machine measures once per key and a resumed
 run (whose checkpoint identity holds ``client_exec``) finds the same choice. An algorithm or model that cannot
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -140,18 +142,22 @@ def measure(cfg: PFLConfig, device: torch.device, num_classes: int) -> dict[str,
 
 
 def choose_executor(
-    cfg: PFLConfig, device: torch.device, num_classes: int, cache: Path | None = None
+    cfg: PFLConfig, device: torch.device, num_classes: int, cache: Path | Sequence[Path] | None = None
 ) -> ExecutorChoice:
-    """The executor of ``cfg`` on ``device``: cached under ``cache`` when this key was measured before, else
-    measured (and cached when ``cache`` is given)."""
+    """The executor of ``cfg`` on ``device``: from the first of the ``cache`` folders that holds this key's
+    measurement, else measured and written to the first of them that is writable."""
     key = calibration_key(cfg, device)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    path = None if cache is None else Path(cache) / "pfl_executor" / f"{digest}.json"
-    if path is not None and path.is_file():
+    if cache is None:
+        folders: list[Path] = []
+    else:
+        folders = [Path(cache)] if isinstance(cache, (str, Path)) else [Path(c) for c in cache]
+    paths = [c / "pfl_executor" / f"{digest}.json" for c in folders]
+    for path in paths:
         try:
             stored = json.loads(path.read_text())
         except (OSError, ValueError):
-            stored = None
+            continue
         if isinstance(stored, dict) and stored.get("key") == key:
             return ExecutorChoice(**{**stored, "source": "cached"})
     t0 = time.perf_counter()
@@ -163,11 +169,10 @@ def choose_executor(
     executor = "vectorised" if vec > MARGIN * loop else "loop"
     why = f"lock-step {vec / loop:.2f}x the loop's images/s (chosen above {MARGIN}x)"
     choice = ExecutorChoice(executor, "measured", key, loop, vec, why, wall)
-    if path is not None:
+    for path in paths:  # the first writable folder; none (a read-only FLB_CACHE_DIR only): measured next time
         try:
             atomic_write_json(path, choice.to_dict())
-        except (
-            OSError
-        ):  # a read-only cache (a shared FLB_CACHE_DIR): measured again next time, still recorded
-            pass
+            break
+        except OSError:
+            continue
     return choice

@@ -90,13 +90,13 @@ def train_step(
     progress: bool = True,
     sibling_out: str | Path | None = None,
     choose_exec: bool = False,
-    exec_cache: str | Path | None = None,
+    exec_cache: Path | list[Path] | None = None,
 ) -> dict[str, Any]:
     """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs.
 
     ``choose_exec`` (the workflow's ``train_exec: auto``): the client executor is the one measured fastest for
     this model, batch size and device (:func:`benchmark.pfl.executor.choose_executor`, cached under
-    ``exec_cache``), not ``cfg.client_exec``; the record's ``executor_choice`` says which and from what.
+    the first writable of the ``exec_cache`` folders), not ``cfg.client_exec``; the record's ``executor_choice`` says which and from what.
 
     ``sibling_out``: also write the outputs of the job that differs only by its model selection (``best`` /
     ``last``) to that record path. Training does not depend on the selection (it only decides which of the two
@@ -106,9 +106,7 @@ def train_step(
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
     choice = None
     if choose_exec and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
-        choice = choose_executor(
-            cfg, dev, meta["num_classes"], None if exec_cache is None else Path(exec_cache)
-        )
+        choice = choose_executor(cfg, dev, meta["num_classes"], exec_cache)
         cfg = replace(cfg, client_exec=choice.executor)
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
     if cfg.algorithm in CENTRALISED:

@@ -166,7 +166,7 @@ class PFLTrainJob(_PFLFields):
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
             checkpoint_every=int(config.get("checkpoint_every") or 5), sibling_out=sibling,
-            choose_exec=measured_executor(config), exec_cache=cache_dir(config.get("cache_dir")),
+            choose_exec=measured_executor(config), exec_cache=[cache_dir(config.get("cache_dir")), Path("results/cache")],
         )  # fmt: skip
 
 
