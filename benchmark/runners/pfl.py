@@ -23,6 +23,7 @@ from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
+from benchmark.paths import cache_dir
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -59,7 +60,9 @@ class _PFLFields(Job):
 
     def pfl_config(self, config: Mapping[str, Any] | None = None) -> Any:
         """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
-        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record)."""
+        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record) and the
+        execution knobs ``train_exec``, ``train_chunk`` and ``channels_last`` (the workflow's, shared with
+        ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run)."""
         from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
@@ -67,7 +70,7 @@ class _PFLFields(Job):
         if exec_ == "auto":
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
-            client_exec=exec_, vector_chunk=knobs.get("train_chunk"),
+            client_exec=exec_, vector_chunk=knobs.get("train_chunk"), channels_last=bool(knobs.get("channels_last", False)),
             eval_every=pfl_eval_every(knobs, self.selection, self.rounds, sibling=self.writes_sibling(knobs)),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
@@ -89,6 +92,14 @@ class _PFLFields(Job):
 
     def train_fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(_PFLFields)}
+
+
+def measured_executor(config: Mapping[str, Any]) -> bool:
+    """Whether the training measures which client executor to use (issue 27, :mod:`benchmark.pfl.executor`):
+    ``train_exec: auto`` with ``pfl_measure_exec: true`` (the workflow's default). Without the key (a config
+    built in code: the pinned reduced guard) or with it false, ``auto`` is the device rule of
+    :meth:`_PFLFields.pfl_config` (lock-step on CUDA, the loop elsewhere), unmeasured; a named executor runs."""
+    return str(config.get("train_exec", "auto")) == "auto" and bool(config.get("pfl_measure_exec", False))
 
 
 def pfl_eval_every(config: Mapping[str, Any], selection: str, rounds: int, *, sibling: bool) -> int:
@@ -155,6 +166,7 @@ class PFLTrainJob(_PFLFields):
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
             checkpoint_every=int(config.get("checkpoint_every") or 5), sibling_out=sibling,
+            choose_exec=measured_executor(config), exec_cache=[cache_dir(config.get("cache_dir")), Path("results/cache")],
         )  # fmt: skip
 
 

@@ -154,7 +154,7 @@ def _typed(tmp: Path) -> dict[str, Any]:
         "tier": "ci", "table_subset": "stratified5", "ci_closed_form": [["cifar100", "resnet18"]],
         "cpu_training": True, "use_records": False, "train_precision": "bf16", "train_exec": "vectorised", "train_chunk": 3,
         "channels_last": True, "checkpoint_every": 5, "pfl_selection": "last", "pfl_ncm_metric": "euclidean",
-        "pfl_both_selections": True, "pfl_eval_every": 1, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
+        "pfl_both_selections": True, "pfl_eval_every": 1, "pfl_measure_exec": False, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
         "zo_rounds": 4, "zo_encoder": "roberta-large", "zo_eval_every": 2, "zo_test_limit": 50,
         "zo_figure_tasks": ["mnli"], "cell_filter": "cifar10/.*", "ci_training": ["legate2023_cifar100/lp"],
         "fl_report_round": "best_on_test", "flip_stream": "fixed", "resize": "pil_uint8",
@@ -180,7 +180,7 @@ def _cli_word(value: Any) -> str:
 WHERE = {
     "data_root": "job", "weights_dir": "job", "cache_dir": "job", "device": "job", "batch_size": "job",
     "train_exec": "job", "train_chunk": "job", "channels_last": "job", "checkpoint_every": "job",
-    "pfl_both_selections": "job", "pfl_eval_every": "job",
+    "pfl_both_selections": "job", "pfl_eval_every": "job", "pfl_measure_exec": "job",
     "precision": "plan (extraction jobs' paths)", "tier": "plan", "table_subset": "plan (jobs' subset)",
     "ci_closed_form": "plan (tier ci)", "ci_training": "plan (tier ci)", "cpu_training": "plan (training cells)",
     "use_records": "plan (jobs filled from the ledger)",
