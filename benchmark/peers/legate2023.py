@@ -133,9 +133,9 @@ def _setting(config: Mapping[str, Any]) -> dict[str, Any]:
 def prepare_inputs(config: Mapping[str, Any], workdir: Path, data_root: str | None = None) -> dict[str, Any]:
     """The shared inputs: the train pool and test subset (uint8 HWC, verified by this suite's loader), the
     client index lists into the pool, written to ``workdir/inputs.npz``; returns them in memory too."""
-    from benchmark.data.partition import make_partition
-    from benchmark.data.registry import load_dataset
-    from benchmark.data.subsets import stratified_indices
+    from benchmark.data.partition import make_partition  # local: heavy import (pandas, scipy)
+    from benchmark.data.registry import load_dataset  # local: heavy import (torchvision)
+    from benchmark.data.subsets import stratified_indices  # local: heavy import (numpy data)
 
     tr = load_dataset(config["dataset"], "train", data_root)
     te = load_dataset(config["dataset"], "test", data_root)
@@ -161,8 +161,8 @@ def prepare_inputs(config: Mapping[str, Any], workdir: Path, data_root: str | No
 
 def weights_file() -> Path:
     """The substitute SqueezeNet 1.1 file, after this suite's sha256 check."""
-    from benchmark.models.backbones import backbone_spec
-    from benchmark.models.weights import load_substitute, weights_dir
+    from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
+    from benchmark.models.weights import load_substitute, weights_dir  # local: heavy import (torch)
 
     spec = backbone_spec("squeezenet1_1").substitute
     assert spec is not None
@@ -217,17 +217,17 @@ def run_theirs(
 def run_ours(config: Mapping[str, Any], variant: str, seed: int, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """This suite's fl runner path on the same clients: FT / FedNCM+FT on the model, LP on the body's
     features (module docstring)."""
-    import torch
+    import torch  # local: heavy import (torch)
 
-    from benchmark.closed_form import run_method as closed_form_method
-    from benchmark.closed_form.protocols import paper_protocol_options
-    from benchmark.features.preprocess import get_preprocess
-    from benchmark.fl.config import FLConfig
-    from benchmark.fl.image_data import ImageSet
-    from benchmark.fl.jobs import body_features
-    from benchmark.fl.lp_features import CachedFeatures
-    from benchmark.fl.methods import run_method
-    from benchmark.models.backbones import create_backbone
+    from benchmark.closed_form import run_method as closed_form_method  # local: heavy import (scipy)
+    from benchmark.closed_form.protocols import paper_protocol_options  # local: heavy import (yaml catalogue)
+    from benchmark.features.preprocess import get_preprocess  # local: heavy import (torch)
+    from benchmark.fl.config import FLConfig  # local: heavy import (torch)
+    from benchmark.fl.image_data import ImageSet  # local: heavy import (torch)
+    from benchmark.fl.jobs import body_features  # local: heavy import (pandas, torch)
+    from benchmark.fl.lp_features import CachedFeatures  # local: heavy import (torch)
+    from benchmark.fl.methods import run_method  # local: heavy import (torch)
+    from benchmark.models.backbones import create_backbone  # local: heavy import (torchvision)
 
     s = _setting(config)
     algo = config["fl_algorithm"]
@@ -303,8 +303,8 @@ def fedncm_head_check(dump: Mapping[str, np.ndarray], printed_initial: float) ->
     """The identical check (config ``tiny-fedncm-head``): this suite's FedNCM on the features the released
     FedNCM loop saw, against the head it set; the accuracy of our W with their bias on their test features,
     against the init accuracy it printed. Returns (ours, theirs) quantities."""
-    from benchmark.closed_form import run_method as closed_form_method
-    from benchmark.closed_form.protocols import paper_protocol_options
+    from benchmark.closed_form import run_method as closed_form_method  # local: heavy import (scipy)
+    from benchmark.closed_form.protocols import paper_protocol_options  # local: heavy import (yaml catalogue)
 
     x, y = np.asarray(dump["ncm_features"]), np.asarray(dump["ncm_labels"])
     x_te, y_te = np.asarray(dump["test_features"]), np.asarray(dump["test_labels"])
@@ -324,7 +324,7 @@ def fedncm_head_check(dump: Mapping[str, np.ndarray], printed_initial: float) ->
 
 def run(request: PeerRequest) -> PeerComparison:
     """``flb peer legate2023``: both sides on ``request.config_name`` for every seed."""
-    from benchmark.peers.run import official_commit
+    from benchmark.peers.run import official_commit  # local: heavy import (ledger)
 
     config = CONFIGS[request.config_name]
     inputs = prepare_inputs(config, request.workdir, os.environ.get("FLB_DATA_ROOT"))
