@@ -37,7 +37,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,17 @@ from benchmark.peers.registry import PeerFamily, PeerRequest, register
 OFFICIAL_URL = "https://github.com/GwenLegate/GuidingLastLayerFLPretrain"
 DRIVER = Path(__file__).resolve().parent / "drivers" / "legate2023_driver.py"
 #: Released-code runs at once (each a single-threaded subprocess), beside this suite's side in-process.
-PARALLEL_THEIRS = 3
+PARALLEL_THEIRS = 2
+#: This suite's runs at once (worker processes).
+PARALLEL_OURS = 2
+
+
+def _own_session() -> None:
+    """Worker initialiser: one torch thread, and a session of its own (like each released-code subprocess)."""
+    import torch  # local: heavy import (torch)
+
+    os.setsid()
+    torch.set_num_threads(1)
 
 _BASE: dict[str, Any] = {
     "dataset": "cifar10",
@@ -199,7 +209,7 @@ def run_theirs(
     t0 = time.perf_counter()
     with open(wd / f"{tag}.log", "w") as log:
         proc = subprocess.run([request.python, str(DRIVER), str(wd / f"{tag}.spec.json")], cwd=wd, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, check=False)  # fmt: skip
+                              stdout=log, stderr=subprocess.STDOUT, check=False, start_new_session=True)  # fmt: skip
     if proc.returncode != 0:
         tail = (wd / f"{tag}.log").read_text()[-600:]
         raise BenchmarkError(
@@ -352,11 +362,14 @@ def run(request: PeerRequest) -> PeerComparison:
         notes.append("identical: our FedNCM from the features their FedNCM loop saw; 'final' here = the init "
                      "accuracy (no training rounds)")
     else:
-        # The released code's runs go to PARALLEL_THEIRS subprocesses while this process runs ours, one by one.
+        # The released code's runs go to PARALLEL_THEIRS subprocesses, ours to PARALLEL_OURS worker processes
+        # (each its own session: one single-threaded process per run on a shared machine).
         jobs = [(v, seed) for seed in request.seeds for v in config["variants"]]
-        with ThreadPoolExecutor(max_workers=PARALLEL_THEIRS) as pool:
+        with ThreadPoolExecutor(max_workers=PARALLEL_THEIRS) as pool, \
+                ProcessPoolExecutor(max_workers=PARALLEL_OURS, initializer=_own_session) as workers:
             futures = {job: pool.submit(run_theirs, request, config, job[0], job[1], inputs) for job in jobs}
-            ours = {job: run_ours(config, job[0], job[1], inputs) for job in jobs}
+            mine = {job: workers.submit(run_ours, config, job[0], job[1], inputs) for job in jobs}
+            ours = {job: f.result() for job, f in mine.items()}
             theirs = {job: f.result() for job, f in futures.items()}
         for seed in request.seeds:
             theirs_runs.append(side_run("theirs", seed, {v: theirs[(v, seed)] for v in config["variants"]}, algo))
