@@ -169,9 +169,13 @@ def _args(spec: dict):
     saved = sys.argv
     sys.argv = argv
     try:
-        return args_parser(), argv
+        args = args_parser()
     finally:
         sys.argv = saved
+    import torch
+
+    args.device = torch.device("cpu")  # what main_fed.py sets for --gpu -1 (other modes build models directly)
+    return args, argv
 
 
 def _load_state(path: str):
@@ -294,6 +298,8 @@ def mode_train(spec: dict) -> dict:
         "last_per_client": last_clients,
         "train_wall_s": train_wall,
     }
+    if spec.get("out"):  # the training's results, before the (long) personalisation
+        Path(spec["out"]).with_suffix(".train.json").write_text(json.dumps(out))
     ft = spec.get("personalise")
     if ft:
         best_state = torch.load(base / "best_model.pt", map_location="cpu", weights_only=True)
