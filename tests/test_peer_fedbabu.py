@@ -98,9 +98,9 @@ def test_released_evaluation_of_fixed_weights_equals_ours(real_data_root, tmp_pa
 
 
 @needs_checkout
-def test_released_aggregation_matches_ours_to_the_last_bit_or_one_ulp(tmp_path):
+def test_released_aggregation_matches_ours_to_float32_rounding(tmp_path):
     """One aggregation of the same client states: the released ``models.Fed.FedAvg`` (float32 running sum, then
-    division) and this suite's (float64 mean, cast back) differ at most in the last bit."""
+    division) and this suite's (float64 mean, cast back) differ only by the rounding of the float32 sum."""
     from benchmark.pfl.trainer import PFLTrainer
 
     states = []
@@ -118,13 +118,20 @@ def test_released_aggregation_matches_ours_to_the_last_bit_or_one_ulp(tmp_path):
         broadcast = states[0]
 
     ours = PFLTrainer.aggregate(_Agg(), states)  # type: ignore[arg-type]
+    eps = torch.finfo(torch.float32).eps
+    exact = 0
     for k, v in ours.items():
-        ulp = torch.finfo(torch.float32).eps * v.abs().clamp_min(torch.finfo(torch.float32).tiny)
-        assert ((theirs[k] - v).abs() <= 2 * ulp).all(), k
+        # a float32 running sum of m terms errs by at most ~m eps max|term| (relative to the terms, not the mean)
+        scale = torch.stack([s[k].abs() for s in states]).amax(0)
+        assert ((theirs[k] - v).abs() <= len(states) * eps * scale).all(), k
+        exact += int((theirs[k] == v).sum())
+    assert exact > 0  # most entries agree bit for bit
 
 
 @needs_checkout
-def test_released_local_update_without_augmentation_or_shuffle_equals_ours(real_data_root, tmp_path, monkeypatch):
+def test_released_local_update_without_augmentation_or_shuffle_equals_ours(
+    real_data_root, tmp_path, monkeypatch
+):
     """One local update (the released ``LocalUpdate.train`` vs this suite's ``sgd_epochs``), made deterministic
     on both sides by turning off augmentation and shuffling: the same SGD steps on the same batches, so the
     trained weights agree to float32 rounding (bit for bit on one machine, measured)."""
@@ -143,7 +150,9 @@ def test_released_local_update_without_augmentation_or_shuffle_equals_ours(real_
     state_path = tmp_path / "state.pt"
     torch.save(to_released_keys(state), state_path)
     part = tmp_path / "partition.json"
-    part.write_text(json.dumps({"train": [[] for _ in range(client)] + [idx.tolist()], "test": [[]] * (client + 1)}))
+    part.write_text(
+        json.dumps({"train": [[] for _ in range(client)] + [idx.tolist()], "test": [[]] * (client + 1)})
+    )
     out = tmp_path / "local.pt"
     theirs_out = _driver({"mode": "local", "data_root": str(real_data_root), "partition": str(part),
                           "state": str(state_path), "algorithm": "fedavg", "frac": 1.0, "local_ep": 2,
@@ -156,7 +165,9 @@ def test_released_local_update_without_augmentation_or_shuffle_equals_ours(real_
     train = DeviceImages.from_split(load_dataset("cifar10", "train", real_data_root), "cifar10", "cpu")
     net = build_model("4convnet", 10)
     net.load_state_dict(state)
-    sgd = local.LocalSGD(epochs=2, batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0)
+    sgd = local.LocalSGD(
+        epochs=2, batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0
+    )
     loss = local.sgd_epochs(net, train, idx, sgd, (0, client))
     ours = net.state_dict()
     assert abs(loss - theirs_out["loss"]) < 1e-4

@@ -16,6 +16,10 @@ personalisation 5 epochs at lr 1e-3):
 * ``eval-identity`` -- deterministic components only: the accuracy of every client's model holding the seed's
   initial weights on its own test set (released ``test_img_local_all`` vs :func:`~benchmark.pfl.local.
   client_accuracies`), rule ``identical`` (atol 0: per-client counts equal). Seconds.
+* ``loop-identity`` -- the whole loop made deterministic on both sides: no augmentation, no shuffling (the
+  released DataLoaders without shuffle, its training transform = its test transform; this suite's
+  ``epoch_plan(augment=False, shuffle=False)``), the same clients per round; tau = 1, 3 rounds (both lr drops),
+  FedBABU and FedAvg, 1 fine-tuning epoch on the first 5 clients; rule ``identical`` (atol 0). Minutes.
 * ``tiny`` -- tau = 1, 3 rounds, FedBABU and FedAvg, personalisation of the first 10 clients; rule
   ``seed_spread`` (k = 2, floor = one test image of the personalised clients). CPU minutes.
 * ``paper-s10-tau10`` -- the full protocol of the fedbabu Table 12/13 cells (tau = 10, 32 rounds, every client
@@ -29,12 +33,15 @@ mean (Table 13's cell), the per-round size-weighted test accuracy, and extras (`
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -50,12 +57,15 @@ DRIVER = Path(__file__).parent / "drivers" / "fedbabu_driver.py"
 _BASE: dict[str, Any] = {
     "dataset": "cifar10", "model": "4convnet", "released_model": "cnn", "num_classes": 10, "clients": 100,
     "shards": 10, "participation": 0.1, "lr": 0.1, "momentum": 0.9, "batch_size": 50, "eval_batch": 128,
-    "ft_epochs": 5, "ft_lr": 1e-3, "same_clients": False,
+    "ft_epochs": 5, "ft_lr": 1e-3, "same_clients": False, "augment": True, "shuffle": True,
 }  # fmt: skip
 
 CONFIGS: dict[str, Mapping[str, Any]] = {
     "tiny": {**_BASE, "kind": "train", "algorithms": ("fedbabu", "fedavg"), "local_epochs": 1, "rounds": 3,
              "ft_clients": 10},
+    "loop-identity": {**_BASE, "kind": "train", "algorithms": ("fedbabu", "fedavg"), "local_epochs": 1,
+                      "rounds": 3, "ft_epochs": 1, "ft_clients": 5, "same_clients": True, "augment": False,
+                      "shuffle": False},
     "eval-identity": {**_BASE, "kind": "eval", "algorithms": ("fedbabu",), "local_epochs": 0, "rounds": 0,
                       "ft_clients": None},
     "paper-s10-tau10": {**_BASE, "kind": "train", "algorithms": ("fedbabu", "fedavg"), "local_epochs": 10,
@@ -64,28 +74,58 @@ CONFIGS: dict[str, Mapping[str, Any]] = {
 
 #: Components of the two sides that differ on these configurations (docs/peers/fedbabu.md).
 DIFFERENCES: tuple[Difference, ...] = (
-    Difference("client sampling", "np.random.choice(range(K), m, replace=False) from numpy's global generator "
-               "seeded by --seed, in drawn order", "FedBABUSampler: a generator keyed by (seed, round), sorted",
-               "different clients per round at the same seed (seed-level); same_clients=True feeds ours to theirs"),
-    Difference("batch order and augmentation", "DataLoader(shuffle=True) and torchvision RandomCrop(32, pad 4) + "
-               "RandomHorizontalFlip on PIL images, from torch's global generator",
-               "epoch_plan: permutation, crop offsets and flips keyed by (seed, round, client, epoch), applied "
-               "to uint8 tensors (same crop / flip arithmetic)", "different batches at the same seed (seed-level)"),
-    Difference("shards partition", "utils/sampling.noniid: Python's random (never seeded) shuffles the label rows",
-               "benchmark.pfl.partition: numpy generator of the seed", "none here: both sides get ours"),
-    Difference("initial weights", "CNNCifar built from torch's generator seeded by --seed",
-               "build_model after torch.manual_seed(seed)", "none here: both sides get ours"),
-    Difference("aggregation arithmetic", "float32 running sum over the sampled clients, then torch.div by m",
-               "float64 mean of the stacked states, cast to float32",
-               "last-bit differences of the averaged weights (measured: max |diff| <= 1 float32 ulp)"),
-    Difference("personalisation batches", "DataLoader(shuffle=True) over the augmented client data, torch's "
-               "global generator continuing after training", "epoch_plan keyed by (seed, 0xF7, client, epoch)",
-               "seed-level"),
-    Difference("selected model for personalisation", "best_model.pt = client 0's model at the best round",
-               "the best round's broadcast + each client's personal entries",
-               "none for FedAvg / FedBABU (every client holds the same model)"),
-    Difference("data", "torchvision CIFAR10 (download into ./data)", "the suite's loader of the same pickles",
-               "none: the driver reads the data root's pickles (checked against MANIFEST.sha256)"),
+    Difference(
+        "client sampling",
+        "np.random.choice(range(K), m, replace=False) from numpy's global generator "
+        "seeded by --seed, in drawn order",
+        "FedBABUSampler: a generator keyed by (seed, round), sorted",
+        "different clients per round at the same seed (seed-level); same_clients=True feeds ours to theirs",
+    ),
+    Difference(
+        "batch order and augmentation",
+        "DataLoader(shuffle=True) and torchvision RandomCrop(32, pad 4) + "
+        "RandomHorizontalFlip on PIL images, from torch's global generator",
+        "epoch_plan: permutation, crop offsets and flips keyed by (seed, round, client, epoch), applied "
+        "to uint8 tensors (same crop / flip arithmetic)",
+        "different batches at the same seed (seed-level)",
+    ),
+    Difference(
+        "shards partition",
+        "utils/sampling.noniid: Python's random (never seeded) shuffles the label rows",
+        "benchmark.pfl.partition: numpy generator of the seed",
+        "none here: both sides get ours",
+    ),
+    Difference(
+        "initial weights",
+        "CNNCifar built from torch's generator seeded by --seed",
+        "build_model after torch.manual_seed(seed)",
+        "none here: both sides get ours",
+    ),
+    Difference(
+        "aggregation arithmetic",
+        "float32 running sum over the sampled clients, then torch.div by m",
+        "float64 mean of the stacked states, cast to float32",
+        "float32 rounding of the running sum: |diff| <= m eps max|w_i| per entry (tests/test_peer_fedbabu.py)",
+    ),
+    Difference(
+        "personalisation batches",
+        "DataLoader(shuffle=True) over the augmented client data, torch's "
+        "global generator continuing after training",
+        "epoch_plan keyed by (seed, 0xF7, client, epoch)",
+        "seed-level",
+    ),
+    Difference(
+        "selected model for personalisation",
+        "best_model.pt = client 0's model at the best round",
+        "the best round's broadcast + each client's personal entries",
+        "none for FedAvg / FedBABU (every client holds the same model)",
+    ),
+    Difference(
+        "data",
+        "torchvision CIFAR10 (download into ./data)",
+        "the suite's loader of the same pickles",
+        "none: the driver reads the data root's pickles (checked against MANIFEST.sha256)",
+    ),
 )
 
 INSTALL = (
@@ -128,13 +168,16 @@ def run_driver(spec: Mapping[str, Any], request: PeerRequest, name: str) -> dict
     return json.loads(out_path.read_text())
 
 
-def _released_spec(cfg: Mapping[str, Any], algorithm: str, seed: int, inputs: dict[str, Any]) -> dict[str, Any]:
+def _released_spec(
+    cfg: Mapping[str, Any], algorithm: str, seed: int, inputs: dict[str, Any]
+) -> dict[str, Any]:
     spec = {
         "mode": "train", "data_root": _data_root() or "data", "partition": inputs["partition"],
         "init_state": inputs["init_state"], "dataset": cfg["dataset"], "model": cfg["released_model"],
         "num_classes": cfg["num_classes"], "shard_per_user": cfg["shards"], "algorithm": algorithm,
         "num_users": cfg["clients"], "frac": cfg["participation"], "local_ep": cfg["local_epochs"],
         "rounds": cfg["rounds"], "lr": cfg["lr"], "momentum": cfg["momentum"], "wd": 0.0,
+        "augment": cfg["augment"], "shuffle": cfg["shuffle"],
         "local_bs": cfg["batch_size"], "bs": cfg["eval_batch"], "seed": seed,
         "personalise": {"epochs": cfg["ft_epochs"], "lr": cfg["ft_lr"], "momentum": cfg["momentum"],
                         "clients": cfg["ft_clients"]},
@@ -161,8 +204,8 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
     model (the same quantities as :func:`theirs_train`)."""
     import torch
 
-    from benchmark.federated.images import DeviceImages
     from benchmark.data.registry import load_dataset
+    from benchmark.federated.images import DeviceImages
     from benchmark.pfl.local import client_accuracies
     from benchmark.pfl.personalise import FineTune, personalise
     from benchmark.pfl.trainer import PFLConfig, PFLTrainer
@@ -176,17 +219,21 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
     train = DeviceImages.from_split(load_dataset(cfg["dataset"], "train", _data_root()), cfg["dataset"], dev)
     test = DeviceImages.from_split(load_dataset(cfg["dataset"], "test", _data_root()), cfg["dataset"], dev)
     trainer = PFLTrainer(pcfg, train, test, split, cfg["num_classes"], progress=False)
-    res = trainer.run()
+    with _batches(augment=cfg["augment"], shuffle=cfg["shuffle"]):
+        res = trainer.run()
     sel = res.selected
     clients = list(range(cfg["ft_clients"] or cfg["clients"]))
 
     def state(i: int) -> dict[str, Any]:
         return {**sel.state, **sel.personal.get(i, trainer.init_personal)}
 
-    ft = FineTune(epochs=cfg["ft_epochs"], lr=cfg["ft_lr"], momentum=cfg["momentum"], batch_size=cfg["batch_size"])
+    ft = FineTune(
+        epochs=cfg["ft_epochs"], lr=cfg["ft_lr"], momentum=cfg["momentum"], batch_size=cfg["batch_size"]
+    )
     before = client_accuracies(trainer.model, test, tuple(split.test[i] for i in clients), lambda j: state(clients[j]),
                                cfg["eval_batch"])  # fmt: skip
-    after = personalise(trainer.model, train, test, split, state, ft, seed, cfg["eval_batch"], clients)
+    with _batches(augment=cfg["augment"], shuffle=cfg["shuffle"]):
+        after = personalise(trainer.model, train, test, split, state, ft, seed, cfg["eval_batch"], clients)
     hist = [h for h in res.history if "test_accuracy" in h]
     return {
         "rounds": tuple(int(h["round"]) for h in hist), "accuracy": tuple(float(h["test_accuracy"]) for h in hist),
@@ -195,6 +242,22 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
                   "last_accuracy": float(res.extra["last_accuracy"])},
         "wall_s": time.perf_counter() - t0,
     }  # fmt: skip
+
+
+@contextlib.contextmanager
+def _batches(*, augment: bool, shuffle: bool) -> Iterator[None]:
+    """This suite's local batches (:func:`benchmark.pfl.local.epoch_batches`, used by training and the
+    personalisation) with augmentation and / or shuffling turned off for the duration (the released side's
+    ``augment`` / ``shuffle`` spec keys): the deterministic ``loop-identity`` configuration. A no-op by default."""
+    from benchmark.federated.images import epoch_plan
+    from benchmark.pfl import local
+
+    if augment and shuffle:
+        yield
+        return
+    plan = functools.partial(epoch_plan, augment=augment, shuffle=shuffle)
+    with mock.patch.object(local, "epoch_plan", plan):
+        yield
 
 
 def ours_eval(cfg: Mapping[str, Any], seed: int, split: Any) -> list[float]:
@@ -230,7 +293,7 @@ def _merge(per_algo: dict[str, dict[str, Any]], algorithms: tuple[str, ...]) -> 
 def rule_for(cfg: Mapping[str, Any]) -> AgreementRule:
     """``identical`` (atol 0) for the deterministic evaluation; ``seed_spread`` (k = 2, floor = one test image
     of the clients the quantity averages) for training."""
-    if cfg["kind"] == "eval":
+    if cfg["kind"] == "eval" or not (cfg["augment"] or cfg["shuffle"]):
         return AgreementRule("identical", atol=0.0)
     clients = cfg["ft_clients"] or cfg["clients"]
     return AgreementRule("seed_spread", k=2.0, floor=100.0 / clients / 100)  # 100 test images per client
@@ -240,7 +303,9 @@ def run(request: PeerRequest) -> PeerComparison:
     """Both sides of ``request``'s configuration for each seed (module docstring)."""
     cfg = CONFIGS[request.config_name]
     if not (request.official_repo / "main_fed.py").is_file():
-        raise ConfigError(f"{request.official_repo} has no main_fed.py", f"clone {OFFICIAL_URL} and pass its path")
+        raise ConfigError(
+            f"{request.official_repo} has no main_fed.py", f"clone {OFFICIAL_URL} and pass its path"
+        )
     ours_runs, theirs_runs, notes = [], [], []
     for seed in request.seeds:
         inputs = write_inputs(request.workdir / "inputs", dataset=cfg["dataset"], model=cfg["model"],

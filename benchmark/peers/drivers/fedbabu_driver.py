@@ -94,7 +94,9 @@ def _datasets(spec: dict):
         # the files match the data root's sha256 manifest; torchvision's md5 check would reject a rebuilt
         # CIFAR-10 whose pickles lack the ``filenames`` key (same images, labels and order)
         cls = type(cls.__name__, (cls,), {"_check_integrity": lambda self: True})
-    return cls(root, train=True, download=False, transform=tr), cls(root, train=False, download=False, transform=te)
+    return cls(root, train=True, download=False, transform=tr), cls(
+        root, train=False, download=False, transform=te
+    )
 
 
 def _manifest_checked(root: Path, folder: str, names: list[str]) -> bool:
@@ -174,7 +176,9 @@ def _args(spec: dict):
         sys.argv = saved
     import torch
 
-    args.device = torch.device("cpu")  # what main_fed.py sets for --gpu -1 (other modes build models directly)
+    args.device = torch.device(
+        "cpu"
+    )  # what main_fed.py sets for --gpu -1 (other modes build models directly)
     return args, argv
 
 
@@ -193,7 +197,7 @@ def _test_all(nets, args, dataset_test, dict_users_test):
 
 
 def personalise(state, args, dataset_train, dataset_test, dict_users_train, dict_users_test, ft_epochs, ft_lr,
-                momentum, clients=None):  # fmt: skip
+                momentum, clients=None, shuffle=True):  # fmt: skip
     """``analysis.ipynb`` cell 2, per client: a copy of the model with ``state``, its test accuracy
     (``test_img_local``), then ``ft_epochs`` passes of SGD (body and head groups at ``ft_lr``, ``momentum``) over
     its shuffled training data in batches of ``args.local_bs`` (the released ``DatasetSplit``), and its test
@@ -214,10 +218,14 @@ def personalise(state, args, dataset_train, dataset_test, dict_users_train, dict
         acc, _ = test_img_local(net_local, dataset_test, args, user_idx=user, idxs=dict_users_test[user])
         before.append(float(acc))
         net_local.train()
-        loader = DataLoader(DatasetSplit(dataset_train, dict_users_train[user]), batch_size=args.local_bs, shuffle=True)
+        loader = DataLoader(
+            DatasetSplit(dataset_train, dict_users_train[user]), batch_size=args.local_bs, shuffle=shuffle
+        )
         body = [p for n, p in net_local.named_parameters() if "linear" not in n]
         head = [p for n, p in net_local.named_parameters() if "linear" in n]
-        opt = torch.optim.SGD([{"params": body, "lr": ft_lr}, {"params": head, "lr": ft_lr}], momentum=momentum)
+        opt = torch.optim.SGD(
+            [{"params": body, "lr": ft_lr}, {"params": head, "lr": ft_lr}], momentum=momentum
+        )
         for _ in range(ft_epochs):
             for images, labels in loader:
                 net_local.zero_grad()
@@ -307,7 +315,8 @@ def mode_train(spec: dict) -> dict:
         before, after = personalise(best_state, args, dataset_train, dataset_test, dict_train, dict_test,
                                     int(ft.get("epochs", 5)), float(ft.get("lr", 1e-3)),
                                     float(ft.get("momentum", 0.9)),
-                                    list(range(int(ft["clients"]))) if ft.get("clients") else None)  # fmt: skip
+                                    list(range(int(ft["clients"]))) if ft.get("clients") else None,
+                                    bool(spec.get("shuffle", True)))  # fmt: skip
         out.update({
             "initial_per_client": before, "personalised_per_client": after,
             "initial_mean": float(np.mean(before)), "initial_std": float(np.std(before)),
@@ -334,7 +343,7 @@ def mode_train(spec: dict) -> dict:
 
 def mode_eval(spec: dict) -> dict:
     dataset_train, dataset_test = _datasets(spec)
-    dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
+    _dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
     spec = {**spec, "rounds": 1, "num_users": len(dict_test)}
     args, _ = _args(spec)
     from utils.train_utils import get_model
