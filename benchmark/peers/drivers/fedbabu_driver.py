@@ -38,6 +38,9 @@ Modes (``spec["mode"]``):
   one state dict (``state``) for every client of the spec's partition: a deterministic component (batch-
   statistics BN in eval, test batches of ``bs`` in index order).
 
+* ``personalise`` -- the notebook's initial accuracy of every client and personalisation of the first
+  ``personalise.clients`` clients, on one given state (``state``; e.g. a model this suite trained).
+
 * ``aggregate`` -- ``models.Fed.FedAvg`` (the released code's mean of state dicts) of the state dicts in
   ``states`` (a list of paths), saved to ``out_state``.
 
@@ -384,7 +387,43 @@ def mode_local(spec: dict) -> dict:
     return {"mode": "local", "out_state": spec["out_state"], "loss": float(loss)}
 
 
-MODES = {"train": mode_train, "eval": mode_eval, "aggregate": mode_aggregate, "local": mode_local}
+def mode_personalise(spec: dict) -> dict:
+    """``analysis.ipynb`` cell 2 on a given state (e.g. a model trained by this suite): every client's initial
+    accuracy (``test_img_local``), then the fine-tuning of the first ``personalise.clients`` clients."""
+    import numpy as np
+    import torch
+
+    dataset_train, dataset_test = _datasets(spec)
+    dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
+    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
+    torch.manual_seed(int(spec.get("seed", 1)))
+    state = _load_state(spec["state"])
+    nets = []
+    from utils.train_utils import get_model
+
+    net = get_model(args)
+    net.load_state_dict(state, strict=True)
+    nets = [net] * len(dict_test)
+    initial, mean = _test_all(nets, args, dataset_test, dict_test)
+    ft = spec.get("personalise") or {}
+    clients = list(range(int(ft.get("clients") or len(dict_test))))
+    before, after = personalise(state, args, dataset_train, dataset_test, dict_train, dict_test,
+                                int(ft.get("epochs", 5)), float(ft.get("lr", 1e-3)), float(ft.get("momentum", 0.9)),
+                                clients, bool(spec.get("shuffle", True)))  # fmt: skip
+    return {
+        "mode": "personalise", "initial_per_client": initial, "initial_weighted": mean,
+        "initial_mean": float(np.mean(initial)), "clients": clients, "before_per_client": before,
+        "personalised_per_client": after, "personalised_mean": float(np.mean(after)),
+    }  # fmt: skip
+
+
+MODES = {
+    "train": mode_train,
+    "eval": mode_eval,
+    "aggregate": mode_aggregate,
+    "local": mode_local,
+    "personalise": mode_personalise,
+}
 
 
 def main(argv: list[str]) -> int:
