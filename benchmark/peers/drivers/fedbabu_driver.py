@@ -417,12 +417,39 @@ def mode_personalise(spec: dict) -> dict:
     }  # fmt: skip
 
 
+def mode_ncm(spec: dict) -> dict:
+    """``analysis.ipynb`` cell 4 on a given state: per client, the released ``distance_test_img_local``
+    (class templates from the client's augmented training features, nearest by Euclidean ``cdist``); it returns
+    a count of correct test images, reported here as a percentage of the client's test images."""
+    import numpy as np
+    import torch
+    from models.test import distance_test_img_local
+
+    dataset_train, dataset_test = _datasets(spec)
+    dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
+    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
+    torch.manual_seed(int(spec.get("seed", 1)))
+    from utils.train_utils import get_model
+
+    net = get_model(args)
+    net.load_state_dict(_load_state(spec["state"]), strict=True)
+    net.eval()
+    out = []
+    with torch.no_grad():
+        for user in range(len(dict_test)):
+            correct = distance_test_img_local(net, dataset_train, dataset_test, args, user_idx=user,
+                                              train_idxs=dict_train[user], test_idxs=dict_test[user])  # fmt: skip
+            out.append(100.0 * correct / len(dict_test[user]))
+    return {"mode": "ncm", "per_client": out, "mean": float(np.mean(out)), "std": float(np.std(out))}
+
+
 MODES = {
     "train": mode_train,
     "eval": mode_eval,
     "aggregate": mode_aggregate,
     "local": mode_local,
     "personalise": mode_personalise,
+    "ncm": mode_ncm,
 }
 
 
