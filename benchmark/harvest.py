@@ -83,20 +83,22 @@ def _training_root(job: Job) -> Job | None:
     return None
 
 
-def training_identity(job: Job) -> Job:
+def training_identity(job: Job, *, shared_selections: bool = True) -> Job:
     """The job whose training ``job`` shares: pfl jobs that differ by their model selection only train once
-    (``pfl_both_selections``), so they share the ``best`` job's unit."""
-    if job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
+    when one training writes both (``pfl_both_selections``: ``shared_selections``), so they share the ``best``
+    job's unit; otherwise each selection is its own training."""
+    if shared_selections and job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
         return dataclasses.replace(job, selection="best")  # type: ignore[type-var]
     return job
 
 
-def written_by(job: Job, root: Job) -> bool:
+def written_by(job: Job, root: Job, *, shared_selections: bool = True) -> bool:
     """Whether running ``root`` writes ``job``'s outputs (the other model selection of a pfl training)."""
-    return job.path != root.path and training_identity(job).path == root.path
+    return job.path != root.path and training_identity(job, shared_selections=shared_selections).path == root.path
 
 
-def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], float]) -> list[Unit]:
+def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], float], *,
+                shared_selections: bool = True) -> list[Unit]:  # fmt: skip
     """Units from ``(cell, job)`` pairs of a plan: jobs grouped by the training they read (the training job's
     own inputs first, then the training job, then the other jobs by path), ordered by :attr:`Unit.value`: cells
     per estimated minute, highest first (ties: lower seed first, then path). A unit's estimate is the sum of
@@ -107,7 +109,7 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         train = _training_root(job)
         if train is None:
             continue
-        root = training_identity(train)
+        root = training_identity(train, shared_selections=shared_selections)
         _, deps, cells = roots.setdefault(root.path, (root, {}, set()))
         for j in (train, job):
             if j.path != root.path:
@@ -118,7 +120,7 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
         before = [j for j in job_closure([root])[:-1] if j.path not in deps]
         ordered = sorted(deps.values(), key=lambda j: (j.KIND not in TRAINING_KINDS, j.path))
         jobs = (*before, root, *ordered)
-        est = sum(seconds(j) for j in jobs if not written_by(j, root))
+        est = sum(seconds(j) for j in jobs if not written_by(j, root, shared_selections=shared_selections))
         units.append(Unit(jobs, tuple(sorted(cells)), est, int(getattr(root, "seed", 0)), len(before)))
     return sorted(units, key=lambda u: (-u.value, u.seed, u.root.path))
 
@@ -132,9 +134,9 @@ def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Calla
         for target in targets:
             for plan in plan_target(target, cfg):
                 if plan.status == "planned":
-                    sel = f"[{cfg.get('pfl_selection', 'best')}]" if len(configs) > 1 else ""
+                    sel = f"[{cfg.get('pfl_selection', 'last')}]" if len(configs) > 1 else ""
                     pairs += [(f"{target}:{plan.cell.id}{sel}", job) for job in plan.jobs]
-    return group_units(pairs, seconds)
+    return group_units(pairs, seconds, shared_selections=bool(config.get("pfl_both_selections")))
 
 
 def pending(units: Iterable[Unit], root: Path = Path(".")) -> list[Unit]:
@@ -192,6 +194,23 @@ def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any
         log({**entry, "end": time.time(), "wall_s": time.time() - start, "status": "done"})
 
 
+#: Linux's scheduler groups processes by session ("autogroup", on by default in many kernels) and shares the
+#: CPU equally between the groups: ``os.nice(19)`` yields only within its own session, so against a shell or a
+#: build in another session a niced worker still takes a whole share. The group's own nice value lowers it.
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def lower_autogroup(path: Path = AUTOGROUP, value: int = 19) -> bool:
+    """Give this process's scheduler autogroup the nice ``value`` where Linux has autogroups; ``False``
+    (nothing changed) elsewhere or where it is not allowed. Only a session leader calls it (a ``--nice``
+    worker, started in its own session), so the group holds the worker alone."""
+    try:
+        path.write_text(f"{value}\n")
+    except OSError:
+        return False
+    return True
+
+
 def worker_main(argv: list[str]) -> int:
     """``python -m benchmark.harvest UNIT.json CONFIG.json LOG.jsonl``: run one unit (a harvest worker).
 
@@ -200,6 +219,8 @@ def worker_main(argv: list[str]) -> int:
     zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`); exit status
     :data:`STOPPED`."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if os.nice(0) >= 19 and os.getsid(0) == os.getpid():  # a --nice worker in its own session
+        lower_autogroup()
     unit = Unit.from_dict(json.loads(Path(argv[0]).read_text()))
     config = json.loads(Path(argv[1]).read_text())
     log_path = Path(argv[2])
@@ -282,63 +303,78 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
     done = cells = started = 0
     env = _worker_env(config)
     total = len(queue)
+    # a --nice harvest (niced to 19) starts each worker in its own session, whose scheduler group it lowers
+    # (lower_autogroup): a niced process alone would still get an equal share against other sessions
+    background = os.nice(0) >= 19
 
     def tick() -> None:
         if on_tick is not None:
             on_tick(Progress(done, total, cells, len(running), min(clock() - t0, budget_s), budget_s))
 
-    while queue or running:
-        while queue and len(running) < workers and deadline - clock() > min_left_s:
-            busy = {path for r in running for path in _open_paths(r.unit)}
-            free = next((u for u in queue if busy.isdisjoint(_open_paths(u))), None)
-            if free is None:
-                break  # every waiting unit shares an unfinished job with a running one: wait for it
-            queue.remove(free)
-            unit = free
-            started += 1
-            idx = started
-            ufile = work / f"unit{idx:03d}.json"
-            ufile.write_text(json.dumps(unit.to_dict()))
-            logf = work / f"unit{idx:03d}.jsonl"
-            out = open(work / f"unit{idx:03d}.log", "w")  # closed by Running.finish
-            try:
-                proc = subprocess.Popen([sys.executable, "-m", "benchmark.harvest", str(ufile),
-                                         str(work / "config.json"), str(logf)],
-                                        stdout=out, stderr=subprocess.STDOUT, env=env)  # fmt: skip
-            except BaseException:
-                out.close()
-                raise
-            running.append(Running(unit, proc, clock(), logf, out))
-            print_fn(f"[harvest] start {idx}/{total} {unit.root.path} ({len(unit.cells)} cells, "
-                     f"est {unit.est_s / 60:.1f} min)")  # fmt: skip
-        for r in list(running):
-            if r.proc.poll() is not None:
-                running.remove(r)
-                rc = r.finish()
-                if rc == 0:
-                    done += 1
-                    cells += len(r.unit.cells)
-                what = "done" if rc == 0 else f"FAILED rc={rc} (see {r.log.with_suffix('.log')})"
-                print_fn(f"[harvest] {what} {r.unit.root.path} in {(clock() - r.started) / 60:.1f} min")
-        tick()
-        if clock() >= deadline:
-            for r in running:
-                r.proc.terminate()
-            for r in running:
+    try:
+        while queue or running:
+            while queue and len(running) < workers and deadline - clock() > min_left_s:
+                busy = {path for r in running for path in _open_paths(r.unit)}
+                free = next((u for u in queue if busy.isdisjoint(_open_paths(u))), None)
+                if free is None:
+                    break  # every waiting unit shares an unfinished job with a running one: wait for it
+                queue.remove(free)
+                unit = free
+                started += 1
+                idx = started
+                ufile = work / f"unit{idx:03d}.json"
+                ufile.write_text(json.dumps(unit.to_dict()))
+                logf = work / f"unit{idx:03d}.jsonl"
+                out = open(work / f"unit{idx:03d}.log", "w")  # closed by Running.finish
                 try:
-                    r.proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    r.proc.kill()
-                r.finish()
-                print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
-                         "its last checkpoint)")  # fmt: skip
-            running.clear()
-            if queue:
-                print_fn(f"[harvest] budget spent: {len(queue)} unit(s) not started")
-            break
-        if not running and (not queue or deadline - clock() <= min_left_s):
-            break
-        time.sleep(poll_s)
+                    proc = subprocess.Popen([sys.executable, "-m", "benchmark.harvest", str(ufile),
+                                             str(work / "config.json"), str(logf)],
+                                            stdout=out, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=background)  # fmt: skip
+                except BaseException:
+                    out.close()
+                    raise
+                running.append(Running(unit, proc, clock(), logf, out))
+                print_fn(f"[harvest] start {idx}/{total} {unit.root.path} ({len(unit.cells)} cells, "
+                         f"est {unit.est_s / 60:.1f} min)")  # fmt: skip
+            for r in list(running):
+                if r.proc.poll() is not None:
+                    running.remove(r)
+                    rc = r.finish()
+                    if rc == 0:
+                        done += 1
+                        cells += len(r.unit.cells)
+                    what = "done" if rc == 0 else f"FAILED rc={rc} (see {r.log.with_suffix('.log')})"
+                    print_fn(f"[harvest] {what} {r.unit.root.path} in {(clock() - r.started) / 60:.1f} min")
+            tick()
+            if clock() >= deadline:
+                for r in running:
+                    r.proc.terminate()
+                for r in running:
+                    try:
+                        r.proc.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        r.proc.kill()
+                    r.finish()
+                    print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
+                             "its last checkpoint)")  # fmt: skip
+                running.clear()
+                if queue:
+                    print_fn(f"[harvest] budget spent: {len(queue)} unit(s) not started")
+                break
+            if not running and (not queue or deadline - clock() <= min_left_s):
+                break
+            time.sleep(poll_s)
+    except BaseException:  # interrupted (Ctrl-C, an error): no worker outlives the harvester (their sessions
+        for r in running:  # may be their own, where the terminal's signal does not reach them)
+            r.proc.terminate()
+        for r in running:
+            try:
+                r.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+            r.finish()
+        raise
     tick()
     entries = []
     for f in sorted(work.glob("unit*.jsonl")):

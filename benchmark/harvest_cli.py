@@ -231,7 +231,8 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
         for job in unit.jobs:
             if job.path in done:
                 todo.append((job, done[job.path], ()))
-            elif (written_by(job, unit.root) and unit.root.path in done and job.path in missing_before
+            elif (written_by(job, unit.root, shared_selections=bool(config.get("pfl_both_selections")))
+                  and unit.root.path in done and job.path in missing_before
                   and (root / job.path).is_file()):  # fmt: skip
                 note = f"written by the training of {unit.root.path} (one training, both model selections)"
                 todo.append((job, done[unit.root.path], (note,)))

@@ -20,6 +20,7 @@ from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import Job
 from benchmark.runners import fedmezo
 from benchmark.runners.fl_train import _split_size
+from benchmark.runners.pfl import pfl_eval_every
 
 #: Seconds assumed for a job whose kind has no measured rate on the device (stated in the harvest plan).
 DEFAULT_JOB_S = 600.0
@@ -48,13 +49,15 @@ class Estimate:
     measured: bool
 
 
-def _pfl_train(job: Any, machine: str) -> float | None:
+def _pfl_train(job: Any, machine: str, config: Mapping[str, Any]) -> float | None:
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
     m = max(int(float(job.participation) * job.clients), 1)
     train = job.rounds * m * job.local_epochs * PFL_TRAIN_PER_CLIENT
-    evals = job.rounds * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated every round
+    every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
+    evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
+    evals = evaluated * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated
     return train / rate + evals / (rate * FORWARD_SPEEDUP)
 
 
@@ -109,7 +112,7 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
         return Estimate(LIGHT_JOB_S, True)
     try:
         if job.KIND == "pfl_train":
-            s = _pfl_train(job, machine)
+            s = _pfl_train(job, machine, config or {})
         elif job.KIND == "pfl_eval":
             s = _pfl_eval(job, machine)
         elif job.KIND == "pfl_central_curve":

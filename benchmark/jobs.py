@@ -248,9 +248,12 @@ class _OnFeatures(Job):
     ptag: str
 
     def features(self, split: str) -> ExtractJob:
-        return ExtractJob(
-            self.dataset, self.model, self.weights, self.preprocess, self.precision, self.subset, split
-        )
+        """The features of ``split`` this run reads: a ``@seedflip`` preprocessing (frozen flips keyed by the run
+        seed, issue 26) reads the train features of its own seed (``@flip<seed>``) and the shared test features."""
+        from benchmark.features.preprocess import PreprocessName  # local: heavy import (torch)
+
+        pre = PreprocessName.parse(self.preprocess).for_split(split, self.seed)  # type: ignore[attr-defined]
+        return ExtractJob(self.dataset, self.model, self.weights, pre, self.precision, self.subset, split)
 
     def partition(self) -> PartitionJob:
         return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)  # type: ignore[attr-defined]
@@ -270,6 +273,10 @@ class ClosedFormJob(_OnFeatures):
 
     KIND: ClassVar[str] = "closed_form"
     PATTERN: ClassVar[str] = _RUNS.replace("{kind}", "closed_form") + "/{protocol}/seed{seed}.csv"
+    #: 2 (issue 26): protocol legate2023-code draws FedNCM's random bias from the run seed's fedncm_bias stream
+    #: (it used the bare run seed), so its runs under the same path changed. Runs with the new flip_stream
+    #: default have their own paths (``@seedflip``); the other protocols' numbers are unchanged.
+    NUMERICS: ClassVar[int] = 2
     protocol: str
     seed: int
 

@@ -73,8 +73,10 @@ def main(argv: list[str]) -> int:
 
 
 def _import(args: argparse.Namespace, ledger: Path) -> int:
-    cfg = load_config(None, parse_kv(args.config))
-    cfg.setdefault("pfl_both_selections", True)
+    overrides = parse_kv(args.config)
+    cfg = load_config(None, overrides)
+    if "pfl_both_selections" not in overrides:  # look for the outputs of both model selections, whatever the default
+        cfg["pfl_both_selections"] = True
     if not cfg.get("device") and not cfg.get("cpu_training"):
         cfg["cpu_training"] = True  # plan every training job, whatever this machine is
     targets = args.targets or sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))

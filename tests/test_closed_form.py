@@ -308,7 +308,7 @@ def test_run_method_centralised_and_paper_protocol():
     assert paper_protocol_options("fed3r_fedcof")["solver"] == "pinv32"
     assert paper_protocol_options("fed3r_official")["solver"] == "solve32"
     assert paper_protocol_options("fedncm", paper="legate2023")["bias"] == "zero"  # the paper's text
-    assert paper_protocol_options("fedncm", paper="legate2023-code")["bias"] == "random"  # its code
+    assert paper_protocol_options("fedncm", paper="legate2023-code")["bias"] == "torch_default_init"  # its code (issue 26 name)
     multi = paper_protocol_options("fedcof", paper="fedcof-multiround", model_name="squeezenet1_1")
     assert multi["ridge"] == multi["gamma"] == 1.0 and multi["single_client"] == "path_b_noise"
     for name in [m for m in protocol_methods("fedcof") if get_method(m).federated]:

@@ -94,7 +94,8 @@ def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
     spec = SimpleNamespace(paper="suite", table="reduced", seeds=(0,))
     plan = SimpleNamespace(cell=SimpleNamespace(id="cifar10/ft"), method="ft", jobs=(job,))
     cell = FLTrainRunner().collect(spec, plan, {}, {})
-    assert cell.reason is None and cell.values == [value["accuracy"]]
+    # the cell reports the last round (fl_report_round: last, issue 26), the run's own accuracy row its selection
+    assert cell.reason is None and cell.values == [value["accuracy_last"]] and value["accuracy_last"] != value["accuracy"]
     assert "client lr 0.001" in cell.note and "GB measured" in cell.note, cell.note
 
 

@@ -57,7 +57,8 @@ def test_table3_with_device_cuda_plans_every_training_job_on_a_cpu_machine(cfg, 
     kinds = collections.Counter(j.KIND for j in jobs.values())
     # CIFAR-10 x {FedAvg, FedProx, FedAdam} x {FT, FedNCM+FT} x 3 seeds; FedNCM's closed-form jobs beside them
     assert kinds["fl_train"] == 18
-    assert kinds["closed_form"] == 3 and kinds["extract"] == 2  # the FedNCM cells' cached features
+    # the FedNCM cells' cached features: the test split's, and each seed's train split (flip_stream: run_seed)
+    assert kinds["closed_form"] == 3 and kinds["extract"] == 4
     # the unprinted learning rates are tuned first: one choice per (algorithm, method), 9 or 20 grid points each
     assert kinds["fl_lr_choice"] == 6
     assert kinds["fl_tune"] == 2 * (9 + 9 + 20)

@@ -109,6 +109,8 @@ def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     est = job_estimate(job, "cpu")
     rate = 860.0  # throughput.yaml: native cpu 4convnet
     assert est.measured and est.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 32 * 100 * 100 / (3 * rate))
+    last = job_estimate(_pfl(rounds=32, participation="0.1", local_epochs=10, selection="last"), "cpu")
+    assert last.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 1 * 100 * 100 / (3 * rate))  # evaluated once
     assert job_estimate(job, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
 
 
@@ -226,7 +228,8 @@ def test_finished_jobs_are_recorded_and_read_back(tmp_path):
     entries = [{"job": {}, "path": best.path, "start": 1_700_000_000.0, "end": 1_700_000_100.0, "wall_s": 100.0,
                 "command": "flb job {...}", "status": "done"},
                {"job": {}, "path": ev.path, "start": 1_700_000_100.0, "end": 1_700_000_101.0, "status": "stopped"}]  # fmt: skip
-    config = {"device": "cuda", "threads_per_worker": 4, "train_precision": "fp32", "tf32": False}
+    config = {"device": "cuda", "threads_per_worker": 4, "train_precision": "fp32", "tf32": False,
+              "pfl_both_selections": True}  # fmt: skip
     old = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True  # this process's flags must not leak into the records
     try:
@@ -360,3 +363,67 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same weights, bit for bit
     assert rec.provenance.precision == "fp32; tf32 off" and rec.provenance.threads == 1
     assert rec.provenance.device == "cpu" and rec.provenance.command.startswith("flb job ")
+
+
+def test_without_both_selections_each_selection_is_its_own_training():
+    """Issue 27: with ``pfl_both_selections: false`` (the default) a training writes only its own selection, so
+    the ``last`` cells' unit is the ``last`` training (not the ``best`` one, which would leave ``last`` to run a
+    second training)."""
+    last = _pfl(selection="last")
+    ev = PFLEvalJob(**last.train_fields(), evaluation="initial", ft_part="full", ft_epochs=1, ft_lr="0.001",
+                    ft_momentum="0.9")  # fmt: skip
+    own = group_units([("T:a", ev)], lambda j: 60.0, shared_selections=False)[0]
+    assert own.root == last and own.jobs[-1] == ev
+    shared = group_units([("T:a", ev)], lambda j: 60.0)[0]
+    assert shared.root == _pfl(selection="best") and last in shared.jobs
+
+
+def test_pfl_eval_every_follows_the_selection_rule():
+    """Every round where a best-on-test model is kept; otherwise only after the last round; a number where it
+    is compatible; one error otherwise."""
+    from benchmark.errors import ConfigError
+    from benchmark.runners.pfl import pfl_eval_every
+
+    assert pfl_eval_every({}, "last", 32, sibling=False) == 32
+    assert pfl_eval_every({"pfl_eval_every": "auto"}, "best", 32, sibling=False) == 1
+    assert pfl_eval_every({}, "last", 32, sibling=True) == 1
+    assert pfl_eval_every({"pfl_eval_every": 4}, "last", 32, sibling=False) == 4
+    with pytest.raises(ConfigError, match="best-on-test"):
+        pfl_eval_every({"pfl_eval_every": 4}, "best", 32, sibling=False)
+    with pytest.raises(ConfigError, match="pfl_eval_every='often'"):
+        pfl_eval_every({"pfl_eval_every": "often"}, "last", 32, sibling=False)
+
+
+def test_an_interrupted_harvest_stops_its_workers_and_a_nice_one_starts_them_in_their_own_session(
+        tmp_path, monkeypatch):  # fmt: skip
+    """A --nice harvest starts each worker in its own session (so that the worker can lower its scheduler group:
+    Linux's autogroups share the CPU equally between sessions, whatever a process's nice value); a worker in its
+    own session does not get the terminal's Ctrl-C, so an interrupted harvester stops every running worker."""
+    made: list[tuple[_FakeProc, dict]] = []
+
+    def popen(*a, **k):
+        made.append((_FakeProc(0, None), k))
+        return made[-1][0]
+
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    monkeypatch.setattr(harvest_mod.os, "nice", lambda inc: 19)  # as after os.nice(19)
+    units = [Unit((_Train("a", 0),), ("T:a",), 60.0)]
+
+    def interrupt(progress: Progress) -> None:
+        if progress.running:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        harvest(units, {}, budget_s=60, workers=1, work=tmp_path / "w", print_fn=lambda s: None,
+                on_tick=interrupt, poll_s=0.01)  # fmt: skip
+    proc, kwargs = made[0]
+    assert proc.terminated and kwargs["start_new_session"] is True
+
+
+def test_lower_autogroup_writes_the_nice_value_and_says_when_it_cannot(tmp_path):
+    from benchmark.harvest import lower_autogroup
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    assert lower_autogroup(group) and group.read_text() == "19\n"
+    assert not lower_autogroup(tmp_path / "no" / "autogroup")

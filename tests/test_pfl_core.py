@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl import personalise as personalise_mod
@@ -375,3 +376,23 @@ def test_one_training_writes_both_selections_as_their_own_jobs_would(real_data_r
     strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]
     assert strip(sib["history"]) == strip(alone["history"])
     assert sib["other_selection_accuracy"] == both["best_accuracy"]
+
+
+# --------------------------------------------------- evaluation only where the selection rule needs it
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedbabu", "fedper"])
+def test_evaluating_only_after_the_last_round_trains_the_same_model(data, algorithm):
+    """Issue 27: with selection ``last`` the per-round evaluation is skipped (``eval_every = rounds``); that must
+    not change training (evaluation draws no randomness and touches no trained state), so the last model and
+    its accuracy are bit-identical to a run that evaluated every round, and only the last round is evaluated."""
+    cfg = _cfg(algorithm=algorithm, clients=4, participation=0.5, rounds=3, selection="last")
+    every = _trainer(data, cfg)
+    r_every = every.run()
+    sparse = _trainer(data, replace(cfg, eval_every=cfg.rounds))
+    r_sparse = sparse.run()
+    assert _equal(every.broadcast, sparse.broadcast)
+    assert all(_equal(every.personal[i], sparse.personal[i]) for i in every.personal)
+    assert r_every.selected.acc == r_sparse.selected.acc
+    assert sorted(every.accuracy_at) == [1, 2, 3] and sorted(sparse.accuracy_at) == [3]
+    assert r_sparse.other is None and "best_accuracy" not in r_sparse.extra  # no best-on-test model to report
+    with pytest.raises(ConfigError, match="best-on-test needs every round"):
+        replace(cfg, selection="best", eval_every=3)

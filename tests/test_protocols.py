@@ -16,6 +16,7 @@ from benchmark.errors import UnknownNameError
 from benchmark.io import sha256_file
 from benchmark.jobs import ClosedFormJob
 from benchmark.pipeline import closed_form_step
+from benchmark.seeding import int_seed
 from benchmark.workflow import closed_form_path
 
 
@@ -28,7 +29,8 @@ def test_paper_protocol_options() -> None:
     assert fedcof["centralised_within_class"] == {"gamma": 0.0, "ridge": 0.01, "solver": "pinv32"}  # Table 2
     assert protocol_options("legate2023", "squeezenet1_1")["fedncm"]["bias"] == "zero"  # legate2023 §3.2
     code = protocol_options("legate2023-code", "squeezenet1_1", seed=2)["fedncm"]
-    assert code["bias"] == "random" and code["seed"] == 2
+    # issue 26: the code's bias is named torch_default_init and drawn from the run seed's fedncm_bias stream
+    assert code["bias"] == "torch_default_init" and code["seed"] == int_seed(2, "fedncm_bias")
     assert set(protocol_methods("legate2023")) == {"fedncm", "centralised_ncm"}
     with pytest.raises(UnknownNameError, match="legate2023"):
         protocol_options("legate", "squeezenet1_1")
@@ -90,7 +92,7 @@ def test_random_bias_is_an_explicit_option(tmp_path, synthetic_run) -> None:
     zero = pd.read_csv(paths["legate2023"]).set_index("method")
     code = pd.read_csv(paths["legate2023-code"]).set_index("method")
     assert json.loads(zero.loc["fedncm", "note"])["bias"] == "zero"
-    assert json.loads(code.loc["fedncm", "note"])["bias"] == "random"
+    assert json.loads(code.loc["fedncm", "note"])["bias"] == "torch_default_init"
 
 
 def test_cli_protocol_flag_and_overrides(tmp_path, synthetic_run, capsys) -> None:

@@ -159,23 +159,25 @@ def test_each_paper_runs_under_its_protocol(real_data_root, real_weights_dir) ->
             if spec.paper == "fedcof":
                 assert job.ptag.startswith("dirichlet_fedcof-"), job  # the fedcof code's own partitions
     x32 = next(p for p in plan_target("table2", cfg) if p.cell.id == "cifar10_32/fedncm/accuracy")
-    assert all("/legate2023_cifar32-fp32/" in j.path and j.preprocess == "legate2023_cifar32" for j in x32.jobs)  # CIFAR-10 x32 is fed at 32 px
+    assert all("/legate2023_cifar32@seedflip-fp32/" in j.path and j.preprocess == "legate2023_cifar32@seedflip"
+               for j in x32.jobs)  # CIFAR-10 x32 is fed at 32 px; frozen flips keyed by the run seed (issue 26)  # fmt: skip
 
 
 def test_features_are_extracted_once_per_pipeline(real_data_root, real_weights_dir) -> None:
     """Across all targets, one (dataset, backbone) never uses two presets that are the same pipeline."""
     from dataclasses import asdict
 
-    from benchmark.features.preprocess import get_preprocess
+    from benchmark.features.preprocess import PreprocessName, get_preprocess
     base = {"data_root": str(real_data_root), "weights_dir": str(real_weights_dir)}
     for tier in ("ci", "full"):
         presets: dict[tuple[str, str], set[str]] = {}
         for job in _all_jobs(load_config(overrides={**base, "tier": tier})):
             presets.setdefault((job.dataset, job.model), set()).add(job.preprocess)
         for key, names in presets.items():
-            fields = [
-                {k: v for k, v in asdict(get_preprocess(n)).items() if k != "name"} for n in sorted(names)
-            ]
+            fields = [  # the pipeline without the run's flip stream (issue 26: @seedflip keys it by the seed)
+                {k: v for k, v in asdict(get_preprocess(PreprocessName.parse(n).for_split("test", 0))).items()
+                 if k != "name"} for n in sorted(names)
+            ]  # fmt: skip
             assert all(a != b for i, a in enumerate(fields) for b in fields[i + 1 :]), (tier, key, names)
         assert set(presets) >= {("cifar10", "squeezenet1_1"), ("cifar100", "squeezenet1_1")}
 
@@ -260,7 +262,8 @@ def test_training_cells_plan_one_fl_run_per_seed(real_data_root, real_weights_di
     mlp = plans["cifar10/mlp_head"]
     assert mlp.status == "planned" and mlp.runner == "lp_features" and mlp.protocol == "legate2023_cifar10"
     assert [Path(j.path).name for j in mlp.jobs] == ["seed0.csv", "seed1.csv", "seed2.csv"]
-    assert all("/legate2023_cifar10/mlp_head/" in j.path and "/legate2023_cifar-fp32/" in j.path for j in mlp.jobs)
+    assert all("/legate2023_cifar10/mlp_head/" in j.path and "/legate2023_cifar@seedflip-fp32/" in j.path
+               for j in mlp.jobs)  # fmt: skip
     # LP of Table 5 is the same run as LP of Table 2: one job, shared
     t2 = {p.cell.id: p for p in plan_target("table2", _base(real_data_root, real_weights_dir))}
     assert t2["cifar10/lp/accuracy"].jobs == plans["cifar10/lp"].jobs
@@ -312,8 +315,10 @@ def test_training_cells_are_judged_and_their_curves_plotted(
     for cell_id, value in (("cifar10/lp", 82.0), ("cifar10/mlp_head", 74.1)):
         for seed, job in enumerate(plans[cell_id].jobs):
             method = plans[cell_id].method
-            rows = [make_row(method=method, metric="accuracy", value=value, unit="percent", seed=seed, weights="substitute"),
-                    make_row(method=method, metric="uplink_bytes", value=1e9, unit="bytes", seed=seed, weights="substitute")]  # fmt: skip
+            rows = [make_row(method=method, metric=m, value=v, unit="percent", seed=seed, weights="substitute")
+                    for m, v in (("accuracy", value + 9), ("accuracy_best", value + 9), ("accuracy_last", value))]
+            rows.append(make_row(method=method, metric="uplink_bytes", value=1e9, unit="bytes", seed=seed,
+                                 weights="substitute"))  # fmt: skip
             write_tidy(rows, job.path)
             curve = pd.DataFrame({"round": [0, 4, 8], "stage": "lp", "accuracy": [10.0, 50.0, value],
                                   "uplink_bytes": [0, 1e8, 2e8], "downlink_bytes": [0, 1e8, 2e8],
@@ -322,9 +327,12 @@ def test_training_cells_are_judged_and_their_curves_plotted(
             curve.to_csv(job.curve_path, index=False)
     report = _assemble("table5", cfg, tmp_path / "results")
     by_id = {o.plan.cell.id: str(o.verdict.status) for o in report.outcomes}
+    # the cells report the last round (fl_report_round: last, issue 26), not the runs' best-on-test accuracy
     assert by_id["cifar10/lp"] == "SUBSTITUTE-PASS" and by_id["cifar10/mlp_head"] == "SUBSTITUTE-FAIL"
     tidy = pd.read_csv(tmp_path / "results/tidy/table5.csv")
-    assert set(tidy[tidy.status == "ok"]["metric"]) == {"accuracy", "uplink_bytes"}
+    assert set(tidy[tidy.status == "ok"]["metric"]) == {"accuracy", "accuracy_best", "accuracy_last", "uplink_bytes"}
+    best = _assemble("table5", {**cfg, "fl_report_round": "best_on_test"}, tmp_path / "results")
+    assert {o.plan.cell.id: str(o.verdict.status) for o in best.outcomes}["cifar10/lp"] != "SUBSTITUTE-PASS"
     png = tmp_path / "results/tables/table5.curves.png"
     assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
 

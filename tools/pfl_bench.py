@@ -8,6 +8,8 @@ the package is not installed)::
 
     python tools/pfl_bench.py --out DIR                                  # GPU defaults: DIR/pfl_bench.json
     python tools/pfl_bench.py --out DIR --device cpu --model 4convnet --clients 10 --images-per-client 100
+    python tools/pfl_bench.py --out DIR --device cpu --model 4convnet --clients 10 --images-per-client 100 \
+        --threads 1 --modes loop,bare,central --layouts contiguous,channels_last      # issue 27's CPU ratios
 
 What one run measures, on synthetic uint8 32x32 images (``--clients * --images-per-client`` of them, random
 labels of ``--num-classes`` classes: throughput does not depend on the pixels) held on the device as
@@ -21,6 +23,30 @@ trainer's path), network ``--model`` from :mod:`benchmark.pfl.models` (random in
 * ``central``: SGD with momentum over every parameter of the same network on batches of ``clients *
   min(batch_size, images_per_client)`` images (what one lock-step step of all clients processes), drawn and
   augmented the same way, as many images as one round.
+
+* ``bare``: the same network's forward + backward + SGD step (momentum, every parameter) on pre-made float
+  tensors of ``--batch-size`` images (no gather, no augmentation, no optimiser set-up per client): the floor
+  under the trainer's step, as many images as one round (issue 27).
+
+Every mode runs in each memory layout of ``--layouts`` (``contiguous``, ``channels_last``: the trainer's
+``PFLConfig.channels_last``, the model's weights in NHWC; ``bare`` and ``central`` convert their model and
+inputs the same way); the results of a layout other than ``contiguous`` are named ``<mode>/<layout>``.
+
+Issue 27 also asks how far the step is from the machine: the JSON carries ``flops``, the network's FLOPs per
+training image (forward + backward, counted by ``torch.utils.flop_counter.FlopCounterMode`` on one batch:
+convolutions and matrix products, 2 per multiply-add) and ``peak``, the device's measured throughput of a large
+3x3 conv2d (``--peak-batch`` x 64 x 32 x 32 -> 64 channels, both layouts) and of an ``--peak-matmul``-square
+matmul, each the best of ``--peak-repeats`` timed calls after a warm-up (GFLOP/s; ``peak_gflops`` is the
+largest). Each mode's ``gflops`` is images/s x FLOPs per image.
+
+Ratios (``ratios``), all computed in the same process: ``<mode>_to_central``, ``<mode>_to_bare`` (images/s
+over the bare step's, same layout: how much the trainer's gathers, augmentation and per-client set-up cost),
+``<mode>_to_peak`` (achieved GFLOP/s over ``peak_gflops``) and ``<mode>_channels_last_to_contiguous``.
+
+``--repeats N`` runs every mode and layout (and the peak kernels) N times, interleaved, so that a machine whose
+load drifts slows all of them alike: each ratio is the median of the N repeats' ratios (``ratios_by_repeat``:
+each repeat's, every ratio within a repeat taken against that repeat's own peak), each mode's images/s the
+median of its repeats (``repeats_images_per_s``), the peak the best of every repeat.
 
 Each federated mode runs one warm-up round, then ``--rounds`` timed rounds (the device synchronised around
 each); ``central`` one warm-up step, then the steps of ``--rounds`` rounds' images. Images/s counts training
@@ -62,6 +88,8 @@ from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.timing import peak_gib, reset_peak_memory, sync, timed
 
 MODELS = ("mobilenet_cifar", "4convnet")
+MODES = ("loop", "vectorised", "central", "bare")
+LAYOUTS = ("contiguous", "channels_last")
 TARGET = 0.60  # issue 12: vectorised round >= 60 % of centralised images/s
 CHECK_BOUND = (
     1e-8  # float64 loop vs vectorised, norm of the gap / norm of the update (measured ~1e-14 on CPU)
@@ -81,9 +109,11 @@ def synthetic(n: int, num_classes: int, seed: int, device: torch.device) -> Devi
     )
 
 
-def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImages, mode: str) -> PFLTrainer:
+def make_trainer(
+    args: argparse.Namespace, train: DeviceImages, test: DeviceImages, mode: str, layout: str = "contiguous"
+) -> PFLTrainer:
     """FedBABU, every client sampled, ``args.epochs`` epochs, clients executed as ``mode`` (``loop`` /
-    ``vectorised`` in chunks of ``args.chunk``)."""
+    ``vectorised`` in chunks of ``args.chunk``), the model in memory ``layout``."""
     k, n = args.clients, args.images_per_client
     split = ClientSplit(
         tuple(np.arange(i * n, (i + 1) * n) for i in range(k)), tuple(np.arange(0) for _ in range(k))
@@ -101,6 +131,7 @@ def make_trainer(args: argparse.Namespace, train: DeviceImages, test: DeviceImag
         seed=args.seed,
         client_exec=mode,
         vector_chunk=args.chunk,
+        channels_last=layout == "channels_last",
     )
     return PFLTrainer(cfg, train, test, split, args.num_classes, progress=False)
 
@@ -115,15 +146,23 @@ def images_per_round(args: argparse.Namespace) -> int:
     return args.clients * args.images_per_client * args.epochs
 
 
+def memory_format(layout: str) -> torch.memory_format:
+    return torch.channels_last if layout == "channels_last" else torch.contiguous_format
+
+
 def time_federated(
-    args: argparse.Namespace, mode: str, train: DeviceImages, test: DeviceImages
+    args: argparse.Namespace, mode: str, train: DeviceImages, test: DeviceImages, layout: str = "contiguous"
 ) -> dict[str, Any]:
-    """One warm-up and ``args.rounds`` timed FedBABU rounds executed as ``mode``."""
+    """One warm-up and ``args.rounds`` timed FedBABU rounds executed as ``mode``, the model in ``layout``."""
     device = train.images.device
-    rec: dict[str, Any] = {"mode": mode, "chunk": args.chunk if mode == "vectorised" else None}
+    rec: dict[str, Any] = {
+        "mode": mode,
+        "layout": layout,
+        "chunk": args.chunk if mode == "vectorised" else None,
+    }
     reset_peak_memory(device)
     try:
-        trainer = make_trainer(args, train, test, mode)
+        trainer = make_trainer(args, train, test, mode, layout)
         if mode == "vectorised":
             rec["fallback"] = loop_reason(trainer)
         times = timed(lambda r: run_round(trainer, r), args.rounds, device)
@@ -133,16 +172,17 @@ def time_federated(
             "images_per_s": round(images_per_round(args) * len(times) / sum(times), 1), "peak_mem_gib": peak_gib(device)}  # fmt: skip
 
 
-def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any]:
+def time_central(args: argparse.Namespace, train: DeviceImages, layout: str = "contiguous") -> dict[str, Any]:
     """Centralised SGD (momentum, every parameter) on batches of ``clients * client batch`` images."""
     device = train.images.device
     batch = args.clients * min(args.batch_size, args.images_per_client)
     steps = math.ceil(images_per_round(args) / batch) * args.rounds
-    rec: dict[str, Any] = {"mode": "central", "batch": batch, "steps": steps}
+    rec: dict[str, Any] = {"mode": "central", "layout": layout, "batch": batch, "steps": steps}
+    fmt = memory_format(layout)
     reset_peak_memory(device)
     try:
         torch.manual_seed(args.seed)
-        model = build_model(args.model, args.num_classes).to(device).train()
+        model = build_model(args.model, args.num_classes).to(device, memory_format=fmt).train()
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
         g = torch.Generator().manual_seed(args.seed + 1)
         n = len(train.labels)
@@ -152,7 +192,7 @@ def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any
 
         def step(s: int) -> None:
             x, y = train.train_batch(rows[s], crops[s], flips[s])
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss = torch.nn.functional.cross_entropy(model(x.contiguous(memory_format=fmt)), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -168,6 +208,144 @@ def time_central(args: argparse.Namespace, train: DeviceImages) -> dict[str, Any
         return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {**rec, "status": "ok", "wall_s": round(wall, 5), "images": steps * batch,
             "images_per_s": round(steps * batch / wall, 1), "peak_mem_gib": peak_gib(device)}  # fmt: skip
+
+
+def bare_model(args: argparse.Namespace, device: torch.device, layout: str) -> torch.nn.Module:
+    torch.manual_seed(args.seed)
+    return build_model(args.model, args.num_classes).to(device, memory_format=memory_format(layout)).train()
+
+
+def bare_batches(
+    args: argparse.Namespace, device: torch.device, layout: str, count: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` pre-made float32 batches of ``--batch-size`` normalised-looking images and labels."""
+    g = torch.Generator().manual_seed(args.seed + 3)
+    x = torch.randn(count, args.batch_size, 3, 32, 32, generator=g).to(device)
+    x = torch.stack([b.contiguous(memory_format=memory_format(layout)) for b in x.unbind(0)])
+    return x, torch.randint(0, args.num_classes, (count, args.batch_size), generator=g).to(device)
+
+
+def time_bare(args: argparse.Namespace, device: torch.device, layout: str = "contiguous") -> dict[str, Any]:
+    """Forward + backward + SGD step (momentum 0.9, every parameter, one optimiser for the whole run) on
+    pre-made tensors of ``--batch-size`` images: as many images as ``--rounds`` rounds, after one warm-up step."""
+    steps = math.ceil(images_per_round(args) / args.batch_size) * args.rounds
+    rec: dict[str, Any] = {"mode": "bare", "layout": layout, "batch": args.batch_size, "steps": steps}
+    reset_peak_memory(device)
+    try:
+        model = bare_model(args, device, layout)
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+        xs, ys = bare_batches(args, device, layout, min(steps + 1, 8))  # a few batches, reused in turn
+
+        def step(s: int) -> None:
+            loss = torch.nn.functional.cross_entropy(model(xs[s % len(xs)]), ys[s % len(ys)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        step(0)
+        sync(device)
+        t0 = time.perf_counter()
+        for s in range(1, steps + 1):
+            step(s)
+        sync(device)
+        wall = time.perf_counter() - t0
+    except torch.OutOfMemoryError:
+        return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
+    images = steps * args.batch_size
+    return {**rec, "status": "ok", "wall_s": round(wall, 5), "images": images,
+            "images_per_s": round(images / wall, 1), "peak_mem_gib": peak_gib(device)}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ FLOPs
+def flops_per_image(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """FLOPs of one training image (forward + backward of a ``--batch-size`` batch, divided by it), counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (convolutions and matrix products; 2 per multiply-add)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = bare_model(args, device, "contiguous")
+    x, y = bare_batches(args, device, "contiguous", 1)
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(x[0]), y[0]).backward()
+    total = int(counter.get_total_flops())
+    return {"per_image": total / args.batch_size, "batch": args.batch_size, "counted_by": "FlopCounterMode"}
+
+
+def _best_seconds(fn: Any, repeats: int, device: torch.device) -> float:
+    return min(timed(lambda _r: fn(), repeats, device))
+
+
+def measured_peak(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """GFLOP/s of a 3x3 conv2d (``--peak-batch`` x 64 x 32 x 32 -> 64, stride 1, padding 1; contiguous and
+    channels-last) and of an ``--peak-matmul`` square matmul in float32, each the best of ``--peak-repeats``."""
+    g = torch.Generator().manual_seed(args.seed + 4)
+    n, c, hw, k = args.peak_batch, 64, 32, 3
+    x = torch.randn(n, c, hw, hw, generator=g).to(device)
+    w = torch.randn(c, c, k, k, generator=g).to(device)
+    conv_flops = 2 * n * c * c * k * k * hw * hw
+    out: dict[str, Any] = {"conv_shape": [n, c, hw, hw, c, k], "matmul_n": args.peak_matmul,
+                           "repeats": args.peak_repeats}  # fmt: skip
+    with torch.no_grad():
+        for layout in LAYOUTS:
+            fmt = memory_format(layout)
+            xl, wl = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+            sec = _best_seconds(lambda xl=xl, wl=wl: torch.nn.functional.conv2d(xl, wl, padding=1),
+                                args.peak_repeats, device)  # fmt: skip
+            out[f"conv_{layout}_gflops"] = round(conv_flops / sec / 1e9, 2)
+        m = args.peak_matmul
+        a, b = torch.randn(m, m, generator=g).to(device), torch.randn(m, m, generator=g).to(device)
+        sec = _best_seconds(lambda: a @ b, args.peak_repeats, device)
+        out["matmul_gflops"] = round(2 * m**3 / sec / 1e9, 2)
+    out["peak_gflops"] = max(v for k_, v in out.items() if k_.endswith("_gflops"))
+    return out
+
+
+def result_key(mode: str, layout: str) -> str:
+    return mode if layout == "contiguous" else f"{mode}/{layout}"
+
+
+def ratios_of(results: dict[str, dict[str, Any]], flops: float, peak: float) -> dict[str, float]:
+    """The ratios of the module docstring, for every pair of results that ran (``status`` ok)."""
+    ok = {k: r for k, r in results.items() if r.get("status") == "ok"}
+    out: dict[str, float] = {}
+    for key, rec in ok.items():
+        mode, _, layout = key.partition("/")
+        name = key.replace("/", "_")
+        for base in ("central", "bare"):
+            ref = ok.get(result_key(base, layout or "contiguous"))
+            if ref is not None and mode != base:
+                out[f"{name}_to_{base}"] = round(rec["images_per_s"] / ref["images_per_s"], 4)
+        if flops and peak:
+            out[f"{name}_to_peak"] = round(rec["images_per_s"] * flops / 1e9 / peak, 4)
+        if layout:
+            ref = ok.get(mode)
+            if ref is not None:
+                out[f"{mode}_{layout}_to_contiguous"] = round(rec["images_per_s"] / ref["images_per_s"], 4)
+    return out
+
+
+def merge_repeats(runs: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One record per mode over the repeats: the last repeat's, with the median images/s and GFLOP/s and the
+    list of each repeat's images/s (``repeats_images_per_s``); a repeat that did not run (``oom``) wins."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in runs[0]:
+        recs = [r[key] for r in runs]
+        bad = [r for r in recs if r.get("status") != "ok"]
+        if bad:
+            out[key] = bad[0]
+            continue
+        ips = [r["images_per_s"] for r in recs]
+        out[key] = {**recs[-1], "images_per_s": round(float(np.median(ips)), 1), "repeats_images_per_s": ips,
+                    "gflops": round(float(np.median([r["gflops"] for r in recs])), 3)}  # fmt: skip
+    return out
+
+
+def merge_peaks(peaks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The best of each kernel's GFLOP/s over the repeats (each repeat's list under ``by_repeat``)."""
+    out = dict(peaks[0])
+    for k in out:
+        if k.endswith("_gflops"):
+            out[k] = max(p[k] for p in peaks)
+    return {**out, "by_repeat": [p["peak_gflops"] for p in peaks]}
 
 
 def check(args: argparse.Namespace, train: DeviceImages, test: DeviceImages) -> dict[str, Any]:
@@ -235,14 +413,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--modes", default="loop,vectorised,central")
+    ap.add_argument("--modes", default="loop,vectorised,central,bare", help=f"among {', '.join(MODES)}")
+    ap.add_argument("--layouts", default="contiguous", help=f"memory layouts, among {', '.join(LAYOUTS)}")
+    ap.add_argument("--peak-batch", type=int, default=64, help="images of the peak-throughput conv2d")
+    ap.add_argument("--peak-matmul", type=int, default=1024, help="side of the peak-throughput matmul")
+    ap.add_argument("--peak-repeats", type=int, default=5, help="timed calls of each peak kernel (best kept)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="interleaved repeats of every mode and layout (and of the peak); ratios: their median")  # fmt: skip
     ap.add_argument("--no-check", action="store_true", help="skip the loop-vs-vectorised check")
     ap.add_argument("--check-clients", type=int, default=10, help="clients of the float64 check round")
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
-    if not set(modes) <= {"loop", "vectorised", "central"}:
-        ap.error(f"modes must be among loop, vectorised, central; got {modes}")
-    for name in ("clients", "images_per_client", "epochs", "batch_size", "rounds"):
+    layouts = [lay for lay in args.layouts.split(",") if lay]
+    if not set(modes) <= set(MODES):
+        ap.error(f"modes must be among {', '.join(MODES)}; got {modes}")
+    if not layouts or not set(layouts) <= set(LAYOUTS):
+        ap.error(f"layouts must be among {', '.join(LAYOUTS)}; got {layouts}")
+    for name in ("clients", "images_per_client", "epochs", "batch_size", "rounds", "peak_batch", "peak_matmul",
+                 "peak_repeats", "repeats"):  # fmt: skip
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be positive")
     device = torch.device(args.device)
@@ -252,21 +440,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = True
     train = synthetic(args.clients * args.images_per_client, args.num_classes, args.seed, device)
     test = synthetic(1, args.num_classes, args.seed + 2, device)
-    results: dict[str, dict[str, Any]] = {}
-    for mode in modes:
-        results[mode] = (
-            time_central(args, train) if mode == "central" else time_federated(args, mode, train, test)
-        )
-        print(json.dumps(results[mode]), flush=True)
-    ratios = {}
-    central = results.get("central", {})
-    for mode in ("vectorised", "loop"):
-        if central.get("status") == "ok" and results.get(mode, {}).get("status") == "ok":
-            ratios[f"{mode}_to_central"] = round(results[mode]["images_per_s"] / central["images_per_s"], 4)
+    flops = flops_per_image(args, device)
+    peaks: list[dict[str, Any]] = []
+    runs: list[dict[str, dict[str, Any]]] = []
+    for repeat in range(
+        args.repeats
+    ):  # interleaved: every mode and layout once per repeat (a loaded machine)
+        peaks.append(measured_peak(args, device))
+        print(json.dumps({"repeat": repeat, "flops": flops, "peak": peaks[-1]}), flush=True)
+        runs.append({})
+        for layout in layouts:
+            for mode in modes:
+                if mode == "central":
+                    rec = time_central(args, train, layout)
+                elif mode == "bare":
+                    rec = time_bare(args, device, layout)
+                else:
+                    rec = time_federated(args, mode, train, test, layout)
+                if rec.get("status") == "ok":
+                    rec["gflops"] = round(rec["images_per_s"] * flops["per_image"] / 1e9, 3)
+                runs[-1][result_key(mode, layout)] = rec
+                print(json.dumps(rec), flush=True)
+    results, peak = merge_repeats(runs), merge_peaks(peaks)
+    by_repeat = [ratios_of(r, flops["per_image"], p["peak_gflops"]) for r, p in zip(runs, peaks, strict=True)]
+    ratios = {k: round(float(np.median([r[k] for r in by_repeat])), 4) for k in by_repeat[0]
+              if all(k in r for r in by_repeat)}  # fmt: skip
     chk = {"status": "skipped"} if args.no_check or "vectorised" not in modes else check(args, train, test)
     doc = {
         "what": "FedBABU round (benchmark.pfl.trainer), per-client loop and vectorised (benchmark.pfl.vectorised), "
-        "vs centralised training of the same network with one batch of clients x client batch images "
+        "vs centralised training of the same network with one batch of clients x client batch images, vs its bare "
+        "forward+backward+SGD step on pre-made tensors, vs the device's measured conv/matmul GFLOP/s "
         "(tools/pfl_bench.py)",
         "machine": machine(),
         "torch": torch.__version__,
@@ -275,8 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": device_info(device),
         "config": {k: v for k, v in vars(args).items() if k != "out"},
         "data": f"synthetic uint8 32x32, {args.num_classes} classes, on the device; crop + flip + normalise there",
+        "flops": flops,
+        "peak": peak,
         "results": results,
         "ratios": ratios,
+        "ratios_by_repeat": by_repeat,
         "target": {"vectorised_to_central": TARGET},
         "check": chk,
     }

@@ -4,10 +4,12 @@ Clients send per-class feature sums and counts (:class:`~benchmark.closed_form.s
 the server adds them, divides, and normalises each class mean (``W_c = mu_c / ||mu_c||``). This is exact:
 it equals NCM on the union of the clients' data for any partition.
 
-Bias (papers-code.md 1.4): the paper text has no bias (``bias="zero"``, default; also the fedcof repo's
-copy, ``bias=False``). The legate2023 code keeps PyTorch's random ``nn.Linear`` bias init,
-``U(-1/sqrt(d), 1/sqrt(d))``; ``bias="random"`` draws such a bias from ``np.random.default_rng(seed)``
-(same distribution, not torch's bits).
+Bias (papers-code.md 1.4): the paper text sets it to 0 (§3.2: "the bias term to 0"; ``bias="zero"``, default;
+also the fedcof repo's copy, ``bias=False``). The legate2023 code keeps PyTorch's random ``nn.Linear`` bias init,
+``U(-1/sqrt(d), 1/sqrt(d))``; ``bias="torch_default_init"`` draws such a bias from ``np.random.default_rng(seed)``
+(same distribution, not torch's bits), where the callers pass the run seed's ``fedncm_bias`` stream
+(:func:`benchmark.seeding.int_seed`; the closed-form protocols' ``@fedncm_bias_seed``). ``"random"`` is its
+old name, still accepted (the same draw).
 
 A class with no sample on any client gets a zero weight row (and zero bias with ``bias="zero"``), which is
 what ``F.normalize`` does to the reference's zero mean: its logit is 0 (or its random bias).
@@ -29,7 +31,9 @@ from benchmark.closed_form.stats import (
 )
 from benchmark.errors import ConfigError
 
-Bias = Literal["zero", "random"]
+Bias = Literal["zero", "torch_default_init", "random"]
+#: The bias options (``random``: the old name of ``torch_default_init``).
+BIASES: tuple[str, ...] = ("zero", "torch_default_init", "random")
 
 
 class FedNCMServer:
@@ -38,14 +42,14 @@ class FedNCMServer:
     def __init__(
         self, num_classes: int, dim: int, *, bias: Bias = "zero", seed: int = 0, dtype: np.dtype = np.float64
     ) -> None:
-        if bias not in ("zero", "random"):
+        if bias not in BIASES:
             raise ConfigError(
-                f"fedncm bias {bias!r} unknown", "use 'zero' (paper) or 'random' (legate2023 code)"
+                f"fedncm bias {bias!r} unknown", "use 'zero' (the paper's text) or 'torch_default_init' (legate2023 code)"
             )
         self.dtype = np.dtype(dtype)
         self.sums = np.zeros((num_classes, dim), dtype=self.dtype)
         self.counts = np.zeros(num_classes, dtype=np.int64)
-        if bias == "random":
+        if bias != "zero":
             bound = 1.0 / np.sqrt(dim)
             self.bias = np.random.default_rng(seed).uniform(-bound, bound, num_classes).astype(self.dtype)
         else:

@@ -21,7 +21,8 @@ protocol          methods and options
 ``legate2023``    legate2023 / its workshop version / bernier2024 chapter 3: FedNCM as the paper's text
                   states it, bias 0 (§3.2), float32.
 ``legate2023-code``  FedNCM as legate2023's reference code runs it: the random ``nn.Linear`` bias init kept
-                  (U(+-1/sqrt(d)), drawn from the run's seed). Explicit option, not used by any table spec.
+                  (``bias: torch_default_init``, U(+-1/sqrt(d)), drawn from the run seed's ``fedncm_bias``
+                  stream). Explicit option: a table uses it under ``fedncm_bias: torch_default_init``.
 ``suite``         every registered closed-form method with the suite's defaults (float64 solves; FedCOF's
                   gamma by backbone): free-form experiments such as ``smoke``.
 ================  =====================================================================================
@@ -39,13 +40,17 @@ from benchmark.closed_form.fedcof import default_gamma
 from benchmark.closed_form.registry import METHODS, get_method, run_method, suite_methods
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.protocols import Where, check_mapping, check_name, load_catalogue
+from benchmark.seeding import int_seed
 
 #: Every closed-form method of the suite, in the order runs compute them (derived from the registry).
 ALL_METHODS: tuple[str, ...] = suite_methods()
 #: Option values filled in at run time: fedcof's gamma of the run's backbone, the run's seed (0 if none).
 BACKBONE_GAMMA = "@backbone_gamma"
 RUN_SEED = "@run_seed"
-_RUNTIME = (BACKBONE_GAMMA, RUN_SEED)
+#: The run seed's ``fedncm_bias`` stream (:func:`benchmark.seeding.int_seed`): FedNCM's random bias under
+#: ``bias: torch_default_init``, the same draw as the FedNCM stage of FedNCM+FT (:func:`benchmark.fl.jobs.closed_form_init`).
+FEDNCM_BIAS_SEED = "@fedncm_bias_seed"
+_RUNTIME = (BACKBONE_GAMMA, RUN_SEED, FEDNCM_BIAS_SEED)
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,8 @@ def resolve_options(
             value = default_gamma(model_name)
         elif value == RUN_SEED:
             value = 0 if seed is None else int(seed)
+        elif value == FEDNCM_BIAS_SEED:
+            value = int_seed(0 if seed is None else int(seed), "fedncm_bias")
         out[key] = value
     return out
 
@@ -242,8 +249,8 @@ def paper_protocol_options(
       covariance (``single_client="path_b_noise"``).
     * ``paper="legate2023"``: FedNCM as the paper's text states it (§3.2: "the bias term to 0"), float32.
     * ``paper="legate2023-code"``: FedNCM as the legate2023 reference code runs it, with the random
-      ``nn.Linear`` bias init kept (``bias="random"``, papers-code.md 1.4), float32. An explicit option,
-      never the default of the legate2023 tables.
+      ``nn.Linear`` bias init kept (``bias="torch_default_init"``, papers-code.md 1.4), float32. An explicit
+      option (config ``fedncm_bias``), never the default of the legate2023 tables.
     """
     get_method(method)
     papers = list(CATALOGUE.paper_options)

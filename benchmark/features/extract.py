@@ -21,7 +21,7 @@ from benchmark.data.registry import DatasetSplit
 from benchmark.devices import pick_device
 from benchmark.errors import ConfigError, DataMissingError
 from benchmark.features.cache import FeatureCache, FeatureKey, FeatureSet
-from benchmark.features.preprocess import Preprocess
+from benchmark.features.preprocess import Preprocess, orientation_passes
 from benchmark.federated.progress import CountProgress
 from benchmark.models.backbones import create_backbone
 from benchmark.provenance import cpu_description, peak_rss_mb
@@ -123,6 +123,21 @@ def extract_features(
     hit = cache.get(key)
     if hit is not None:
         return hit
+    if preprocess.flip == "frozen" and preprocess.flip_stream == "run_seed" and data.split == "train":
+        # issue 26: a seed's frozen flips pick, image by image, the plain or the mirrored pass (each cached once)
+        kw = dict(precision=precision, batch_size=batch_size, device=device, cache=cache, progress=progress,
+                  progress_stream=progress_stream, progress_every_s=progress_every_s, weights_dir=weights_dir,
+                  seed=seed)  # fmt: skip
+        plain, mirrored = (extract_features(data, backbone, weights, p, **kw) for p in orientation_passes(preprocess))
+        mask = preprocess.flip_mask(len(data), data.split)
+        out = np.where(mask[:, None], mirrored.features, plain.features)
+        extra = {
+            "composed_from": {"plain": plain.key_digest, "mirrored": mirrored.key_digest},
+            "flipped": int(mask.sum()),
+            "wall_s": 0.0,
+            "images_per_s": None,
+        }
+        return cache.put(key, out, data.labels, extra)
     body = prepare_body(model.body, dev)
     out: np.ndarray | None = None
     t0 = time.perf_counter()

@@ -29,6 +29,7 @@ from benchmark.figures.fedcof_data import unavailable
 from benchmark.figures.registry import DrawnFigure, Reading
 from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import FLRunJob, partition_tag
+from benchmark.runners._features import run_preprocess
 from benchmark.runners.fl_train import FLTrainJob, recorded_choice_path, training_allowed
 from benchmark.tables.availability import choose_weights
 
@@ -68,7 +69,8 @@ def lp_series(config: Mapping[str, Any]) -> dict[str, list[str]]:
         part["alpha"] = fl.alpha
 
     def curve(method: str, seed: int) -> str:
-        return FLRunJob(fl.dataset, fl.backbone, weights, fl.preprocess, config.get("precision", "fp32"), "all",
+        return FLRunJob(fl.dataset, fl.backbone, weights, run_preprocess(fl.preprocess, config),
+                        config.get("precision", "fp32"), "all",
                         partition_tag(part), fl.name, method, seed).curve_path  # fmt: skip
 
     return {label: [curve(m, s) for s in LP_SEEDS] for label, m in LP_SERIES.items()}
@@ -201,7 +203,7 @@ def fig3_jobs(config: Mapping[str, Any]) -> dict[tuple[str, str], list[Any]]:
                     dataset=proto.dataset,
                     model=proto.backbone,
                     weights=weights,
-                    preprocess=proto.preprocess,
+                    preprocess=run_preprocess(proto.preprocess, config),
                     subset=proto.subset,
                     protocol=name,
                     algorithm=algorithm,

@@ -30,6 +30,7 @@ from typing import Any
 from benchmark.errors import ConfigError
 from benchmark.fl.train_protocols import get_train_protocol, list_train_protocols
 from benchmark.jobs import ClosedFormJob, FLRunJob, Job, partition_tag
+from benchmark.runners._features import run_preprocess
 from benchmark.runners.fl_train import FLTrainJob, LRChoiceJob, recorded_choice_path, training_allowed
 from benchmark.tables.availability import choose_weights, dataset_blocker
 
@@ -160,7 +161,8 @@ def train_protocol(setting: Setting, method: str) -> str | None:
 def fedncm_seeds(config: Config, setting: Setting) -> tuple[int, ...]:
     """FedNCM's seeds at ``setting``: all three, except in the CI tier away from the primary setting, where
     one seed keeps the sweeps within CI's CPU budget (a partition and a closed-form job are ~5 s of CPU each;
-    the seeds only redraw the partition, which FedNCM's exact aggregation does not see)."""
+    the seeds redraw the partition, which FedNCM's exact aggregation does not see, and under flip_stream
+    run_seed the frozen flips)."""
     if config.get("tier", "full") == "ci" and setting != PRIMARY:
         return SEEDS[:1]
     return SEEDS
@@ -171,7 +173,8 @@ def fedncm_runs(config: Config, setting: Setting) -> SeriesRuns:
     if reason:
         return SeriesRuns("FedNCM", setting, reason=reason)
     jobs = tuple(
-        ClosedFormJob(DATASET, BACKBONE, weights(config), PREPROCESS, str(config.get("precision", "fp32")), "all",
+        ClosedFormJob(DATASET, BACKBONE, weights(config), run_preprocess(PREPROCESS, config),
+                      str(config.get("precision", "fp32")), "all",
                       setting.ptag, CLOSED_FORM_PROTOCOL, s)
         for s in fedncm_seeds(config, setting)
     )  # fmt: skip
@@ -195,7 +198,8 @@ def lp_runs(config: Config, setting: Setting) -> SeriesRuns:
             reason=f"outside the CI tier ({name}/lp not in config 'ci_training'); tier=full runs it",
         )
     jobs = tuple(
-        FLRunJob(DATASET, BACKBONE, weights(config), PREPROCESS, str(config.get("precision", "fp32")), "all",
+        FLRunJob(DATASET, BACKBONE, weights(config), run_preprocess(PREPROCESS, config),
+                 str(config.get("precision", "fp32")), "all",
                  setting.ptag, name, "lp", s)
         for s in SEEDS
     )  # fmt: skip
@@ -223,7 +227,7 @@ def train_runs(config: Config, setting: Setting, series: str, algorithm: str = "
         lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
     jobs = tuple(
         FLTrainJob(
-            dataset=DATASET, model=BACKBONE, weights=weights(config), preprocess=proto.preprocess,
+            dataset=DATASET, model=BACKBONE, weights=weights(config), preprocess=run_preprocess(proto.preprocess, config),
             subset=proto.subset if proto.subset != "all" else str(config.get("table_subset", "all")),
             protocol=name, algorithm=algorithm, method=method,
             train_precision=str(config.get("train_precision", "fp32")), ptag=partition_tag(proto.partition()),
@@ -253,7 +257,7 @@ def grid_jobs(config: Config, method: str, algorithm: str = "fedadam") -> tuple[
         )
     proto = get_train_protocol(name)
     choice = LRChoiceJob(
-        dataset=DATASET, model=BACKBONE, weights=weights(config), preprocess=proto.preprocess,
+        dataset=DATASET, model=BACKBONE, weights=weights(config), preprocess=run_preprocess(proto.preprocess, config),
         subset=proto.subset if proto.subset != "all" else str(config.get("table_subset", "all")),
         protocol=name, algorithm=algorithm, method=method, train_precision=str(config.get("train_precision", "fp32")),
     )  # fmt: skip

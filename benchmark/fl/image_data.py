@@ -22,6 +22,7 @@ the frozen flip is applied after the resize / crop instead of before (the same i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -159,7 +160,7 @@ class ImageSet(DeviceImages):
 
 def stored_preprocess(pre: Preprocess) -> Preprocess:
     """``pre`` for images already brought to its output size: normalise (and flip) only."""
-    return Preprocess(f"{pre.name}@stored", None, None, pre.mean, pre.std, pre.flip, pre.flip_seed)
+    return replace(pre, name=f"{pre.name}@stored", resize=None, center_crop=None, resize_impl="float")
 
 
 def _decode_resized(
@@ -168,7 +169,9 @@ def _decode_resized(
     """Decode image files and resize / crop them with ``pre``'s geometry, rounded to uint8 NCHW (on CPU)."""
     from benchmark.features.extract import _decode  # local: heavy import (torchvision)
 
-    geometry = Preprocess(f"{pre.name}@geometry", pre.resize, pre.center_crop, (0.0,) * 3, (1.0,) * 3)
+    geometry = Preprocess(
+        f"{pre.name}@geometry", pre.resize, pre.center_crop, (0.0,) * 3, (1.0,) * 3, resize_impl=pre.resize_impl
+    )
     out: list[torch.Tensor] = []
     for p in paths:
         x = geometry(_decode(p).unsqueeze(0).to(device))  # float in [0, 1] at the output size

@@ -78,6 +78,7 @@ from benchmark.data.partition import PartitionData, load_partition_for, make_par
 from benchmark.data.subsets import validation_split
 from benchmark.errors import ConfigError
 from benchmark.features.pointer import load_train_test, partition_data_of
+from benchmark.features.preprocess import PreprocessName, get_preprocess
 from benchmark.federated.checkpoint import CheckpointSpec
 from benchmark.federated.history import Costs, RoundRecord
 from benchmark.federated.precision import precision_from
@@ -215,7 +216,7 @@ def closed_form_init(
     opts = closed_form.paper_protocol_options(spec.init, paper=spec.init_options, model_name=backbone)
     if spec.init == "fedcof":
         opts["seed"] = cfg.seeds.int_seed("init_noise")
-    if spec.init == "fedncm" and opts.get("bias") == "random":
+    if spec.init == "fedncm" and opts.get("bias") in ("torch_default_init", "random"):
         opts["seed"] = cfg.seeds.int_seed("fedncm_bias")
     opts.update(overrides or {})
     sched_seed = cfg.seeds.int_seed("init_schedule")
@@ -448,21 +449,33 @@ class TrainRequest:
     """Move every initial parameter this many float ulps (the pinned guard's tolerance measurement only)."""
     hash_inputs: bool = False
     """Record the sha256 of the preprocessed float32 inputs (small configurations: it preprocesses every image)."""
+    preprocess: str | None = None
+    """The run's preprocessing (:class:`benchmark.features.preprocess.PreprocessName`: the protocol's preset with
+    ``@seedflip`` / ``@pil``); ``None``: the protocol's preset as it is (the ``fixed`` flip stream, float resize)."""
 
 
 def _image_set(
     data: Any, proto: TrainProtocol, split: str, device: torch.device, req: TrainRequest
 ) -> ImageSet:
-    """The split's images, resident on ``device`` as uint8 (:class:`benchmark.fl.image_data.ImageSet`)."""
+    """The split's images, resident on ``device`` as uint8 (:class:`benchmark.fl.image_data.ImageSet`), with the
+    run's preprocessing: ``@seedflip`` draws the train split's frozen flips from the run seed's stream (issue 26)."""
     dtype = proto.precision.dtype
+    pre = PreprocessName.parse(req.preprocess or proto.preprocess)
+    if pre.preset != proto.preprocess:
+        raise ConfigError(
+            f"preprocessing {req.preprocess!r} is not a variant of protocol {proto.name!r}'s {proto.preprocess!r}",
+            f"use {proto.preprocess} with modifiers (@seedflip, @pil) or leave it out",
+        )
+    name = pre.for_split(split, req.seed)
     if data.images is not None:  # in-memory datasets (CIFAR): exactly the split (and subset) loaded here
         images = torch.from_numpy(np.ascontiguousarray(data.images)).permute(0, 3, 1, 2)
         return ImageSet(
-            images, data.labels, proto.preprocess, split, device=device, dtype=dtype, channels_last=req.channels_last
+            images, data.labels, get_preprocess(name), split, device=device, dtype=dtype,
+            channels_last=req.channels_last,
         )  # fmt: skip
     # folder datasets: decoded and resized once on the device (ImageSet.from_registry)
     return ImageSet.from_registry(
-        proto.dataset, split, proto.preprocess, data_root=req.data_root, subset=req.subset, device=device,
+        proto.dataset, split, name, data_root=req.data_root, subset=req.subset, device=device,
         dtype=dtype, channels_last=req.channels_last,
     )  # fmt: skip
 
@@ -551,6 +564,7 @@ def run_training(req: TrainRequest) -> JobOutcome:
     )  # fmt: skip
     model = model.to(dtype=proto.precision.dtype)
     ident["weights"] = asdict(weights)
+    ident["preprocess"] = {"run": req.preprocess or proto.preprocess, "train": train_set.preprocess.key()}
     if req.init_ulps:
         nudge_parameters(model, req.init_ulps)
     if req.hash_inputs:

@@ -93,6 +93,8 @@ def train_centralised(
         raise ConfigError("the partition's clients hold no training images", "check the partition")
     seed_model_init(cfg.seed)
     model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init).to(train.images.device)
+    if cfg.channels_last:  # issue 27: the layout option of the trainer (models.place_model)
+        model = model.to(memory_format=torch.channels_last)
     if recipe.zero_head_bias:
         torch.nn.init.zeros_(model.linear.bias)
     fit_part(model, train, idx, part, epochs, recipe, cfg.seed)

@@ -93,6 +93,17 @@ def build_model(
     return net
 
 
+def place_model(
+    model: nn.Module, device: torch.device | str, dtype: torch.dtype, channels_last: bool = False
+) -> nn.Module:
+    """``model`` on ``device`` in ``dtype``, its 4-d weights in channels-last memory format when
+    ``channels_last`` (issue 27: the convolutions then run in NHWC, and so does every activation after the first
+    one; a state loaded into it keeps that layout). Contiguous is the recorded runs' layout: channels-last runs
+    other kernels, equal to rounding, not bit for bit."""
+    model = model.to(device, dtype)
+    return model.to(memory_format=torch.channels_last) if channels_last else model
+
+
 def is_head(key: str) -> bool:
     """Whether a state or parameter name belongs to the head (the reference's ``'linear' in name``)."""
     return HEAD_KEY in key

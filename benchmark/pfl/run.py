@@ -39,9 +39,10 @@ from benchmark.federated.history import RoundRecord
 from benchmark.federated.images import DeviceImages
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
+from benchmark.pfl.executor import choose_executor
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
-from benchmark.pfl.models import build_model
+from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit, make_partitioner
 from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer
@@ -88,8 +89,14 @@ def train_step(
     checkpoint_every: int = 5,
     progress: bool = True,
     sibling_out: str | Path | None = None,
+    choose_exec: bool = False,
+    exec_cache: Path | list[Path] | None = None,
 ) -> dict[str, Any]:
     """Train ``cfg`` on the ``partition`` (``make_partitioner`` keywords) and write the three outputs.
+
+    ``choose_exec`` (the workflow's ``train_exec: auto``): the client executor is the one measured fastest for
+    this model, batch size and device (:func:`benchmark.pfl.executor.choose_executor`, cached under
+    the first writable of the ``exec_cache`` folders), not ``cfg.client_exec``; the record's ``executor_choice`` says which and from what.
 
     ``sibling_out``: also write the outputs of the job that differs only by its model selection (``best`` /
     ``last``) to that record path. Training does not depend on the selection (it only decides which of the two
@@ -97,6 +104,10 @@ def train_step(
     prov = _provenance()  # the code that runs: taken before training (a long run may outlive a commit)
     dev = resolve_device(device)
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
+    choice = None
+    if choose_exec and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
+        choice = choose_executor(cfg, dev, meta["num_classes"], exec_cache)
+        cfg = replace(cfg, client_exec=choice.executor)
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
     if cfg.algorithm in CENTRALISED:
         res = run_centralised(trainer, CENTRALISED[cfg.algorithm])
@@ -104,7 +115,8 @@ def train_step(
         res = train_local_only(trainer)
     else:
         res = trainer.run(checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-    common = {"partition": partition, "meta": meta, "device": str(dev), "prov": prov}
+    common = {"partition": partition, "meta": meta, "device": str(dev), "prov": prov,
+              "executor_choice": None if choice is None else choice.to_dict()}  # fmt: skip
     record = _write_outputs(trainer, Path(out), res, common)
     if sibling_out is not None:
         if res.other is None:
@@ -147,6 +159,7 @@ def _write_outputs(trainer: PFLTrainer, out: Path, res: PFLResult, common: dict[
         "partition": common["partition"],
         **common["meta"],
         "device": common["device"],
+        "executor_choice": common["executor_choice"],
         "selected_round": sel.round,
         "selection": cfg.selection,
         **res.extra,
@@ -233,7 +246,7 @@ def eval_step(
             "re-run the training job with this code",
         )
     model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn, head_init=cfg.head_init)
-    model = model.to(dev, cfg.precision.dtype)
+    model = place_model(model, dev, cfg.precision.dtype, cfg.channels_last)  # the training's layout
     train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from benchmark.errors import CorruptFileError
+from benchmark.errors import ConfigError, CorruptFileError
+from benchmark.features.flip_config import flip_stream_of
 from benchmark.io import RERUN
 from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import CellResult, Runner
@@ -18,11 +19,37 @@ if TYPE_CHECKING:
     from benchmark.tables.spec import TableSpec
 
 
+#: ``fl_report_round`` (config.yaml) -> the metric of a training run's tidy rows that is the cell's value.
+REPORT_ROUNDS: dict[str, str] = {"last": "accuracy_last", "best_on_test": "accuracy_best"}
+
+
+def report_metric(settings: Mapping[str, Any]) -> str:
+    """The recorded metric a training cell reports under ``settings['fl_report_round']`` (issue 26): ``last``
+    (default: the legate2023 / FLSim code reports the last round's model, papers-code.md §1.6) or
+    ``best_on_test`` (the best test accuracy over the evaluations: selection on the test set). Every run records
+    both, so the choice needs no re-run. An unknown value is one :class:`~benchmark.errors.ConfigError`."""
+    value = settings.get("fl_report_round") or "last"
+    if value not in REPORT_ROUNDS:
+        raise ConfigError(f"fl_report_round {value!r} unknown", f"set fl_report_round to one of: {', '.join(REPORT_ROUNDS)}")
+    return REPORT_ROUNDS[value]
+
+
+def run_preprocess(preset: str, config: Mapping[str, Any]) -> str:
+    """The preprocessing a run of ``preset`` uses under the config's ``flip_stream`` (:func:`flip_stream_of`)
+    and ``resize`` (default ``float``) (issue 26; :func:`benchmark.features.preprocess.preprocess_variant`)."""
+    from benchmark.features.preprocess import preprocess_variant  # local: heavy import (torch)
+
+    return preprocess_variant(preset, flip_stream=flip_stream_of(config), resize=str(config.get("resize") or "float"))
+
+
 def seeded_jobs(
     job_type: type, spec: TableSpec, plan: CellPlan, config: Mapping[str, Any], **fields: Any
 ) -> tuple[Any, ...]:
     """One ``job_type`` per seed of ``spec`` on the cell's features (dataset, backbone, weights, the run's
-    precision and subset); ``fields`` are the job type's own (preprocess, partition tag, protocol, ...)."""
+    precision and subset); ``fields`` are the job type's own (preprocess, partition tag, protocol, ...). The
+    ``preprocess`` field is the preset under the config's ``flip_stream`` / ``resize`` (:func:`run_preprocess`)."""
+    if "preprocess" in fields:
+        fields = {**fields, "preprocess": run_preprocess(str(fields["preprocess"]), config)}
     return tuple(
         job_type(
             dataset=plan.dataset,
@@ -37,8 +64,9 @@ def seeded_jobs(
     )
 
 
-def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
-    """The cell's accuracy per seed (the method's ``accuracy`` rows with status ok, by seed), and every metric
+def collect_runs(spec: TableSpec, plan: CellPlan, metric: str = "accuracy") -> CellResult:
+    """The cell's accuracy per seed (the method's ``metric`` rows with status ok, by seed: ``accuracy``, or for a
+    training cell :func:`report_metric`'s ``accuracy_last`` / ``accuracy_best``), and every metric
     the runs recorded for the method (accuracy, and for training runs also best / last accuracy, uplink /
     downlink bytes, compute in F, rounds), labelled with the cell.
 
@@ -50,17 +78,17 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
     frames = [read_tidy(j.path) for j in plan.jobs]
-    found = [len(_accuracy(f, plan.method)) for f in frames]
+    found = [len(_accuracy(f, plan.method, metric)) for f in frames]
     for job, frame, n in zip(plan.jobs, frames, found, strict=True):
-        check_one_per_seed(_accuracy(frame, plan.method)["seed"], job.path)  # a duplicated row: one seed twice
+        check_one_per_seed(_accuracy(frame, plan.method, metric)["seed"], job.path)  # one seed twice
         if n > 1 or (n == 0 and any(found)):
             raise CorruptFileError(
-                f"run file {job.path} has {n} accuracy rows of method {plan.method!r} (one expected, as in the "
+                f"run file {job.path} has {n} {metric} rows of method {plan.method!r} (one expected, as in the "
                 "cell's other run files)",
                 RERUN,
             )
     runs = pd.concat(frames, ignore_index=True)
-    sel = _accuracy(runs, plan.method)
+    sel = _accuracy(runs, plan.method, metric)
     check_one_per_seed(sel["seed"], f"cell {plan.cell.id} (runs of method {plan.method})")
     values = [float(v) for v in sel.sort_values("seed")["value"]]
     rows: list[dict[str, Any]] = []
@@ -71,9 +99,9 @@ def collect_runs(spec: TableSpec, plan: CellPlan) -> CellResult:
     return CellResult(values, rows, not_run=why)
 
 
-def _accuracy(runs: Any, method: Any) -> Any:
-    """The rows of ``runs`` that are a value of the cell: ``method``'s accuracy, status ok."""
-    return runs[(runs["method"] == method) & (runs["metric"] == "accuracy") & (runs["status"] == "ok")]
+def _accuracy(runs: Any, method: Any, metric: str = "accuracy") -> Any:
+    """The rows of ``runs`` that are a value of the cell: ``method``'s ``metric``, status ok."""
+    return runs[(runs["method"] == method) & (runs["metric"] == metric) & (runs["status"] == "ok")]
 
 
 class ProtocolRunner(Runner):

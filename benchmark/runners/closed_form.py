@@ -10,12 +10,27 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from benchmark.data.partition import available_partitioners, get_partitioner
+from benchmark.errors import ConfigError
 from benchmark.jobs import ClosedFormJob, partition_tag
 from benchmark.protocols import load_catalogue
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners._features import collect_runs, seeded_jobs
 from benchmark.schema import check_mapping, check_name, coerce
 from benchmark.tables.plan import choose_preprocess
+
+#: ``fedncm_bias`` (config.yaml) -> the closed-form protocol a legate2023-family table runs under (issue 26).
+FEDNCM_BIASES: tuple[str, ...] = ("zero", "torch_default_init")
+
+
+def code_bias_protocol(protocol: str, config: Mapping[str, Any]) -> str:
+    """``protocol`` under the config's ``fedncm_bias``: ``zero`` (default: legate2023 §3.2, "the bias term to 0")
+    keeps it; ``torch_default_init`` (the legate2023 code keeps ``nn.Linear``'s random bias init, papers-code.md
+    §1.4) turns ``legate2023`` into ``legate2023-code``. Other papers' protocols keep their own bias (fedcof's
+    code has none). An unknown value is one :class:`~benchmark.errors.ConfigError`."""
+    value = str(config.get("fedncm_bias") or "zero")
+    if value not in FEDNCM_BIASES:
+        raise ConfigError(f"fedncm_bias {value!r} unknown", f"set fedncm_bias to one of: {', '.join(FEDNCM_BIASES)}")
+    return "legate2023-code" if value == "torch_default_init" and protocol == "legate2023" else protocol
 
 
 class ClosedFormRunner(Runner):
@@ -57,7 +72,7 @@ class ClosedFormRunner(Runner):
         from benchmark.closed_form.protocols import PAPER_PROTOCOL, check_protocol
 
         plan.protocol = check_protocol(
-            str(rule.params.get("protocol") or PAPER_PROTOCOL.get(spec.paper, "suite"))
+            code_bias_protocol(str(rule.params.get("protocol") or PAPER_PROTOCOL.get(spec.paper, "suite")), config)
         )
         pre = choose_preprocess(
             rule.params.get("preprocess", {}), plan.dataset, plan.cell.protocol.get("image_size")

@@ -33,7 +33,7 @@ from benchmark.io import read_verified_json
 from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, register_runner
-from benchmark.runners._features import ProtocolRunner, collect_runs
+from benchmark.runners._features import ProtocolRunner, collect_runs, report_metric, run_preprocess
 from benchmark.tables.availability import training_allowed
 
 #: Recorded learning-rate choices (committed tuning records, e.g. from a GPU run): used instead of re-tuning.
@@ -112,7 +112,7 @@ class _TrainRun(_TrainFields):
             client_exec=exec_,
             vector_chunk=int(config.get("train_chunk", 10)), channels_last=bool(config.get("channels_last", False)),
             data_root=config.get("data_root"), weights_dir=config.get("weights_dir"),
-            progress=bool(config.get("progress", True)), checkpoint=checkpoint, **kw,
+            progress=bool(config.get("progress", True)), checkpoint=checkpoint, preprocess=self.preprocess, **kw,
         )  # fmt: skip
 
     def _train(self, request: Any) -> None:
@@ -292,7 +292,7 @@ class FLTrainRunner(ProtocolRunner):
                 dataset=plan.dataset,
                 model=plan.model,
                 weights=plan.weights,
-                preprocess=proto.preprocess,
+                preprocess=run_preprocess(proto.preprocess, config),
                 subset=proto.subset if proto.subset != "all" else str(config.get("table_subset", "all")),
                 protocol=name,
                 algorithm=algorithm,
@@ -314,7 +314,7 @@ class FLTrainRunner(ProtocolRunner):
 
         from benchmark.tidy import read_tidy  # local: heavy import (pandas)
 
-        res = collect_runs(spec, plan)
+        res = collect_runs(spec, plan, report_metric(settings))
         if res.reason:
             return res
         runs = pd.concat([read_tidy(j.path) for j in plan.jobs], ignore_index=True)

@@ -17,7 +17,7 @@ from benchmark.fl.protocols import Protocol, get_protocol
 from benchmark.jobs import FLRunJob, partition_tag
 from benchmark.reasons import outside_ci_tier
 from benchmark.runners import CellResult, register_runner
-from benchmark.runners._features import ProtocolRunner, collect_runs, seeded_jobs
+from benchmark.runners._features import ProtocolRunner, collect_runs, report_metric, seeded_jobs
 
 
 class LPFeaturesRunner(ProtocolRunner):
@@ -43,7 +43,8 @@ class LPFeaturesRunner(ProtocolRunner):
         return plan
 
     def collect(self, spec, plan, labels, settings) -> CellResult:
-        return collect_runs(spec, plan)
+        """Each seed's accuracy at the round ``fl_report_round`` names (default the last; issue 26)."""
+        return collect_runs(spec, plan, report_metric(settings))
 
     def artefacts(self, plan) -> dict[str, list[str]]:
         """The per-round curve files of the cell's seeds (plotted beside the table)."""

@@ -19,10 +19,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmark.errors import UnknownNameError
+from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
+from benchmark.paths import cache_dir
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -59,7 +60,9 @@ class _PFLFields(Job):
 
     def pfl_config(self, config: Mapping[str, Any] | None = None) -> Any:
         """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
-        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record)."""
+        ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record) and the
+        execution knobs ``train_exec``, ``train_chunk`` and ``channels_last`` (the workflow's, shared with
+        ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run)."""
         from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
@@ -67,7 +70,8 @@ class _PFLFields(Job):
         if exec_ == "auto":
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
-            client_exec=exec_, vector_chunk=knobs.get("train_chunk"),
+            client_exec=exec_, vector_chunk=knobs.get("train_chunk"), channels_last=bool(knobs.get("channels_last", False)),
+            eval_every=pfl_eval_every(knobs, self.selection, self.rounds, sibling=self.writes_sibling(knobs)),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
             participation=float(self.participation), local_epochs=self.local_epochs, rounds=self.rounds,
@@ -76,6 +80,11 @@ class _PFLFields(Job):
             selection=self.selection, seed=self.seed,
         )  # fmt: skip
 
+    def writes_sibling(self, config: Mapping[str, Any]) -> bool:
+        """Whether this run also writes the other model selection's outputs (``pfl_both_selections``)."""
+        return bool(config.get("pfl_both_selections")) and self.algorithm not in (
+            "local_only", "centralized_full", "centralized_body")  # fmt: skip
+
     def partition(self) -> dict[str, Any]:
         key = "shards_per_client" if self.scheme == "shards" else "beta"
         value = int(self.scheme_param) if self.scheme == "shards" else float(self.scheme_param)
@@ -83,6 +92,39 @@ class _PFLFields(Job):
 
     def train_fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(_PFLFields)}
+
+
+def measured_executor(config: Mapping[str, Any]) -> bool:
+    """Whether the training measures which client executor to use (issue 27, :mod:`benchmark.pfl.executor`):
+    ``train_exec: auto`` with ``pfl_measure_exec: true`` (the workflow's default). Without the key (a config
+    built in code: the pinned reduced guard) or with it false, ``auto`` is the device rule of
+    :meth:`_PFLFields.pfl_config` (lock-step on CUDA, the loop elsewhere), unmeasured; a named executor runs."""
+    return str(config.get("train_exec", "auto")) == "auto" and bool(config.get("pfl_measure_exec", False))
+
+
+def pfl_eval_every(config: Mapping[str, Any], selection: str, rounds: int, *, sibling: bool) -> int:
+    """Rounds between evaluations of a pfl training (``pfl_eval_every``; issue 27: evaluate only where the
+    selection rule needs it). ``auto``: every round when a ``best`` model is kept (this job's selection, or its
+    sibling's under ``pfl_both_selections``: best-on-test needs every round's accuracy), otherwise only after
+    the last round (``rounds``), which trains the same model bit for bit
+    (``tests/test_pfl_core.py::test_evaluating_only_after_the_last_round_trains_the_same_model``). A number
+    gives a sparse curve; with a ``best`` model kept it must be 1."""
+    raw = config.get("pfl_eval_every", "auto")
+    needs_every_round = selection == "best" or sibling
+    if raw in (None, "auto"):
+        return 1 if needs_every_round else rounds
+    try:
+        every = int(raw)
+    except (TypeError, ValueError):
+        every = 0
+    if every < 1 or str(raw).strip() != str(every):
+        raise ConfigError(f"pfl_eval_every={raw!r}", "use auto or a whole number of rounds >= 1")
+    if needs_every_round and every != 1:
+        raise ConfigError(
+            f"pfl_eval_every={every} with a best-on-test model kept (pfl_selection: best, or pfl_both_selections)",
+            "use pfl_eval_every: 1 (or auto), or pfl_selection: last with pfl_both_selections: false",
+        )
+    return every
 
 
 def other_selection(selection: str) -> str:
@@ -95,7 +137,7 @@ def planning_configs(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     training writes both selections' outputs, so a harvest or an import plans the cells of both."""
     configs = [dict(config)]
     if config.get("pfl_both_selections"):
-        configs.append({**config, "pfl_selection": other_selection(str(config.get("pfl_selection", "best")))})
+        configs.append({**config, "pfl_selection": other_selection(str(config.get("pfl_selection", "last")))})
     return configs
 
 
@@ -118,13 +160,13 @@ class PFLTrainJob(_PFLFields):
 
         ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
         sibling = None
-        if config.get("pfl_both_selections") and self.algorithm not in ("local_only", "centralized_full",
-                                                                         "centralized_body"):  # fmt: skip
+        if self.writes_sibling(config):
             sibling = PFLTrainJob(**{**self.train_fields(), "selection": other_selection(self.selection)}).path
         train_step(
             self.pfl_config(config), self.partition(), self.path, device=config.get("device"),
             data_root=config.get("data_root"), checkpoint=ckpt, progress=bool(config.get("progress", True)),
             checkpoint_every=int(config.get("checkpoint_every") or 5), sibling_out=sibling,
+            choose_exec=measured_executor(config), exec_cache=[cache_dir(config.get("cache_dir")), Path("results/cache")],
         )  # fmt: skip
 
 
@@ -229,7 +271,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         rounds=int(proto["rounds"]), momentum=_num(proto.get("momentum", 0.9)),
         head_lr=_num(proto.get("head_lr_ratio", 1.0)), head_init=head_init,
         prox_mu=_num(proto["fedprox_mu"]) if proto.get("fedprox_mu") is not None else "default",
-        selection=str(config.get("pfl_selection", "best")),
+        selection=str(config.get("pfl_selection", "last")),
     )  # fmt: skip
     stage = proto.get("stage")
     classifier = proto.get("classifier", "trained_head")

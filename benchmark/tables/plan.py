@@ -19,6 +19,7 @@ from typing import Any
 
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.expected import ReportedCell, load_table
+from benchmark.features.flip_config import flip_stream_of
 from benchmark.io import atomic_write_text, sha256_bytes
 from benchmark.jobs import Job, job_from_dict, job_to_dict
 from benchmark.reasons import (
@@ -222,6 +223,10 @@ PLAN_SETTINGS = (
     "train_precision",
     "pfl_selection",
     "pfl_ncm_metric",
+    "fl_report_round",
+    "flip_stream",
+    "resize",
+    "fedncm_bias",
     "cell_filter",
     "zo_k_shot",
     "zo_lr",
@@ -251,6 +256,7 @@ def make_plan(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -
     settings = {k: config.get(k) for k in PLAN_SETTINGS}
     settings["tier"] = settings["tier"] or "full"
     settings["table_subset"] = settings["table_subset"] or "all"
+    settings["flip_stream"] = flip_stream_of(config)  # what ``auto`` resolved to under the tier
     return TargetPlan(target, settings, tuple(plan_target(target, config, folder)), folder)
 
 

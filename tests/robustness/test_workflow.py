@@ -154,9 +154,11 @@ def _typed(tmp: Path) -> dict[str, Any]:
         "tier": "ci", "table_subset": "stratified5", "ci_closed_form": [["cifar100", "resnet18"]],
         "cpu_training": True, "use_records": False, "train_precision": "bf16", "train_exec": "vectorised", "train_chunk": 3,
         "channels_last": True, "checkpoint_every": 5, "pfl_selection": "last", "pfl_ncm_metric": "euclidean",
-        "pfl_both_selections": False, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
+        "pfl_both_selections": True, "pfl_eval_every": 1, "pfl_measure_exec": False, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
         "zo_rounds": 4, "zo_encoder": "roberta-large", "zo_eval_every": 2, "zo_test_limit": 50,
         "zo_figure_tasks": ["mnli"], "cell_filter": "cifar10/.*", "ci_training": ["legate2023_cifar100/lp"],
+        "fl_report_round": "best_on_test", "flip_stream": "fixed", "resize": "pil_uint8",
+        "fedncm_bias": "torch_default_init",
         "targets": {"tiny": {"paper": "suite", "table": "tiny", "dataset": "cifar10", "backbones": ["resnet18"],
                              "weights": "substitute", "preprocess": "legate2023_cifar", "subset": "stratified5",
                              "partition": {"scheme": "iid", "num_clients": 2}, "seeds": [3], "methods": ["fedncm"]}},
@@ -178,7 +180,7 @@ def _cli_word(value: Any) -> str:
 WHERE = {
     "data_root": "job", "weights_dir": "job", "cache_dir": "job", "device": "job", "batch_size": "job",
     "train_exec": "job", "train_chunk": "job", "channels_last": "job", "checkpoint_every": "job",
-    "pfl_both_selections": "job",
+    "pfl_both_selections": "job", "pfl_eval_every": "job", "pfl_measure_exec": "job",
     "precision": "plan (extraction jobs' paths)", "tier": "plan", "table_subset": "plan (jobs' subset)",
     "ci_closed_form": "plan (tier ci)", "ci_training": "plan (tier ci)", "cpu_training": "plan (training cells)",
     "use_records": "plan (jobs filled from the ledger)",
@@ -189,6 +191,9 @@ WHERE = {
     "zo_test_limit": "plan (zo jobs' fields)", "fedbabu_central_epochs": "plan (fedbabu figures' jobs)",
     "fedbabu_central_train_images": "plan (fedbabu figures' jobs)", "zo_figure_tasks": "plan (zo figures)",
     "targets": "plan (free-form targets)",
+    "fl_report_round": "plan (the settings the training cells are read with)",
+    "flip_stream": "plan (jobs' preprocessing: @seedflip)", "resize": "plan (jobs' preprocessing: @pil)",
+    "fedncm_bias": "plan (the closed-form protocol in the jobs' paths)",
 }  # fmt: skip
 CENTRAL_JOB = "results/runs/pfl_central/cifar10/cnn4/full-default/e3-n100/seed0.json"
 EXTRACT_JOB = "results/features/cifar10/squeezenet1_1-substitute/legate2023_cifar-fp32/stratified10/train.json"
@@ -282,7 +287,8 @@ def test_every_config_key_is_what_the_job_uses(job_config, dry_run, tmp_path) ->
                       server_fraction="0", algorithm="fedavg", participation="0.1", local_epochs=1, rounds=2,
                       momentum="0.9", head_lr="1", head_init="default", prox_mu="default", selection="best",
                       seed=0).pfl_config(job_config)  # fmt: skip
-    assert (pfl.client_exec, pfl.vector_chunk) == (typed["train_exec"], typed["train_chunk"])
+    assert (pfl.client_exec, pfl.vector_chunk, pfl.eval_every) == (typed["train_exec"], typed["train_chunk"],
+                                                                   typed["pfl_eval_every"])  # fmt: skip
     extract = dry_run.line("extract")
     for flag, key in (("--data-root", "data_root"), ("--weights-dir", "weights_dir"), ("--cache-dir", "cache_dir"),
                       ("--device", "device"), ("--batch-size", "batch_size")):  # fmt: skip
