@@ -41,7 +41,7 @@ needs_checkout = pytest.mark.skipif(
 def _driver(spec: dict, tmp_path: Path) -> dict:
     path = tmp_path / f"{spec['mode']}.spec.json"
     path.write_text(json.dumps({**spec, "repo": str(_checkout()), "threads": 1}))
-    proc = subprocess.run([sys.executable, str(DRIVER), str(path)], capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, str(DRIVER), str(path)], capture_output=True, text=True, timeout=1800,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
