@@ -47,6 +47,8 @@ FINDING_KINDS = {
     "protocol-difference": "our protocol differs from the paper's in a documented way",
     "substitute-weights": "the run uses substitute weights (not the paper's checkpoint)",
     "data-unavailable": "the value depends on data that is not on this machine (e.g. a partition to replay)",
+    "released-code-agrees": "the paper's released code, run beside ours on the same configuration, computes our "
+    "value, not the printed one (flb peer; docs/peers.md)",
     "unexplained": "reproduced under the paper's protocol and still off; no explanation found yet",
 }
 DEFAULT_FINDINGS = Path(__file__).resolve().parents[2] / "expected" / "known_findings.yaml"
