@@ -22,12 +22,14 @@ printed one: a departure, named in the verdict), ``zo_encoder``, ``zo_eval_every
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from benchmark.data.registry import dataset_info, load_dataset
+from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
@@ -103,6 +105,107 @@ class ZOTrainJob(Job):
     @property
     def curve_path(self) -> str:
         return self.path.removesuffix(".json") + ".curve.csv"
+
+
+#: Issue 26: FedMeZO's lr and reported round are chosen on a validation set over this grid (MeZO's scale
+#: 1e-7 ... 1e-3, plus the 4e-3 of the first CPU runs), at this step budget, evaluated every VAL_EVERY rounds.
+DEFAULT_GRID = "1e-07_1e-06_1e-05_0.0001_0.001_0.004"
+DEFAULT_SELECT_ROUNDS = 200
+DEFAULT_VAL_EVERY = 25
+DEFAULT_VAL = "dev"
+
+
+def grid_values(grid: str) -> list[float]:
+    """The learning rates of a grid field (``_``-separated, as in the output path)."""
+    try:
+        values = [float(x) for x in grid.split("_") if x]
+    except ValueError as exc:
+        raise ConfigError(f"learning-rate grid {grid!r}", "give numbers separated by '_'") from exc
+    if not values:
+        raise ConfigError("an empty learning-rate grid", "give at least one learning rate")
+    return values
+
+
+@register_job
+@dataclass(frozen=True)
+class ZOCurveJob(Job):
+    """One learning rate's FedMeZO validation curve (:func:`benchmark.zo.select_run.curve_step`; issue 26)."""
+
+    KIND: ClassVar[str] = "zo_val_curve"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
+    PATTERN: ClassVar[str] = (
+        "results/runs/zo_select/{dataset}/{encoder}/{method}/a{alpha}-K{clients}-k{k_shot}-v{val}/"
+        "R{rounds}-ve{val_every}-eps{eps}-z{num_z}/curve-lr{lr}-seed{seed}.json"
+    )
+    dataset: str
+    encoder: str
+    method: str
+    alpha: str
+    clients: int
+    k_shot: str
+    val: str
+    rounds: int
+    val_every: int
+    eps: str
+    num_z: int
+    lr: str
+    seed: int
+
+    def run_spec(self, lr: float | None = None):
+        from benchmark.zo.run import ZORunSpec  # local: heavy import (torch)
+
+        return ZORunSpec(
+            dataset=self.dataset, encoder=self.encoder, method=self.method, clients=self.clients,
+            alpha=float(self.alpha), k_shot=None if self.k_shot == "full" else int(self.k_shot),
+            rounds=self.rounds, lr=float(self.lr) if lr is None else lr, seed=self.seed, eps=float(self.eps),
+            num_z=self.num_z, val_split=self.val,
+        )  # fmt: skip
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.zo.select_run import curve_step  # local: heavy import (torch)
+
+        curve_step(self.run_spec(), self.val_every, self.path, data_root=config.get("data_root"),
+                   progress=bool(config.get("progress", True)))  # fmt: skip
+
+
+@register_job
+@dataclass(frozen=True)
+class ZOSelectJob(Job):
+    """The lr and round chosen on validation over a grid of :class:`ZOCurveJob` s, and the test accuracy at
+    the chosen point only (:func:`benchmark.zo.select_run.select_step`; issue 26)."""
+
+    KIND: ClassVar[str] = "zo_select"
+    PATTERN: ClassVar[str] = (
+        "results/runs/zo_select/{dataset}/{encoder}/{method}/a{alpha}-K{clients}-k{k_shot}-v{val}/"
+        "R{rounds}-ve{val_every}-eps{eps}-z{num_z}/select-{grid}-seed{seed}.json"
+    )
+    dataset: str
+    encoder: str
+    method: str
+    alpha: str
+    clients: int
+    k_shot: str
+    val: str
+    rounds: int
+    val_every: int
+    eps: str
+    num_z: int
+    grid: str
+    seed: int
+
+    def curves(self) -> tuple[ZOCurveJob, ...]:
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "grid"}
+        return tuple(ZOCurveJob(**fields, lr=_num(lr)) for lr in grid_values(self.grid))
+
+    def inputs(self) -> tuple[Job, ...]:
+        return self.curves()
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.zo.select_run import select_step  # local: heavy import (torch)
+
+        curves = self.curves()
+        select_step(curves[0].run_spec(), [c.path for c in curves], self.val_every, self.path,
+                    data_root=config.get("data_root"))  # fmt: skip
 
 
 def _num(value: Any) -> str:
