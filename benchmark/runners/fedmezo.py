@@ -113,6 +113,11 @@ DEFAULT_GRID = "1e-07_1e-06_1e-05_0.0001_0.001_0.004"
 DEFAULT_SELECT_ROUNDS = 200
 DEFAULT_VAL_EVERY = 25
 DEFAULT_VAL = "dev"
+#: The first-order ceiling (MeZO's FT: Adam, batch 8, lr grid around 1e-5 / 5e-5; here a CPU budget).
+FO_GRID = "1e-05_5e-05_0.0002_0.001"
+FO_STEPS = 200
+FO_VAL_EVERY = 25
+FO_BATCH = 8
 
 
 def grid_values(grid: str) -> list[float]:
@@ -206,6 +211,131 @@ class ZOSelectJob(Job):
         curves = self.curves()
         select_step(curves[0].run_spec(), [c.path for c in curves], self.val_every, self.path,
                     data_root=config.get("data_root"))  # fmt: skip
+
+
+@register_job
+@dataclass(frozen=True)
+class ZOFirstOrderJob(Job):
+    """The first-order ceiling beside a zeroth-order selection: the same model and examples fine-tuned by
+    AdamW, lr and step chosen on the same validation set (:func:`benchmark.zo.select_run.first_order_step`)."""
+
+    KIND: ClassVar[str] = "zo_first_order"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
+    PATTERN: ClassVar[str] = (
+        "results/runs/zo_select/{dataset}/{encoder}/first-order/k{k_shot}-v{val}/"
+        "S{steps}-ve{val_every}-b{batch_size}/fo-{grid}-seed{seed}.json"
+    )
+    dataset: str
+    encoder: str
+    k_shot: str
+    val: str
+    steps: int
+    val_every: int
+    batch_size: int
+    grid: str
+    seed: int
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.zo.first_order import FirstOrderConfig  # local: heavy import (torch)
+        from benchmark.zo.run import ZORunSpec
+        from benchmark.zo.select_run import first_order_step
+
+        spec = ZORunSpec(
+            dataset=self.dataset, encoder=self.encoder, method="fedmezo", clients=10, alpha=100.0,
+            k_shot=None if self.k_shot == "full" else int(self.k_shot), rounds=0, lr=0.0, seed=self.seed,
+            val_split=self.val,
+        )  # fmt: skip
+        fo = FirstOrderConfig(tuple(grid_values(self.grid)), self.steps, self.batch_size, self.val_every, self.seed)
+        first_order_step(spec, fo, self.path, data_root=config.get("data_root"))
+
+
+@register_job
+@dataclass(frozen=True)
+class ZOValidatedJob(Job):
+    """A FedMeZO run at the lr and round its :class:`ZOSelectJob` chose on validation (issue 26): the run of
+    ``chosen round`` rounds with the test set read before training (the FedNCM head) and once after; the
+    record is a :class:`ZOTrainJob` record plus the ``selection`` it followed."""
+
+    KIND: ClassVar[str] = "zo_validated"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}
+    PATTERN: ClassVar[str] = (
+        "results/runs/zo/{dataset}/{encoder}/{method}/a{alpha}-K{clients}-k{k_shot}-t{test_limit}/"
+        "validated-v{val}-sel{select_alpha}-R{rounds}-ve{val_every}-{grid}-eps{eps}-z{num_z}/seed{seed}.json"
+    )
+    dataset: str
+    encoder: str
+    method: str
+    alpha: str
+    clients: int
+    k_shot: str
+    test_limit: str
+    val: str
+    select_alpha: str
+    rounds: int
+    val_every: int
+    grid: str
+    eps: str
+    num_z: int
+    seed: int
+
+    def selection(self) -> ZOSelectJob:
+        return ZOSelectJob(
+            dataset=self.dataset, encoder=self.encoder, method=self.method, alpha=self.select_alpha,
+            clients=self.clients, k_shot=self.k_shot, val=self.val, rounds=self.rounds, val_every=self.val_every,
+            eps=self.eps, num_z=self.num_z, grid=self.grid, seed=self.seed,
+        )  # fmt: skip
+
+    def inputs(self) -> tuple[Job, ...]:
+        return (self.selection(),)
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.zo.run import ZORunSpec, train_step  # local: heavy import (torch)
+
+        sel_job = self.selection()
+        rec = read_verified_json(sel_job.path)
+        sel = rec["selection"]
+        chosen = sel["chosen"]
+        spec = ZORunSpec(
+            dataset=self.dataset, encoder=self.encoder, method=self.method, clients=self.clients,
+            alpha=float(self.alpha), k_shot=None if self.k_shot == "full" else int(self.k_shot),
+            rounds=int(chosen["round"]), lr=float(chosen["lr"]), seed=self.seed, eps=float(self.eps),
+            num_z=self.num_z, eval_every=max(int(chosen["round"]), 1),
+            test_limit=None if self.test_limit == "all" else int(self.test_limit),
+        )  # fmt: skip
+        extra = {"selection": {
+            "record": sel_job.path, "chosen": chosen, "status": sel["status"], "summary": rec["summary"],
+            "grid": sel["grid"], "budget_rounds": sel["rounds"], "val_split": sel["val_split"],
+            "val_examples": sel["val_examples"], "initial_val_accuracy": sel["initial_val_accuracy"],
+            "test_accuracy_at_selection": sel["test_accuracy"],
+        }}  # fmt: skip
+        train_step(spec, self.path, device=config.get("device"), data_root=config.get("data_root"),
+                   progress=bool(config.get("progress", True)), record_extra=extra)  # fmt: skip
+
+    @property
+    def curve_path(self) -> str:
+        return self.path.removesuffix(".json") + ".curve.csv"
+
+
+def validated_job(dataset: str, alpha: float, seed: int, config: Mapping[str, Any]) -> ZOValidatedJob:
+    """The validated FedMeZO run of a cell under ``config`` (``zo_select_*`` keys, module constants)."""
+    return ZOValidatedJob(
+        dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)), method="fedmezo",
+        alpha=_num(alpha), clients=10, k_shot=str(config.get("zo_k_shot", "full")),
+        test_limit="all" if config.get("zo_test_limit") is None else str(int(config["zo_test_limit"])),
+        val=str(config.get("zo_val") or DEFAULT_VAL), select_alpha=_num(100.0),
+        rounds=int(config.get("zo_rounds") or DEFAULT_SELECT_ROUNDS),
+        val_every=int(config.get("zo_val_every") or DEFAULT_VAL_EVERY),
+        grid=str(config.get("zo_grid") or DEFAULT_GRID), eps=_num(1e-3), num_z=2, seed=seed,
+    )  # fmt: skip
+
+
+def first_order_job(dataset: str, seed: int, config: Mapping[str, Any]) -> ZOFirstOrderJob:
+    """The first-order ceiling beside :func:`validated_job` (same encoder, examples, validation set)."""
+    return ZOFirstOrderJob(
+        dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)),
+        k_shot=str(config.get("zo_k_shot", "full")), val=str(config.get("zo_val") or DEFAULT_VAL),
+        steps=FO_STEPS, val_every=FO_VAL_EVERY, batch_size=FO_BATCH, grid=FO_GRID, seed=seed,
+    )  # fmt: skip
 
 
 def _num(value: Any) -> str:

@@ -9,6 +9,7 @@ the first-order ceiling; each writes one JSON record (atomically, with a checksu
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -121,6 +122,34 @@ def select_step(
         "spec": asdict(spec), "selection": asdict(sel), "summary": sel.summary(),
         "chosen_params_sha256": parameters_sha256(model), "curve_records": list(curve_paths),
         "encoder": asdict(enc.identity), "task": task.identity, "wall_s": time.time() - start, **prov,
+    }  # fmt: skip
+    atomic_write_json(Path(out), record, checksum=True)
+    return record
+
+
+def first_order_step(
+    spec: ZORunSpec, config, out: str | Path, *, data_root=None
+) -> dict[str, Any]:
+    """The first-order ceiling (:func:`benchmark.zo.first_order.first_order_selection`) on the examples of
+    ``spec``'s task, from the same FedNCM-initialised model; written to ``out``."""
+    from benchmark.zo.first_order import first_order_selection, union
+
+    prov = _provenance()
+    start = time.time()
+    torch.manual_seed(0)
+    enc, task, model, clients, test = build_model(spec, "cpu", data_root)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    def fresh():
+        model.load_state_dict(initial)
+        return model
+
+    sel = first_order_selection(fresh, union(clients), _val(task, spec), test, config)
+    sel = dataclasses.replace(sel, val_split=str(task.identity.get("val_split")))
+    record = {
+        "spec": asdict(spec), "first_order": asdict(config), "selection": asdict(sel), "summary": sel.summary(),
+        "encoder": asdict(enc.identity), "task": task.identity, "torch_threads": torch.get_num_threads(),
+        "wall_s": time.time() - start, **prov,
     }  # fmt: skip
     atomic_write_json(Path(out), record, checksum=True)
     return record

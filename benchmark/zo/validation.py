@@ -92,6 +92,8 @@ class LRSelection:
     test_examples: int = 0
     budget: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: what ``rounds`` and a point's ``round`` count: FedMeZO rounds, or first-order steps
+    unit: str = "rounds"
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -107,12 +109,13 @@ class LRSelection:
         c = self.chosen
         gain = c.val_accuracy - self.initial_val_accuracy
         head = (f"{self.method} lr chosen on {self.val_split} ({self.val_examples} examples) over "
-                f"{', '.join(f'{x:g}' for x in self.grid)} at {self.rounds} rounds")  # fmt: skip
+                f"{', '.join(f'{x:g}' for x in self.grid)} at {self.rounds} {self.unit}")  # fmt: skip
         if self.status != "improves":
-            return (f"{head}: no zeroth-order point beats round 0 on validation ({self.status}; initial "
+            return (f"{head}: no trained point beats the initial model on validation ({self.status}; initial "
                     f"{self.initial_val_accuracy:.2f})")  # fmt: skip
         test = "" if self.test_accuracy is None else f"; test at it {self.test_accuracy:.2f}"
-        return f"{head}: lr {c.lr:g}, round {c.round}, validation {c.val_accuracy:.2f} ({gain:+.2f}){test}"
+        where = f"{self.unit.removesuffix('s')} {c.round}"
+        return f"{head}: lr {c.lr:g}, {where}, validation {c.val_accuracy:.2f} ({gain:+.2f}){test}"
 
 
 def validation_points(every: int, rounds: int) -> list[int]:
