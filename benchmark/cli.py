@@ -32,6 +32,7 @@ from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.fs_errors import check_output_file, os_error
 from benchmark.jobs import job_from_dict
 from benchmark.paths import check_locations
+from benchmark.report_guard import built
 from benchmark.runners import load_runners
 from benchmark.tables.execute import run_planned
 from benchmark.tables.gate import ci_gate, verdict_exit
@@ -264,7 +265,8 @@ def run(argv: Sequence[str] | None = None) -> int:
             f"{r.costs.total_bytes / 1e9:.4f} GB, {r.costs.compute_f:.3g} F -> {args.out}"
         )
     elif args.cmd == "report":
-        extra = report.extra_totals(args.claims, args.figures)
+        built_with = built(report.load_checks(args.checks)).label if args.figures else None
+        extra = report.extra_totals(args.claims, args.figures, built_with=built_with)
         if args.readme:
             print(report.update_readme(args.readme, args.checks, command=args.command, extra_totals=extra,
                                        report_link=args.report_link, force=args.force).summary(), end="")  # fmt: skip

@@ -36,6 +36,7 @@ from benchmark import jobs as registry
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.io import atomic_write_json, atomic_write_text, read_verified_json, sha256_bytes, sha256_file
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
+from benchmark.peers import job as _peer_job  # noqa: F401 - registers the ``peer`` job kind of recorded comparisons
 from benchmark.runners import load_runners
 
 #: The ledger folder, relative to the checkout.

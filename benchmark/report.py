@@ -344,9 +344,15 @@ def results_section_now(
     ))  # fmt: skip
 
 
-def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None) -> list[str]:
+def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None, *,
+                 built_with: str | None = None) -> list[str]:  # fmt: skip
     """The README's totals lines for the claims (``results/claims/<paper>.json``) and the figures (manifests
-    under ``figures_dir`` against the registry, :mod:`benchmark.figures`), for the folders given."""
+    under ``figures_dir`` against the registry, :mod:`benchmark.figures`), for the folders given.
+
+    A figure counts as drawn only when its manifest says it was drawn under ``built_with`` (the check reports'
+    configuration label, :func:`benchmark.report_guard.config_build`): a manifest left in the folder by a
+    build with another configuration (or one too old to say) is not counted, and the line says how many
+    were left out, so that the totals describe one build."""
     out = []
     for flag, folder in (("--claims", claims_dir), ("--figures", figures_dir)):
         if folder is not None and not Path(folder).is_dir():
@@ -370,13 +376,25 @@ def extra_totals(claims_dir: str | Path | None, figures_dir: str | Path | None) 
         )
     if figures_dir is not None:
         specs = list_figures()
-        drawn = sum((Path(figures_dir) / f"{s.name}.json").is_file() for s in specs)
+        present = [s for s in specs if (Path(figures_dir) / f"{s.name}.json").is_file()]
+        drawn = [s for s in present if built_with is None or _figure_built_with(Path(figures_dir) / f"{s.name}.json") == built_with]
+        other = len(present) - len(drawn)
         drawable = sum(s.drawable for s in specs)
+        left_out = f" ({other} manifest(s) from a build with another configuration left out)" if other else ""
         out.append(
-            f"Figures ({len(specs)} catalogued, {drawable} drawable by this suite): {drawn} drawn (each with the run budget in its notes), "
-            f"{len(specs) - drawn} not (each with its reason in the report)."
+            f"Figures ({len(specs)} catalogued, {drawable} drawable by this suite): {len(drawn)} drawn (each with the run budget in its notes), "
+            f"{len(specs) - len(drawn)} not (each with its reason in the report){left_out}."
         )
     return out
+
+
+def _figure_built_with(manifest: Path) -> str | None:
+    """The configuration label a figure manifest was drawn under (``None``: unreadable, or older than the field)."""
+    try:
+        value = json.loads(manifest.read_text()).get("built_with")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(value) if value is not None else None
 
 
 @dataclass(frozen=True)

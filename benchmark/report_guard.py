@@ -78,6 +78,13 @@ def training_setting(settings: Mapping[str, Any]) -> str | None:
     return f"device={device}" if device.startswith("cuda") else None
 
 
+def config_build(config: Mapping[str, Any]) -> BuildConfig:
+    """The :class:`BuildConfig` of a workflow config (what a figure drawn under it was built with)."""
+    cell_filter = config.get("cell_filter")
+    return BuildConfig(str(config.get("tier") or "full"), str(config.get("table_subset") or "all"),
+                       str(cell_filter) if cell_filter else None, training_setting(config))  # fmt: skip
+
+
 def tier_config(tier_text: str) -> BuildConfig:
     """The configuration a check report's ``tier`` names (``ci``, ``full (stratified100 subset: ...)``)."""
     text = str(tier_text or "full").strip() or "full"

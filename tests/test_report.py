@@ -151,3 +151,26 @@ def test_extra_totals_count_claims_and_figures(tmp_path) -> None:
     assert lines[0].endswith("1 do not hold.")
     assert ": 1 drawn (each with the run budget in its notes)," in lines[1]
     assert extra_totals(None, None) == []
+
+
+def test_figure_totals_count_only_the_builds_own_figures(tmp_path) -> None:
+    """A manifest left in results/figures by a build with another configuration (a full-tier figure beside a
+    CI build) is not counted as drawn by this build; the line says how many were left out."""
+    from benchmark.report import extra_totals
+
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    (figures / "fedbabu_fig4.json").write_text(json.dumps({"built_with": "tier=ci"}))
+    (figures / "fedcof_fig4.json").write_text(json.dumps({"built_with": "tier=full"}))
+    (figures / "fedcof_fig7.json").write_text("{}")  # too old to say: not counted
+    line = extra_totals(None, figures, built_with="tier=ci")[0]
+    assert ": 1 drawn (each with the run budget in its notes)," in line
+    assert "(2 manifest(s) from a build with another configuration left out)." in line
+    assert ": 3 drawn" in extra_totals(None, figures)[0]  # no configuration given: every manifest
+
+
+def test_a_drawn_figure_names_the_configuration_it_was_built_with() -> None:
+    from benchmark.report_guard import config_build
+
+    assert config_build({"tier": "ci"}).label == "tier=ci"
+    assert config_build({"tier": "full", "cpu_training": True}).label == "tier=full cpu_training=true"

@@ -95,6 +95,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "zo.run",
             "diagnostics",
             "jobs",
+            "peers.job",
         ),
     ),
     (
@@ -114,9 +115,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harvest",
             "harvest_estimate",
             "ledger_import",
+            "peers",
         ),
     ),
-    ("apps", ("apps", "cli", "ledger_cli", "harvest_cli")),  # the command line and the applications
+    ("apps", ("apps", "cli", "ledger_cli", "harvest_cli", "peer_cli")),  # the command line and the applications
 )
 
 PRAGMAS = ("noqa", "fmt:", "type:", "pragma:", "isort:", "pylint:", "ruff:")

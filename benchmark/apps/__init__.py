@@ -33,6 +33,7 @@ APPS: dict[str, tuple[str, str]] = {
     ),
     "claims": ("benchmark.claims.cli", "evaluate the claims/ catalogue on the check reports and figure data"),
     "runs": ("benchmark.ledger_cli", "the ledger of recorded runs (runs/): import, list, verify, show"),
+    "peer": ("benchmark.peer_cli", "this suite's runner beside a paper's released code on one reduced configuration"),
     "harvest": (
         "benchmark.harvest_cli",
         "run unrun planned training jobs by cells per estimated minute within a time budget; record them",

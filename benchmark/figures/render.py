@@ -26,10 +26,11 @@ from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.figures.registry import DrawnFigure, FigureSpec, figure_status, get_figure
 from benchmark.io import atomic_path, atomic_write_json, atomic_write_text, sha256_file
 from benchmark.ledger import materialised_from, read_record
+from benchmark.report_guard import config_build
 from benchmark.workflow import DEFAULT_CONFIG, parse_kv
 
 MANIFEST_KEYS = ("name", "paper", "label", "line", "title", "copies", "status", "png", "pdf", "data",
-                 "readings", "notes", "inputs", "provenance")  # fmt: skip
+                 "readings", "notes", "inputs", "provenance", "built_with")  # fmt: skip
 
 
 def _input(path: str) -> dict[str, Any]:
@@ -43,8 +44,10 @@ def _input(path: str) -> dict[str, Any]:
     return out
 
 
-def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: str) -> dict[str, Any]:
-    """The JSON manifest of a drawn figure (keys :data:`MANIFEST_KEYS`)."""
+def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: str, built_with: str) -> dict[str, Any]:
+    """The JSON manifest of a drawn figure (keys :data:`MANIFEST_KEYS`); ``built_with`` is the configuration
+    label it was drawn under (:func:`benchmark.report_guard.config_build`), so a report counts only the
+    figures of its own build."""
     commit = provenance.git_commit()
     return {
         "name": spec.name,
@@ -67,6 +70,7 @@ def manifest(spec: FigureSpec, drawn: DrawnFigure, inputs: Sequence[str], stem: 
             "versions": provenance.package_versions(),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         },
+        "built_with": built_with,
     }
 
 
@@ -95,7 +99,7 @@ def render(name: str, config: Mapping[str, Any], out: str | Path) -> dict[str, A
         with atomic_path(stem.with_suffix(f".{fmt}"), suffix=f".{fmt}") as tmp:
             drawn.figure.savefig(tmp, format=fmt, dpi=120)
     atomic_write_text(stem.with_suffix(".csv"), drawn.data.to_csv(index=False))
-    record = manifest(spec, drawn, inputs, stem.name)
+    record = manifest(spec, drawn, inputs, stem.name, config_build(config).label)
     atomic_write_json(stem.with_suffix(".json"), record)
     return record
 
