@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,7 +34,13 @@ from torch import nn
 from benchmark.errors import ConfigError
 from benchmark.peers.compare import AgreementRule, Difference, PeerComparison, SideRun
 from benchmark.peers.registry import PeerFamily, PeerRequest, register
-from benchmark.zo.mezo import ZOConfig, apply_update_, parameters_sha256, projected_gradients, trainable_parameters
+from benchmark.zo.mezo import (
+    ZOConfig,
+    apply_update_,
+    parameters_sha256,
+    projected_gradients,
+    trainable_parameters,
+)
 from benchmark.zo.text_model import TextClassifier, TextTensors, mean_loss
 
 DRIVER = Path(__file__).parent / "drivers" / "mezo_driver.py"
@@ -194,7 +199,9 @@ DIFFERENCES = (
 
 def run(request: PeerRequest) -> PeerComparison:
     """Both sides for every seed of ``request`` (module docstring)."""
-    from benchmark.peers.run import official_commit  # local: run imports the registry that imports this module
+    from benchmark.peers.run import (
+        official_commit,  # local: run imports the registry that imports this module
+    )
 
     config = CONFIGS[request.config_name]
     torch.set_num_threads(request.threads)
