@@ -73,7 +73,9 @@ class _ToyEncoder(nn.Module):
         return (self.LayerNorm(torch.tanh(self.dense(self.embeddings(input_ids)))),)
 
 
-def build_case(case: Mapping[str, Any]) -> tuple[nn.Module, TextTensors, Callable[[nn.Module, TextTensors], float]]:
+def build_case(
+    case: Mapping[str, Any],
+) -> tuple[nn.Module, TextTensors, Callable[[nn.Module, TextTensors], float]]:
     """The model, the one batch and the loss of a configuration's case (both sides build it from this)."""
     kind = case.get("kind")
     if kind == "toy":
@@ -100,7 +102,9 @@ def _sha52(sha: str) -> float:
     return float(int(sha[:13], 16))
 
 
-def ours_steps(model: nn.Module, batch: TextTensors, seeds: list[int], config: Mapping[str, Any]) -> dict[str, Any]:
+def ours_steps(
+    model: nn.Module, batch: TextTensors, seeds: list[int], config: Mapping[str, Any]
+) -> dict[str, Any]:
     """This suite's side on ``model`` (in place): per step the projected gradient and loss pair, and the weights'
     sha256 before and after (``config["ours"]``: the MeZO step or FedMeZO with one client)."""
     zo = ZOConfig(lr=float(config["lr"]), eps=float(config["eps"]), num_z=1,

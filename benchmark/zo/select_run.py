@@ -51,7 +51,9 @@ def _val(task, spec: ZORunSpec):
     return task.val
 
 
-def curve_step(spec: ZORunSpec, val_every: int, out: str | Path, *, data_root=None, progress: bool = True) -> dict:
+def curve_step(
+    spec: ZORunSpec, val_every: int, out: str | Path, *, data_root=None, progress: bool = True
+) -> dict:
     """One lr's validation curve (``spec.rounds`` FedMeZO rounds, no test evaluation) written to ``out``."""
     prov = _provenance()
     torch.manual_seed(0)
@@ -127,9 +129,7 @@ def select_step(
     return record
 
 
-def first_order_step(
-    spec: ZORunSpec, config, out: str | Path, *, data_root=None
-) -> dict[str, Any]:
+def first_order_step(spec: ZORunSpec, config, out: str | Path, *, data_root=None) -> dict[str, Any]:
     """The first-order ceiling (:func:`benchmark.zo.first_order.first_order_selection`) on the examples of
     ``spec``'s task, from the same FedNCM-initialised model; written to ``out``."""
     from benchmark.zo.first_order import first_order_selection, union

@@ -174,5 +174,7 @@ def status_of(curves: Sequence[ValCurve], chosen: Choice) -> str:
     first = curves[0].points[0]
     if chosen.round > 0 and chosen.val_accuracy > first.accuracy:
         return "improves"
-    same = all(p.accuracy == first.accuracy and abs(p.loss - first.loss) <= 1e-6 for c in curves for p in c.points)
+    same = all(
+        p.accuracy == first.accuracy and abs(p.loss - first.loss) <= 1e-6 for c in curves for p in c.points
+    )
     return "flat" if same else "no-gain"
