@@ -107,10 +107,10 @@ class ZOTrainJob(Job):
         return self.path.removesuffix(".json") + ".curve.csv"
 
 
-#: Issue 26: FedMeZO's lr and reported round are chosen on a validation set over this grid (MeZO's scale
-#: 1e-7 ... 1e-3, plus the 4e-3 of the first CPU runs), at this step budget, evaluated every VAL_EVERY rounds.
+#: Issue 26: FedMeZO's lr and reported round are chosen on a validation set (SST-2's dev split) over this grid
+#: (MeZO's scale 1e-7 ... 1e-3, plus the 4e-3 of the first CPU runs), at the round budget (``zo_rounds``),
+#: evaluated every ``zo_eval_every`` rounds (default DEFAULT_VAL_EVERY).
 DEFAULT_GRID = "1e-07_1e-06_1e-05_0.0001_0.001_0.004"
-DEFAULT_SELECT_ROUNDS = 200
 DEFAULT_VAL_EVERY = 25
 DEFAULT_VAL = "dev"
 #: The first-order ceiling (MeZO's FT: Adam, batch 8, lr grid around 1e-5 / 5e-5; here a CPU budget).
@@ -316,16 +316,23 @@ class ZOValidatedJob(Job):
         return self.path.removesuffix(".json") + ".curve.csv"
 
 
-def validated_job(dataset: str, alpha: float, seed: int, config: Mapping[str, Any]) -> ZOValidatedJob:
-    """The validated FedMeZO run of a cell under ``config`` (``zo_select_*`` keys, module constants)."""
+def selects_on_validation(method: str, config: Mapping[str, Any]) -> bool:
+    """Whether a FedMeZO cell runs the validated pipeline (issue 26: the default); ``zo_lr`` set runs that lr
+    for the whole budget and reports the last round, as before (not a validated setting)."""
+    return method == "fedmezo" and not config.get("zo_lr")
+
+
+def validated_job(dataset: str, alpha: float, rounds: int, seed: int, config: Mapping[str, Any]) -> ZOValidatedJob:
+    """The validated FedMeZO run of a cell under ``config``: the selection's budget is ``rounds`` (``zo_rounds``,
+    default the printed count), its validation cadence ``zo_eval_every`` (default :data:`DEFAULT_VAL_EVERY`), the
+    grid :data:`DEFAULT_GRID` on :data:`DEFAULT_VAL`, run on the α = 100 partition."""
     return ZOValidatedJob(
         dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)), method="fedmezo",
         alpha=_num(alpha), clients=10, k_shot=str(config.get("zo_k_shot", "full")),
         test_limit="all" if config.get("zo_test_limit") is None else str(int(config["zo_test_limit"])),
-        val=str(config.get("zo_val") or DEFAULT_VAL), select_alpha=_num(100.0),
-        rounds=int(config.get("zo_rounds") or DEFAULT_SELECT_ROUNDS),
-        val_every=int(config.get("zo_val_every") or DEFAULT_VAL_EVERY),
-        grid=str(config.get("zo_grid") or DEFAULT_GRID), eps=_num(1e-3), num_z=2, seed=seed,
+        val=DEFAULT_VAL, select_alpha=_num(100.0),
+        rounds=rounds, val_every=int(config.get("zo_eval_every") or DEFAULT_VAL_EVERY),
+        grid=DEFAULT_GRID, eps=_num(1e-3), num_z=2, seed=seed,
     )  # fmt: skip
 
 
@@ -333,7 +340,7 @@ def first_order_job(dataset: str, seed: int, config: Mapping[str, Any]) -> ZOFir
     """The first-order ceiling beside :func:`validated_job` (same encoder, examples, validation set)."""
     return ZOFirstOrderJob(
         dataset=dataset, encoder=str(config.get("zo_encoder", DEFAULT_ENCODER)),
-        k_shot=str(config.get("zo_k_shot", "full")), val=str(config.get("zo_val") or DEFAULT_VAL),
+        k_shot=str(config.get("zo_k_shot", "full")), val=DEFAULT_VAL,
         steps=FO_STEPS, val_every=FO_VAL_EVERY, batch_size=FO_BATCH, grid=FO_GRID, seed=seed,
     )  # fmt: skip
 
@@ -360,17 +367,20 @@ def zo_job(dataset: str, method: str, alpha: float, rounds: int, seed: int, conf
     )  # fmt: skip
 
 
-def run_size(job: ZOTrainJob, train_examples: int) -> str:
-    """What a run costs: forward passes over the clients' data, and an estimate on this suite's CPU."""
+def run_size(job: ZOTrainJob | ZOValidatedJob, train_examples: int) -> str:
+    """What a run costs: forward passes over the clients' data, and an estimate on this suite's CPU (a validated
+    run: its selection's whole grid, each lr at the round budget)."""
     if job.method == "slora":
         return f"{job.rounds} SLoRA rounds (backpropagation) over {train_examples:,} training examples"
-    passes = 2 * job.num_z * job.rounds * max(job.local_steps, 1)
+    lrs = len(grid_values(job.grid)) if isinstance(job, ZOValidatedJob) else 1
+    passes = 2 * job.num_z * job.rounds * max(getattr(job, "local_steps", 1), 1) * lrs
     examples = passes * train_examples
     if job.k_shot == "16":
-        hours = job.rounds * CPU_ROUND_S_KSHOT16 / 3600
+        hours = lrs * job.rounds * CPU_ROUND_S_KSHOT16 / 3600
     else:
         hours = examples / CPU_FORWARD_EXAMPLES_PER_S / 3600
-    return (f"{job.rounds} rounds x {2 * job.num_z} forward passes over {train_examples:,} examples "
+    grid = f"{lrs} learning rates x " if lrs > 1 else ""
+    return (f"{grid}{job.rounds} rounds x {2 * job.num_z} forward passes over {train_examples:,} examples "
             f"({examples / 1e6:.1f} M example-passes), about {hours:.1f} CPU-hours on this suite's 2-core CPU")  # fmt: skip
 
 
@@ -421,9 +431,16 @@ class FedMeZORunner(Runner):
             plan.not_run = NotRunReason(ReasonKind.INPUT_NOT_STATED, "round count", "the cell states no round count")
             return plan
         seeds = spec.seeds
-        full = [zo_job(plan.dataset, plan.method, alpha, rounds, s, config) for s in seeds]
+        validated = selects_on_validation(plan.method, config)
+        if validated:  # issue 26: lr and round chosen on validation; the first-order ceiling beside them
+            full = [validated_job(plan.dataset, alpha, rounds, s, config) for s in seeds]
+            full.append(first_order_job(plan.dataset, seeds[0], config))
+        else:
+            full = [zo_job(plan.dataset, plan.method, alpha, rounds, s, config) for s in seeds]
         if metric == "comm_gb":
-            allowed = training_allowed(config)
+            # FedMeZO's traffic per round does not depend on the data, the model or lr: a validated run (whose
+            # length is the chosen round) is not needed for it, the probe measures it
+            allowed = training_allowed(config) and not validated
             plan.jobs = tuple(full) if allowed else (zo_job(plan.dataset, plan.method, alpha, rounds, seeds[0],
                                                             config, probe=True),)  # fmt: skip
         elif metric == "accuracy":
@@ -449,6 +466,10 @@ class FedMeZORunner(Runner):
 
         printed_rounds = int(plan.cell.protocol.get("rounds") or 0)
         values, rows, notes, departures = [], [], [], set()
+        ceiling = [job for job in plan.jobs if isinstance(job, ZOFirstOrderJob)]
+        validated = [job for job in plan.jobs if isinstance(job, ZOValidatedJob)]
+        if validated and plan.cell.metric == "accuracy":
+            return self._collect_validated(spec, plan, validated, ceiling, printed_rounds)
         for job in plan.jobs:
             rec = read_verified_json(job.path)
             common = dict(
@@ -490,8 +511,73 @@ class FedMeZORunner(Runner):
             )
         return CellResult(values, rows, note=note, departures=tuple(sorted(departures)))
 
+    def _collect_validated(self, spec, plan, validated, ceiling, printed_rounds: int) -> CellResult:
+        """A validated FedMeZO cell (issue 26): the test accuracy at the lr and round chosen on validation, the
+        first-order ceiling in the note; NOT RUN with the validation curves as evidence when no zeroth-order
+        point beats the initial model on validation (the method did not move within the budget)."""
+        from benchmark.costs.conventions import DEPARTURES  # local: heavy import (torch, torchvision)
+        from benchmark.tidy import make_row  # local: heavy import (pandas)
+
+        values, rows, notes, departures, flat = [], [], [], {"k_shot_subset"}, []
+        for job in validated:
+            if job.k_shot == "full":
+                departures.discard("k_shot_subset")
+            if printed_rounds and job.rounds != printed_rounds:
+                departures.add("other_round_budget")
+            rec = read_verified_json(job.path)
+            sel = rec["selection"]
+            chosen = sel["chosen"]
+            if sel["status"] != "improves":
+                flat.append(f"seed {job.seed}: {sel['summary']}; {_curves_text(read_verified_json(sel['record']))}")
+                continue
+            value = float(rec["final_accuracy"])
+            rows.append(make_row(
+                paper=spec.paper, table=spec.table, cell=plan.cell.id, dataset=plan.dataset, model=plan.model,
+                weights=rec["encoder"]["name"], method=plan.method, fl_algorithm=plan.method,
+                partition=f"dirichlet{job.alpha}", clients=job.clients, participation=1.0, seed=job.seed,
+                protocol="bernier2024", git_commit=rec.get("git_commit"), versions=rec.get("versions"),
+                machine=rec.get("machine"), metric="accuracy", value=value, unit="percent",
+                note=f"round {chosen['round']} at lr {chosen['lr']:g}, both chosen on {sel['val_split']}",
+            ))  # fmt: skip
+            notes.append(
+                f"seed {job.seed}: {value:.2f} after round {chosen['round']} at lr {chosen['lr']:g} (lr and round "
+                f"chosen on {sel['val_split']}, {sel['val_examples']} examples, over lr "
+                f"{', '.join(f'{x:g}' for x in sel['grid'])} at {sel['budget_rounds']} rounds: validation "
+                f"{chosen['val_accuracy']:.2f} vs {sel['initial_val_accuracy']:.2f} at round 0; test before "
+                f"training {_fmt(rec.get('initial_accuracy'))})"
+            )
+            values.append(value)
+        for job in ceiling:
+            if Path(job.path).is_file():
+                fo = read_verified_json(job.path)["selection"]
+                c = fo["chosen"]
+                notes.append(f"first-order ceiling (AdamW, same model and examples, chosen on the same validation "
+                             f"set): {_fmt(fo['test_accuracy'])} at lr {c['lr']:g}, step {c['round']} of "
+                             f"{fo['rounds']}")  # fmt: skip
+        tail = "; departs from the thesis: " + "; ".join(DEPARTURES[d].description for d in sorted(departures))
+        if flat:
+            reason = NotRunReason(
+                ReasonKind.NO_VALUE, "a zeroth-order gain on validation",
+                "zeroth-order tuning of the substitute does not beat its initial (FedNCM) head on validation at any "
+                "learning rate of the grid within the round budget, so there is no FedMeZO accuracy to report: "
+                + " | ".join(flat),
+                fix="a larger round budget (--config zo_rounds=N) or the thesis's model (zo_encoder=roberta-large, a GPU)",
+            )  # fmt: skip
+            return CellResult([], [], note="; ".join(notes) + tail, not_run=reason,
+                              departures=tuple(sorted(departures)))  # fmt: skip
+        return CellResult(values, rows, note="; ".join(notes) + tail, departures=tuple(sorted(departures)))
+
     def artefacts(self, plan) -> dict[str, list[str]]:
         return {}  # the curves are plotted by the figure targets (benchmark/figures/bernier2024_runs.py), not the FL plotter
+
+
+def _curves_text(selection_record: Mapping[str, Any]) -> str:
+    """The validation curves of a selection record, one clause per lr: ``lr: acc@round ...``."""
+    parts = []
+    for curve in selection_record["selection"]["curves"]:
+        points = " ".join(f"{p['accuracy']:.2f}@{p['round']}" for p in curve["points"])
+        parts.append(f"lr {curve['lr']:g}: {points}")
+    return "validation accuracy per lr (value@round): " + "; ".join(parts)
 
 
 def _fmt(value: Any) -> str:
