@@ -105,3 +105,17 @@ def test_validated_cell_is_not_run_with_its_curves_when_nothing_moves(tmp_path, 
     record["final_accuracy"] = 66.0
     atomic_write_json(Path(job.path), record, checksum=True)
     assert r.FedMeZORunner().collect(spec, plan, {}, {}).values == [66.0]
+
+
+def test_validation_jobs_round_trip_through_their_wildcards():
+    """The workflow rebuilds each job from its output path's wildcards (every field is in its pattern)."""
+    import dataclasses
+    import re
+
+    from benchmark.runners import fedmezo as r
+
+    run = r.validated_job("sst2", 0.1, 200, 0, {"zo_k_shot": 16, "zo_eval_every": 25})
+    for job in (run, run.selection(), *run.selection().curves(), r.first_order_job("sst2", 0, {"zo_k_shot": 16})):
+        fields = dataclasses.asdict(job)
+        assert set(re.findall(r"{(\w+)}", job.PATTERN)) == set(fields), job.KIND
+        assert type(job).from_wildcards({k: str(v) for k, v in fields.items()}) == job
