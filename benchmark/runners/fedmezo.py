@@ -289,19 +289,13 @@ class ZOValidatedJob(Job):
         return (self.selection(),)
 
     def execute(self, config: Mapping[str, Any]) -> None:
-        from benchmark.zo.run import ZORunSpec, train_step  # local: heavy import (torch)
+        from benchmark.zo.run import train_step  # local: heavy import (torch)
 
         sel_job = self.selection()
         rec = read_verified_json(sel_job.path)
         sel = rec["selection"]
         chosen = sel["chosen"]
-        spec = ZORunSpec(
-            dataset=self.dataset, encoder=self.encoder, method=self.method, clients=self.clients,
-            alpha=float(self.alpha), k_shot=None if self.k_shot == "full" else int(self.k_shot),
-            rounds=int(chosen["round"]), lr=float(chosen["lr"]), seed=self.seed, eps=float(self.eps),
-            num_z=self.num_z, eval_every=max(int(chosen["round"]), 1),
-            test_limit=None if self.test_limit == "all" else int(self.test_limit),
-        )  # fmt: skip
+        spec = self.run_spec(float(chosen["lr"]), int(chosen["round"]))
         extra = {"selection": {
             "record": sel_job.path, "chosen": chosen, "status": sel["status"], "summary": rec["summary"],
             "grid": sel["grid"], "budget_rounds": sel["rounds"], "val_split": sel["val_split"],
@@ -309,7 +303,24 @@ class ZOValidatedJob(Job):
             "test_accuracy_at_selection": sel["test_accuracy"],
         }}  # fmt: skip
         train_step(spec, self.path, device=config.get("device"), data_root=config.get("data_root"),
+                   checkpoint=self.checkpoint_path(), checkpoint_every=int(config.get("checkpoint_every") or 50),
                    progress=bool(config.get("progress", True)), record_extra=extra)  # fmt: skip
+
+    def run_spec(self, lr: float, rounds: int):
+        """The run at the chosen ``lr`` for the chosen ``rounds``: the test read before training and after it."""
+        from benchmark.zo.run import ZORunSpec  # local: heavy import (torch)
+
+        return ZORunSpec(
+            dataset=self.dataset, encoder=self.encoder, method=self.method, clients=self.clients,
+            alpha=float(self.alpha), k_shot=None if self.k_shot == "full" else int(self.k_shot),
+            rounds=rounds, lr=lr, seed=self.seed, eps=float(self.eps), num_z=self.num_z,
+            eval_every=max(rounds, 1), test_limit=None if self.test_limit == "all" else int(self.test_limit),
+        )  # fmt: skip
+
+    def checkpoint_path(self) -> Path:
+        """Where the run checkpoints (outside the outputs; the sealed checkpoint names the run it belongs to, so
+        only a run of the chosen lr and round resumes from it)."""
+        return Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".ckpt")
 
     @property
     def curve_path(self) -> str:
