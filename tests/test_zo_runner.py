@@ -25,7 +25,9 @@ def _plans(config):
 def test_default_plan_measures_traffic_and_reports_the_size_of_each_training_cell(real_text_root):  # noqa: F811
     plans = _plans({"data_root": str(real_text_root), "tier": "ci"})
     acc = plans["sst2/fedmezo/iid/accuracy"]
-    assert acc.status == "not_run" and "490" in acc.reason and "cpu_training=true" in acc.reason
+    # issue 26: the cell's run is the selection over 6 learning rates (490 CPU-hours each) and the chosen run
+    assert acc.status == "not_run" and "6 learning rates x 2621 rounds" in acc.reason
+    assert "2942.0 CPU-hours" in acc.reason and "cpu_training=true" in acc.reason
     assert acc.substitute  # MiniLM stands in for RoBERTa-large
     comm = plans["sst2/fedmezo/noniid/comm_gb"]
     assert comm.status == "planned" and not comm.substitute
@@ -37,8 +39,24 @@ def test_default_plan_measures_traffic_and_reports_the_size_of_each_training_cel
     assert plans["sst2/slora/iid/comm_gb"].runner == "cost"  # Eq. 7 for RoBERTa-large
 
 
-def test_cpu_training_plans_the_printed_rounds_and_shares_the_run_with_the_comm_cell(real_text_root):  # noqa: F811
-    plans = _plans({"data_root": str(real_text_root), "cpu_training": True, "zo_k_shot": 16})
+def test_cpu_training_plans_the_validated_run_and_the_first_order_ceiling(real_text_root):  # noqa: F811
+    """Issue 26: without zo_lr a FedMeZO accuracy cell runs at the lr and round chosen on validation (the
+    selection on the alpha = 100 partition, over the grid), beside the first-order ceiling; the comm cell
+    takes the traffic probe."""
+    from benchmark.runners.fedmezo import DEFAULT_GRID, ZOFirstOrderJob, ZOValidatedJob
+
+    plans = _plans({"data_root": str(real_text_root), "cpu_training": True, "zo_k_shot": 16, "zo_rounds": 200})
+    run, fo = plans["sst2/fedmezo/noniid/accuracy"].jobs
+    assert isinstance(run, ZOValidatedJob) and isinstance(fo, ZOFirstOrderJob)
+    assert run.alpha == "0.1" and run.rounds == 200 and run.grid == DEFAULT_GRID and run.val == "dev"
+    (select,) = run.inputs()
+    assert select.alpha == "100" and len(select.inputs()) == 6 and select.path.endswith("seed0.json")
+    (probe,) = plans["sst2/fedmezo/noniid/comm_gb"].jobs
+    assert probe.rounds == PROBE_ROUNDS
+
+
+def test_cpu_training_with_zo_lr_plans_the_printed_rounds_and_shares_the_run(real_text_root):  # noqa: F811
+    plans = _plans({"data_root": str(real_text_root), "cpu_training": True, "zo_k_shot": 16, "zo_lr": 1e-3})
     (acc,) = plans["sst2/fedmezo/iid/accuracy"].jobs
     (comm,) = plans["sst2/fedmezo/iid/comm_gb"].jobs
     assert acc == comm and acc.rounds == 2621 and acc.k_shot == "16" and acc.alpha == "100"
@@ -71,7 +89,7 @@ def test_collect_reads_accuracy_and_measured_traffic(real_text_root, tmp_path, m
     from benchmark.runners import get_runner
     from benchmark.tables.spec import load_spec
 
-    plans = _plans({"data_root": str(real_text_root), "cpu_training": True, "zo_k_shot": 16})
+    plans = _plans({"data_root": str(real_text_root), "cpu_training": True, "zo_k_shot": 16, "zo_lr": 1e-3})
     spec = load_spec(TARGET)
     monkeypatch.chdir(tmp_path)
     acc, comm = plans["sst2/fedmezo/iid/accuracy"], plans["sst2/fedmezo/iid/comm_gb"]

@@ -93,6 +93,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "fl.train_tuning",
             "pfl.run",
             "zo.run",
+            "zo.select_run",
             "diagnostics",
             "jobs",
             "peers.job",

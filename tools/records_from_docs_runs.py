@@ -88,6 +88,8 @@ def stage_pfl(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) ->
 def stage_zo(scratch: Path, jobs: list[Any], manifest: list[dict[str, Any]]) -> None:
     """docs/runs/fedmezo_cpu/<run>/: zeroth-order and SLoRA runs."""
     for sub in sorted(p for p in (ROOT / "docs/runs/fedmezo_cpu").iterdir() if p.is_dir()):
+        if sub.name.startswith(("fedmezo_", "distmezo_")):
+            continue  # issue 26: their lr was chosen on training loss; replaced by the validated runs
         rec = json.loads((sub / "seed0.json").read_text())
         found = [j for j in jobs if j.KIND == "zo_train" and _same(dataclasses.asdict(j.run_spec()), rec["spec"], ZO_KEYS)]
         if len(found) != 1:

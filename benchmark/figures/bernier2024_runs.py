@@ -23,7 +23,7 @@ from typing import Any
 from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
 from benchmark.ledger import all_recorded
-from benchmark.runners.fedmezo import zo_job
+from benchmark.runners.fedmezo import selects_on_validation, validated_job, zo_job
 from benchmark.runners.fl_train import training_allowed
 
 #: name -> kind, title, tasks, series label -> (method, alpha); partitions as Table 4.1's protocol.
@@ -56,7 +56,9 @@ THESIS_ACCURACY = {
 
 
 def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], Any]:
-    """(series label, task) -> the :class:`~benchmark.runners.fedmezo.ZOTrainJob` the figure reads."""
+    """(series label, task) -> the job the figure reads: a :class:`~benchmark.runners.fedmezo.ZOTrainJob`, or for
+    FedMeZO without ``zo_lr`` its validated run (:class:`~benchmark.runners.fedmezo.ZOValidatedJob`: the test
+    accuracy before training and at the round chosen on validation)."""
     if name not in ZO_FIGURES:
         raise ConfigError(f"no figure {name!r}", f"use one of: {', '.join(sorted(ZO_FIGURES))}")
     fig = ZO_FIGURES[name]
@@ -68,7 +70,10 @@ def figure_jobs(config: Mapping[str, Any], name: str) -> dict[tuple[str, str], A
     for label, (method, alpha) in fig["series"].items():
         for task in tasks:
             rounds = int(config.get("zo_rounds") or PRINTED_ROUNDS[task])
-            out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
+            if selects_on_validation(method, config):  # issue 26: FedMeZO at its validated lr and round
+                out[(label, task)] = validated_job(task, alpha, rounds, 0, config)
+            else:
+                out[(label, task)] = zo_job(task, method, alpha, rounds, 0, config)
 
     if not training_allowed(config) and not all_recorded(out.values(), config):
         raise ConfigError(

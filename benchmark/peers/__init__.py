@@ -11,4 +11,4 @@
 from __future__ import annotations
 
 #: The family modules under ``benchmark/peers/`` (each registers itself at import).
-FAMILIES: tuple[str, ...] = ("fedbabu", "legate2023")
+FAMILIES: tuple[str, ...] = ("fedbabu", "legate2023", "mezo")

@@ -72,8 +72,14 @@ class FedMeZOConfig:
     client_exec: str = "shared"
     eval_every: int = 0
     wire: WireFormat = field(default_factory=WireFormat)
+    #: the rounds' seeds, given (e.g. the released MeZO code's own draws, ``flb peer mezo``); empty: drawn from
+    #: ``seed`` (:func:`round_seeds`)
+    round_seeds: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.round_seeds and len(self.round_seeds) < self.rounds:
+            raise ConfigError(f"{len(self.round_seeds)} round seeds for {self.rounds} rounds",
+                              "give one seed per round, or none")  # fmt: skip
         if self.weighting not in WEIGHTINGS:
             raise ConfigError(f"FedMeZOConfig.weighting {self.weighting!r}", f"use one of {WEIGHTINGS}")
         if self.client_exec not in CLIENT_EXECS:
@@ -186,7 +192,7 @@ class FedMeZOTrainer(ZOTrainer):
             raise ConfigError("FedMeZO clients hold no examples", "give the clients some training data")
         cfg = self.config
         self.server = ScalarAverage(self.weights)
-        self.seeds = round_seeds(cfg.seed, cfg.rounds)
+        self.seeds = [int(x) for x in cfg.round_seeds] or round_seeds(cfg.seed, cfg.rounds)
         self.holders = [k for k, n in enumerate(self.sizes) if n]
         self.replicas = (
             [copy.deepcopy(self.model) for _ in self.clients] if cfg.client_exec == "replicas" else None

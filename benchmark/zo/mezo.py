@@ -20,6 +20,16 @@ would drift away. ``restore="copy"`` (the default) keeps one copy of the trainab
 step and copies it back, which is exact; ``restore="inplace"`` is the reference behaviour. The copy costs one
 model's worth of parameters, which is still inference-class memory (no gradients, no optimiser state, no
 stored activations).
+
+Directions, ``z_stream`` (issue 26, checked against the released code by ``flb peer mezo``): ``"flb"`` (the
+default) is the hashed per-direction generator above. ``"mezo"`` draws z the reference's way and does its
+arithmetic in its order: a generator seeded with the step's seed itself (direction p: seed + p; the reference
+has one direction), one ``torch.normal(0, 1)`` per parameter (the same numbers as ``torch.manual_seed(seed)``
+then ``torch.normal`` on the global generator, which the reference uses, without touching it), the
+perturbation ``θ + (f·z)·ε`` for f = 1, −2, 1 (with ``restore="inplace"``) and the update ``θ − lr·(g·z + wd·θ)``
+(``θ − lr·(g·z)`` on the exempt names). The two streams give different z for the same seed, and ``add_`` with
+a scalar rounds differently from the reference's expression, so only ``"mezo"`` reproduces its weights bit for
+bit (``docs/peers/mezo.md``).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from benchmark.errors import ConfigError
 from benchmark.zo.text_model import DEFAULT_CHUNK, TextTensors, mean_loss
 
 RESTORES = ("copy", "inplace")
+Z_STREAMS = ("flb", "mezo")
 #: Parameter names MeZO exempts from weight decay (substring, case-sensitive: reference trainer.py).
 NO_DECAY = ("bias", "layer_norm", "layernorm")
 
@@ -50,10 +61,14 @@ class ZOConfig:
     weight_decay: float = 0.0
     restore: str = "copy"
     chunk: int = DEFAULT_CHUNK
+    #: how z is drawn and applied: this suite's hashed generators, or the reference's (module docstring)
+    z_stream: str = "flb"
 
     def __post_init__(self) -> None:
         if self.restore not in RESTORES:
             raise ConfigError(f"ZOConfig.restore {self.restore!r}", f"use one of {RESTORES}")
+        if self.z_stream not in Z_STREAMS:
+            raise ConfigError(f"ZOConfig.z_stream {self.z_stream!r}", f"use one of {Z_STREAMS}")
         if self.num_z < 1 or self.eps <= 0 or self.lr < 0:
             raise ConfigError(
                 f"ZOConfig num_z={self.num_z}, eps={self.eps}, lr={self.lr}",
@@ -76,19 +91,36 @@ def direction_seed(seed: int, p: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def _directions(params: Params, seed: int, p: int):
+def _directions(params: Params, seed: int, p: int, stream: str = "flb"):
     device = params[0][1].device if params else torch.device("cpu")
     gen = torch.Generator(device=device)
+    if stream == "mezo":  # the reference: manual_seed(seed), then torch.normal per parameter
+        gen.manual_seed(int(seed) + p)
+        for name, param in params:
+            yield name, param, torch.normal(0.0, 1.0, size=param.shape, generator=gen, device=param.device,
+                                            dtype=param.dtype)  # fmt: skip
+        return
     gen.manual_seed(direction_seed(seed, p))
     for name, param in params:
         yield name, param, torch.randn(param.shape, generator=gen, device=param.device, dtype=param.dtype)
 
 
 @torch.no_grad()
-def add_direction_(params: Params, seed: int, p: int, scale: float) -> None:
+def add_direction_(params: Params, seed: int, p: int, scale: float, stream: str = "flb") -> None:
     """``θ ← θ + scale · z_p`` in place (z_p regenerated from the seed)."""
-    for _, param, z in _directions(params, seed, p):
+    for _, param, z in _directions(params, seed, p, stream):
         param.add_(z, alpha=scale)
+
+
+@torch.no_grad()
+def perturb_(params: Params, seed: int, p: int, factor: int, config: ZOConfig) -> None:
+    """``θ ← θ + factor·ε·z_p``: with ``add_`` (``z_stream="flb"``) or as the reference writes it,
+    ``θ + factor * z * ε`` (``"mezo"``)."""
+    if config.z_stream == "flb":
+        add_direction_(params, seed, p, factor * config.eps)
+        return
+    for _, param, z in _directions(params, seed, p, "mezo"):
+        param.copy_(param + factor * z * config.eps)
 
 
 def _snapshot(params: Params) -> list[torch.Tensor]:
@@ -108,6 +140,8 @@ class Projection:
 
     grads: np.ndarray
     plus: np.ndarray
+    #: ``minus[b, p] = L(θ−εz_p; b)`` (the second loss of the pair)
+    minus: np.ndarray | None = None
 
 
 def projected_gradients(
@@ -123,22 +157,24 @@ def projected_gradients(
     out = np.zeros((len(batches), config.num_z), dtype=np.float64)
     losses = np.zeros_like(out)
     saved = _snapshot(params) if config.restore == "copy" else None
+    minus_losses = np.zeros_like(out)
     for p in range(config.num_z):
-        add_direction_(params, seed, p, config.eps)
+        perturb_(params, seed, p, 1, config)
         plus = [mean_loss(model, b, config.chunk) for b in batches]
         if saved is not None:
             _copy_back(params, saved)
-            add_direction_(params, seed, p, -config.eps)
+            perturb_(params, seed, p, -1, config)
         else:
-            add_direction_(params, seed, p, -2.0 * config.eps)
+            perturb_(params, seed, p, -2, config)
         minus = [mean_loss(model, b, config.chunk) for b in batches]
         if saved is not None:
             _copy_back(params, saved)
         else:
-            add_direction_(params, seed, p, config.eps)
+            perturb_(params, seed, p, 1, config)
         out[:, p] = (np.asarray(plus) - np.asarray(minus)) / (2.0 * config.eps)
         losses[:, p] = plus
-    return Projection(out, losses)
+        minus_losses[:, p] = minus
+    return Projection(out, losses, minus_losses)
 
 
 def weighted_average(values: np.ndarray, weights: Sequence[float]) -> np.ndarray:
@@ -161,12 +197,27 @@ def apply_update_(params: Params, seed: int, projected: Sequence[float], config:
     """bernier2024 Alg. 3 l. 12-19 (+ MeZO's weight decay): ``θ ← θ − lr·wd·θ − lr·Σ_p g_p z_p / num_z``."""
     if len(projected) != config.num_z:
         raise ConfigError(f"{len(projected)} projected gradients", f"send num_z = {config.num_z} scalars")
+    if config.z_stream == "mezo":
+        _mezo_update_(params, seed, projected, config)
+        return
     if config.weight_decay:
         for name, param in params:
             if not any(key in name for key in NO_DECAY):
                 param.add_(param, alpha=-config.lr * config.weight_decay)
     for p, g in enumerate(projected):
         add_direction_(params, seed, p, -config.lr * float(g) / config.num_z)
+
+
+def _mezo_update_(params: Params, seed: int, projected: Sequence[float], config: ZOConfig) -> None:
+    """The reference's update in its order, direction by direction (g_p / num_z; num_z = 1 is the reference):
+    ``θ − lr·(g·z + wd·θ)``, and ``θ − lr·(g·z)`` on the names :data:`NO_DECAY` exempts."""
+    for p, g in enumerate(projected):
+        g = float(g) / config.num_z if config.num_z > 1 else float(g)
+        for name, param, z in _directions(params, seed, p, "mezo"):
+            if any(key in name for key in NO_DECAY):
+                param.copy_(param - config.lr * (g * z))
+            else:
+                param.copy_(param - config.lr * (g * z + config.weight_decay * param))
 
 
 def mezo_step(

@@ -50,7 +50,7 @@ from benchmark.zo.transport import THESIS_NUMBER_BYTES, WireFormat, eq6_bytes_pe
 #: here and is then a valid ``ZORunSpec.method`` (docs/extending.md).
 ZO_RUNS: Registry[Callable[..., tuple[float | None, dict[str, Any]]]] = Registry("zeroth-order method")
 #: The spec's fields that choose the task (:func:`~benchmark.zo.data.prepare_task`) and SLoRA's settings.
-TASK_FIELDS = ("clients", "alpha", "seed", "k_shot", "max_length", "test_limit")
+TASK_FIELDS = ("clients", "alpha", "seed", "k_shot", "max_length", "test_limit", "val_split")
 SLORA_FIELDS = ("rounds", "priming_fraction", "density", "rank", "lr", "local_steps", "batch_size")
 SLORA_FIELDS += ("optimizer", "seed", "eval_every")
 
@@ -81,6 +81,8 @@ class ZORunSpec:
     rank: int = 16
     batch_size: int = 16
     optimizer: str = "adamw"
+    #: the validation set the task carries (:func:`~benchmark.zo.data.prepare_task`; issue 26), none by default
+    val_split: str | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ZO_RUNS:
@@ -206,8 +208,10 @@ def train_step(
     checkpoint: Path | None = None,
     checkpoint_every: int = 50,
     progress: bool = True,
+    record_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run ``spec`` and write its record to ``out`` (and the curve beside it)."""
+    """Run ``spec`` and write its record to ``out`` (and the curve beside it); ``record_extra``: more keys of
+    the record (a validated run's selection)."""
     # provenance before training
     prov = {"machine": machine(), "versions": package_versions(), "git_commit": git_commit()}
     dev = str(pick_device(device))
@@ -230,6 +234,7 @@ def train_step(
         "torch_threads": torch.get_num_threads(),
         "wall_s": time.time() - start,
         **prov,
+        **(record_extra or {}),
     }
     out = Path(out)
     with atomic_path(str(out).removesuffix(".json") + ".curve.csv", checksum=True) as tmp:

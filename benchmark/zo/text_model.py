@@ -163,6 +163,20 @@ def accuracy(model: nn.Module, data: TextTensors, chunk: int = DEFAULT_CHUNK) ->
     return 100.0 * float((predict(model, data, chunk) == data.labels).double().mean())
 
 
+def accuracy_and_loss(model: nn.Module, data: TextTensors, chunk: int = DEFAULT_CHUNK) -> tuple[float, float]:
+    """Top-1 accuracy in percent and mean cross-entropy over ``data``, from one forward pass per chunk (a
+    validation point: issue 26)."""
+    model.eval()
+    correct, total = 0, 0.0
+    with torch.inference_mode():
+        for part in data.chunks(chunk):
+            logits = model(part.input_ids, part.attention_mask).float()
+            correct += int((logits.argmax(dim=1) == part.labels).sum())
+            total += float(F.cross_entropy(logits, part.labels, reduction="sum").double())
+    n = max(len(data), 1)
+    return 100.0 * correct / n, total / n
+
+
 def class_feature_sums(
     model: TextClassifier, data: TextTensors, classes: int, chunk: int = DEFAULT_CHUNK
 ) -> tuple[torch.Tensor, torch.Tensor]:
