@@ -1,6 +1,6 @@
 """The fedbabu peer family (issue 26): jhoon-oh/FedBABU's released code beside this suite's pfl runner.
 
-The tests that run the released code need a checkout (``$FLB_PEER_FEDBABU``, else ``/work/peers/FedBABU``)
+The tests that run the released code need a checkout (``$FLB_PEER_FEDBABU``, else ``../peers/FedBABU`` beside the checkout)
 and skip with the reason when there is none; they run its functions through this suite's driver
 (``benchmark/peers/drivers/fedbabu_driver.py``) in a subprocess, as ``flb peer fedbabu`` does.
 """
@@ -26,7 +26,7 @@ DRIVER = Path(__file__).resolve().parents[1] / "benchmark" / "peers" / "drivers"
 
 def _checkout() -> Path | None:
     env = os.environ.get("FLB_PEER_FEDBABU")
-    for cand in ([Path(env)] if env else []) + [Path("/work/peers/FedBABU")]:
+    for cand in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[1].parent / "peers" / "FedBABU"]:
         if (cand / "main_fed.py").is_file():
             return cand
     return None
@@ -34,7 +34,7 @@ def _checkout() -> Path | None:
 
 needs_checkout = pytest.mark.skipif(
     _checkout() is None,
-    reason="no checkout of jhoon-oh/FedBABU (set FLB_PEER_FEDBABU to one, or clone it to /work/peers/FedBABU)",
+    reason="no checkout of jhoon-oh/FedBABU (set FLB_PEER_FEDBABU to one, or clone it to ../peers/FedBABU beside the checkout)",
 )
 
 

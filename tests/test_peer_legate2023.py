@@ -19,8 +19,9 @@ from benchmark.peers import legate2023
 from benchmark.peers.compare import AgreementRule
 from benchmark.peers.registry import get_family
 
-REPO = Path(os.environ.get("FLB_LEGATE2023_REPO", "/work/peers/GuidingLastLayerFLPretrain"))
-PYTHON = os.environ.get("FLB_LEGATE2023_PYTHON", "/work/peerenv/flsim/bin/python")
+PEERS = Path(__file__).resolve().parents[1].parent / "peers"  # ../peers beside the checkout
+REPO = Path(os.environ.get("FLB_LEGATE2023_REPO", PEERS / "GuidingLastLayerFLPretrain"))
+PYTHON = os.environ.get("FLB_LEGATE2023_PYTHON", str(PEERS.parent / "peerenv" / "flsim" / "bin" / "python"))
 
 
 def _needs_env() -> None:

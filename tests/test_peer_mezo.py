@@ -1,6 +1,6 @@
 """flb peer mezo (issue 26): MeZO's released step methods beside this suite's MeZO step and FedMeZO with one
 client, bit for bit, on a tiny model. Needs a checkout of princeton-nlp/MeZO ($FLB_MEZO_CHECKOUT, or
-/work/peers/MeZO); skipped without one. The z-stream tests need none."""
+../peers/MeZO beside the checkout); skipped without one. The z-stream tests need none."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from benchmark.peers.registry import PeerRequest, get_family
 from benchmark.zo.mezo import ZOConfig, _directions, trainable_parameters
 
-CHECKOUT = Path(os.environ.get("FLB_MEZO_CHECKOUT", "/work/peers/MeZO"))
+CHECKOUT = Path(os.environ.get("FLB_MEZO_CHECKOUT", Path(__file__).resolve().parents[1].parent / "peers" / "MeZO"))
 needs_checkout = pytest.mark.skipif(
     not (CHECKOUT / "large_models" / "trainer.py").is_file(),
     reason=f"no princeton-nlp/MeZO checkout at {CHECKOUT} (set FLB_MEZO_CHECKOUT)",

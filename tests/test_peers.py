@@ -123,3 +123,25 @@ def test_cli_without_repo_says_where_to_get_it(toy_family, capsys):
 
     assert main(["peer", "toy"]) == 2
     assert "https://example.org/toy" in capsys.readouterr().err
+
+
+def test_a_recorded_comparison_names_no_machine_path(toy_family, tmp_path: Path, monkeypatch):
+    """The commands a family reports carry the checkout, the scratch folder and the released code's environment;
+    the written comparison spells them as symbols."""
+    repo, work, env = tmp_path / "checkout", tmp_path / "work", tmp_path / "envs" / "flsim"
+    repo.mkdir()
+
+    def run(req: PeerRequest) -> PeerComparison:
+        cmd = f"{req.python} {req.official_repo}/main.py --out {req.workdir}/x.json"
+        ours = (SideRun("ours", 0, (), (), 1.0, command="flb ..."),)
+        theirs = (SideRun("theirs", 0, (), (), 1.0, command=cmd, notes=(f"log: {req.workdir}/x.log",)),)
+        return PeerComparison(req.family, req.config_name, {}, req.seeds, "u", "c", ours, theirs,
+                              AgreementRule("identical"))  # fmt: skip
+
+    fam = registry.register(PeerFamily("toy2", "fedbabu", "u", {"tiny": {}}, run))
+    monkeypatch.setattr(registry, "load_families", lambda: {"toy2": fam})
+    out = run_peer(PeerRequest("toy2", "tiny", (0,), repo, work, python=str(env / "bin" / "python")),
+                   root=tmp_path, ledger_dir=None)  # fmt: skip
+    text = out.json_path.read_text()
+    assert str(tmp_path) not in text
+    assert "$PEER_PYTHON_ENV/bin/python $OFFICIAL_REPO/main.py --out $PEER_WORKDIR/x.json" in text

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmark import ledger
 from benchmark.io import atomic_write_json, atomic_write_text, read_verified_json
-from benchmark.peers.compare import PeerComparison, render
+from benchmark.peers.compare import PeerComparison, SideRun, render
 from benchmark.peers.job import PeerJob, seeds_tag
 from benchmark.peers.registry import PeerRequest, check_request, get_family
+from benchmark.portable import portable
 from benchmark.provenance import git_commit, machine, package_versions
 
 
@@ -45,6 +46,34 @@ def official_commit(checkout: Path) -> str:
     return head[:12] + ("+dirty" if dirty else "")
 
 
+def portable_comparison(comparison: PeerComparison, request: PeerRequest) -> PeerComparison:
+    """``comparison`` with this machine's folders written as symbols in every text it carries (commands, notes,
+    differences): the released code's checkout as ``$OFFICIAL_REPO``, the scratch folder as ``$PEER_WORKDIR``,
+    the released code's environment as ``$PEER_PYTHON_ENV``, then :func:`benchmark.portable.portable` (data
+    root, weights, cache, checkout, home), so that a recorded comparison names no machine path."""
+    env = Path(request.python).resolve().parent.parent if Path(request.python).is_absolute() else None
+    swaps = [(str(request.official_repo.resolve()), "$OFFICIAL_REPO"), (str(request.workdir.resolve()), "$PEER_WORKDIR")]
+    if env is not None and len(env.parts) > 2:
+        swaps.append((str(env), "$PEER_PYTHON_ENV"))
+
+    def clean(text: str) -> str:
+        for path, symbol in sorted(swaps, key=lambda s: -len(s[0])):
+            text = text.replace(path, symbol)
+        return portable(text)
+
+    def side(r: SideRun) -> SideRun:
+        return replace(r, command=clean(r.command), notes=tuple(clean(n) for n in r.notes))
+
+    return replace(
+        comparison,
+        official_repo=clean(comparison.official_repo),
+        ours=tuple(side(r) for r in comparison.ours), theirs=tuple(side(r) for r in comparison.theirs),
+        differences=tuple(replace(d, theirs=clean(d.theirs), ours=clean(d.ours), effect=clean(d.effect))
+                          for d in comparison.differences),
+        notes=tuple(clean(n) for n in comparison.notes),
+    )  # fmt: skip
+
+
 def peer_job(request: PeerRequest, commit: str) -> PeerJob:
     return PeerJob(request.family, request.config_name, commit.replace("+", "_"), seeds_tag(request.seeds))
 
@@ -58,7 +87,7 @@ def run_peer(request: PeerRequest, *, root: Path = Path("."), ledger_dir: Path |
     request.workdir.mkdir(parents=True, exist_ok=True)
     start = datetime.now(UTC)
     t0 = time.perf_counter()
-    comparison = family.run(request)
+    comparison = portable_comparison(family.run(request), request)
     wall = time.perf_counter() - t0
     end = datetime.now(UTC)
     job = peer_job(request, commit)

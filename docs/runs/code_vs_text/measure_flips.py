@@ -15,8 +15,8 @@ from benchmark.data.partition import make_partition
 torch.set_num_threads(1)
 ds, preset, proto, seeds, scheme = sys.argv[1], sys.argv[2], sys.argv[3], [int(s) for s in sys.argv[4].split(",")], sys.argv[5]
 out = sys.argv[6]; per_class = int(sys.argv[7])
-root, wdir = "/work/data", "/work/shared/data/weights"
-ro, mine = FeatureCache("/work/flbcache"), FeatureCache("/work/peers/hO/cache")
+root, wdir = "$FLB_DATA_ROOT", "$FLB_WEIGHTS_DIR"
+ro, mine = FeatureCache("$FLB_CACHE_DIR"), FeatureCache("$SCRATCH/cache")
 from benchmark.data.subsets import stratified_indices
 tr, te = load_dataset(ds, "train", root), load_dataset(ds, "test", root)
 tr = tr.subset(stratified_indices(tr.labels, per_class, 0), f"stratified{per_class}/seed0")

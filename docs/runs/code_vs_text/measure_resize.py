@@ -13,8 +13,8 @@ from benchmark.data.partition import make_partition
 
 torch.set_num_threads(1)
 per_class = int(sys.argv[1]); test_n = int(sys.argv[2]); out = sys.argv[3]
-root, wdir = "/work/data", "/work/shared/data/weights"
-cache = FeatureCache("/work/peers/hO/cache")
+root, wdir = "$FLB_DATA_ROOT", "$FLB_WEIGHTS_DIR"
+cache = FeatureCache("$SCRATCH/cache")
 tr = load_dataset("cifar10", "train", root); te = load_dataset("cifar10", "test", root)
 tr = tr.subset(stratified_indices(tr.labels, per_class, 0), f"stratified{per_class}/seed0")
 if test_n < len(te.labels):

@@ -1,4 +1,4 @@
-"""Re-assemble CI-tier targets from a copy of a CI build's run files (/tmp/hO_ci, copied from /tmp/cibuild) with
+"""Re-assemble CI-tier targets from a copy of a CI build's run files ($SCRATCH, copied from $SCRATCH) with
 this worktree's code: flip_stream fixed (so the closed-form run paths are the build's), fl_report_round as given."""
 import json, sys, yaml
 from pathlib import Path
@@ -6,8 +6,8 @@ from benchmark.tables.plan import make_plan, write_plan
 from benchmark.tables.assemble import build_table
 import benchmark.runners  # noqa: F401
 rr = sys.argv[1]
-cfg = yaml.safe_load(open("/work/wt/hO/config/config.yaml"))
-cfg.update(tier="ci", data_root="/work/data", weights_dir="/work/shared/data/weights", flip_stream="fixed", fl_report_round=rr, use_records=False)
+cfg = yaml.safe_load(open("config/config.yaml"))
+cfg.update(tier="ci", data_root="$FLB_DATA_ROOT", weights_dir="$FLB_WEIGHTS_DIR", flip_stream="fixed", fl_report_round=rr, use_records=False)
 out = {}
 for t in sys.argv[2:]:
     p = make_plan(t, cfg)

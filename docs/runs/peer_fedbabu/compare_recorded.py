@@ -5,7 +5,7 @@ CIFAR-10 4convNet, s = 10, f = 0.1, tau = 10, 32 rounds, seed 0) and the release
     PYTHONPATH=. python docs/runs/peer_fedbabu/compare_recorded.py RECORDED_RESULTS_DIR
 
 ``RECORDED_RESULTS_DIR``: the ``results/runs/pfl/cifar10/4convnet-bnbatch/shards-10-K100-p0`` folder holding the
-recorded training records, models and personalisation files (``/work/main/results/...`` here).
+recorded training records, models and personalisation files (``results/...`` here).
 
 Writes ``comparison-*.json`` / ``.md`` beside this script (:class:`benchmark.peers.compare.PeerComparison`).
 """
