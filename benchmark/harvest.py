@@ -283,6 +283,20 @@ def _open_paths(unit: Unit) -> set[str]:
     return {j.path for j in unit.jobs if not Path(j.path).exists()}
 
 
+def _stop(running: list[Running]) -> list[Running]:
+    """Stop the running workers: SIGTERM to all, then SIGKILL to those still alive after 20 s; each output file
+    is closed. Returns them, in order."""
+    for r in running:
+        r.proc.terminate()
+    for r in running:
+        try:
+            r.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            r.proc.kill()
+        r.finish()
+    return list(running)
+
+
 def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
             print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
             on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
@@ -348,14 +362,7 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
                     print_fn(f"[harvest] {what} {r.unit.root.path} in {(clock() - r.started) / 60:.1f} min")
             tick()
             if clock() >= deadline:
-                for r in running:
-                    r.proc.terminate()
-                for r in running:
-                    try:
-                        r.proc.wait(timeout=20)
-                    except subprocess.TimeoutExpired:
-                        r.proc.kill()
-                    r.finish()
+                for r in _stop(running):
                     print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
                              "its last checkpoint)")  # fmt: skip
                 running.clear()
@@ -366,14 +373,7 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
                 break
             time.sleep(poll_s)
     except BaseException:  # interrupted (Ctrl-C, an error): no worker outlives the harvester (their sessions
-        for r in running:  # may be their own, where the terminal's signal does not reach them)
-            r.proc.terminate()
-        for r in running:
-            try:
-                r.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                r.proc.kill()
-            r.finish()
+        _stop(running)  # may be their own, where the terminal's signal does not reach them)
         raise
     tick()
     entries = []
