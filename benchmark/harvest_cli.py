@@ -2,7 +2,7 @@
 planned training jobs that fill the most cells per estimated minute, and bring every finished job back as a
 recorded run (issue 24).
 
-    flb harvest --device cuda|cpu --budget 25m [--targets T ...] [--out DIR] [--workers N]
+    flb harvest --device cuda|cpu --budget 25m [--targets T ...] [--only REGEX ...] [--out DIR] [--workers N]
                 [--config key=value ...] [--dry-run] [--nice]
 
 1. The config is ``config/config.yaml`` overlaid by ``--config`` and validated as ``flb run`` does
@@ -20,6 +20,9 @@ recorded run (issue 24).
 5. Every job that finished is written as a record (:func:`benchmark.ledger.write_record`) into ``--out``
    (default ``runs/``), with its provenance; the harvest's manifest goes to
    ``results/harvest/harvest-<UTC stamp>.json`` beside its work folder.
+
+``--only REGEX``: keep only the units whose training output path matches one of the regular expressions
+(``re.search``), e.g. ``--only tau4-`` for the 4-epoch runs; a pattern that matches no unit to run is an error.
 
 ``--nice``: the harvester and its workers run at the lowest priority (``os.nice(19)``) with one torch thread
 per worker on a CPU, so a harvest can run in the background beside other work.
@@ -143,6 +146,26 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     units = plan_units(targets, config, seconds)
     todo = tuple(u for u in units if not all(done(j) for j in u.jobs))
     return HarvestPlan(todo, len(units) - len(todo), len(unmeasured))
+
+
+def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
+    """``plan`` with only the units whose root path matches one of ``patterns`` (``re.search``); a pattern that
+    is not a regular expression, or matches no unit of the plan, is one :class:`ConfigError` (a typed filter
+    is never silently ignored)."""
+    if not patterns:
+        return plan
+    compiled = []
+    for text in patterns:
+        try:
+            compiled.append(re.compile(text))
+        except re.error as err:
+            raise ConfigError(f"--only {text!r} is not a regular expression: {err}", "e.g. --only tau4-") from None
+    for text, rx in zip(patterns, compiled, strict=True):
+        if not any(rx.search(u.root.path) for u in plan.units):
+            raise ConfigError(f"--only {text!r} matches none of the {len(plan.units)} unit(s) left to run",
+                              "see the unit paths with --dry-run (without --only)")  # fmt: skip
+    kept = tuple(u for u in plan.units if any(rx.search(u.root.path) for rx in compiled))
+    return HarvestPlan(kept, plan.skipped, plan.unmeasured)
 
 
 def schedule(units: Sequence[Unit], budget_s: float, workers: int) -> tuple[list[Unit], list[Unit]]:
@@ -312,6 +335,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", required=True, choices=["cuda", "cpu"], help="where the training jobs run")
     ap.add_argument("--budget", required=True, help="wall-clock budget: 90s, 25m, 2h")
     ap.add_argument("--targets", nargs="+", default=None, help="paper-table targets (default: every table)")
+    ap.add_argument("--only", nargs="+", action="extend", default=[], metavar="REGEX",
+                    help="keep only the units whose training output path matches one of these (re.search)")
     ap.add_argument("--out", type=Path, default=LEDGER_DIR, help="ledger folder for the records (default runs/)")
     ap.add_argument("--workers", type=int, default=1, help="units run at the same time (default 1)")
     ap.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -336,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = harvest_config(args.device, parse_kv(args.config), workers=args.workers, nice=args.nice)
     ledgers = [args.out] + ([LEDGER_DIR] if args.out.resolve() != LEDGER_DIR.resolve() else [])
     print(f"flb harvest: planning {len(targets)} target(s) on {args.device} ...", flush=True)
-    plan = plan_harvest(targets, config, recorded_paths(ledgers))
+    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers)), args.only)
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)
     if args.dry_run or not plan.units:

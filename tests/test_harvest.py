@@ -89,6 +89,19 @@ def test_the_plan_says_what_fits_in_the_budget():
     assert "fits in the budget: 2 unit(s), 2 cell(s)" in text and "1 more start and are stopped" in text
 
 
+def test_only_keeps_the_matching_units_and_a_pattern_matching_none_is_an_error():
+    units = [Unit((_Train(n, 0),), (f"T:{n}",), 60.0) for n in ("tau1-a", "tau4-b", "tau4-c")]
+    plan = harvest_cli.HarvestPlan(tuple(units), skipped=3, unmeasured=0)
+    kept = harvest_cli.keep_only(plan, ["tau4-"])
+    assert [u.root.name for u in kept.units] == ["tau4-b", "tau4-c"] and kept.skipped == 3
+    assert harvest_cli.keep_only(plan, []) is plan
+    assert [u.root.name for u in harvest_cli.keep_only(plan, ["a/", "c/"]).units] == ["tau1-a", "tau4-c"]
+    with pytest.raises(harvest_cli.ConfigError, match="'tau10-' matches none of the 3 unit"):
+        harvest_cli.keep_only(plan, ["tau4-", "tau10-"])
+    with pytest.raises(harvest_cli.ConfigError, match="not a regular expression"):
+        harvest_cli.keep_only(plan, ["tau("])
+
+
 def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, monkeypatch):
     """A unit whose jobs are all on disk or recorded is skipped; a unit's estimate counts its jobs not done."""
     planned = [("T:a", _Eval("a", 0, "e")), ("T:b", _Eval("b", 0, "e")), ("T:c", _Eval("c", 0, "e"))]
