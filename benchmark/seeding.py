@@ -163,31 +163,22 @@ class RunSeeds:
 # --------------------------------------------------------------------------------------------------
 # fedbabu's integer-keyed streams (benchmark.pfl)
 # --------------------------------------------------------------------------------------------------
-# benchmark.pfl does not use named purposes yet: its generators are keyed by the run seed and plain integer keys
-# (client sampling ``(seed, 0x5A, round)``, a client's epoch ``(seed, round, client, epoch)``, the partitions
-# ``(seed, 0x5A4D)`` / ``(seed, 0xD1)``), and its models are initialised from torch's global generator. They are
-# built only by the three functions below, so that issue 27 can move pfl onto named purposes in this one place
-# (which changes every pfl number: the pins and recorded runs then need regenerating). Until then they reproduce
-# the draws of the recorded pfl runs bit for bit.
+# benchmark.pfl names a purpose for every draw (benchmark/pfl/streams.py). Its ``keyed`` scheme, used by the runs
+# of up to 206 rounds (every recorded pfl run), maps a purpose to the integer keys below (client sampling
+# ``(seed, 0x5A, round)``, a client's epoch ``(seed, round, client, epoch)``, the partitions ``(seed, 0x5A4D)`` /
+# ``(seed, 0xD1)``): they reproduce the draws of the recorded pfl runs bit for bit. Longer runs use the named
+# purposes above.
 
 
 def keyed_rng(seed: int, *keys: int) -> np.random.Generator:
     """``numpy.random.default_rng([seed, *keys])``: the numpy generator of pfl's stream ``keys`` (client
-    sampling, partitions). Issue 27 replaces it by :func:`numpy_rng` with a named purpose."""
+    sampling, partitions) in the keyed scheme of :mod:`benchmark.pfl.streams`."""
     return np.random.default_rng([seed, *keys])
 
 
 def keyed_torch_generator(seed: int, *keys: int) -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with the first word of ``SeedSequence([seed, *keys])``: pfl's batch
-    draws (shuffle, crops, flips) of one local epoch. Issue 27 replaces it by :func:`torch_generator`."""
+    draws (shuffle, crops, flips) of one pass in the keyed scheme of :mod:`benchmark.pfl.streams`."""
     import torch  # lazy: seeding must stay importable without torch
 
     return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0]))
-
-
-def seed_model_init(seed: int) -> None:
-    """``torch.manual_seed(seed)``: pfl builds its models from torch's global generator right after this call
-    (the FedBABU head a run keeps is that draw). Issue 27 replaces it by a ``model_init`` stream."""
-    import torch  # lazy: seeding must stay importable without torch
-
-    torch.manual_seed(seed)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from benchmark.errors import ConfigError
 from benchmark.federated.images import NORMALISATION, DeviceImages, epoch_plan
+from benchmark.seeding import keyed_torch_generator
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -47,7 +48,7 @@ def test_train_batches_are_the_per_image_pad_crop_flip(channels, const, dtype) -
     idx = torch.arange(2, 21)
     want_dtype = torch.promote_types(dtype, const)
     for e in range(2):
-        plan = epoch_plan(len(idx), 5, 7, 3, 1, e)
+        plan = epoch_plan(len(idx), 5, keyed_torch_generator(7, 3, 1, e))
         assert [len(p) for p, _, _ in plan] == [5, 5, 5, 4]
         flips = torch.cat([f for _, _, f in plan])
         assert bool(flips.any()) and not bool(flips.all())
@@ -64,11 +65,11 @@ def test_train_batches_are_the_per_image_pad_crop_flip(channels, const, dtype) -
 
 
 def test_epoch_plan_is_keyed_and_unaugmented_plans_are_the_centre() -> None:
-    a, b = epoch_plan(12, 5, 0, 1, 2), epoch_plan(12, 5, 0, 1, 2)
+    a, b = epoch_plan(12, 5, keyed_torch_generator(0, 1, 2)), epoch_plan(12, 5, keyed_torch_generator(0, 1, 2))
     assert all(torch.equal(u, v) for pa, pb in zip(a, b, strict=True) for u, v in zip(pa, pb, strict=True))
-    other = epoch_plan(12, 5, 0, 2, 1)
+    other = epoch_plan(12, 5, keyed_torch_generator(0, 2, 1))
     assert not all(torch.equal(pa[0], pb[0]) for pa, pb in zip(a, other, strict=True))
-    plain = epoch_plan(12, 5, 0, 1, 2, augment=False, shuffle=False, pad=3)
+    plain = epoch_plan(12, 5, keyed_torch_generator(0, 1, 2), augment=False, shuffle=False, pad=3)
     assert torch.equal(torch.cat([p for p, _, _ in plain]), torch.arange(12))
     assert bool((torch.cat([c for _, c, _ in plain]) == 3).all())
     assert not bool(torch.cat([f for *_, f in plain]).any())

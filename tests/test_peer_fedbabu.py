@@ -142,6 +142,7 @@ def test_released_local_update_without_augmentation_or_shuffle_equals_ours(
     from benchmark.peers.fedbabu_inputs import our_split
     from benchmark.pfl import local
     from benchmark.pfl.models import build_model
+    from benchmark.pfl.streams import LOCAL, PFLStreams
 
     split = our_split("cifar10", 10, 100, 0, str(real_data_root))
     client = 3
@@ -166,9 +167,9 @@ def test_released_local_update_without_augmentation_or_shuffle_equals_ours(
     net = build_model("4convnet", 10)
     net.load_state_dict(state)
     sgd = local.LocalSGD(
-        epochs=2, batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, seed=0
+        epochs=2, batch_size=50, body_lr=0.1, head_lr=0.1, momentum=0.9, weight_decay=0.0, streams=PFLStreams(0)
     )
-    loss = local.sgd_epochs(net, train, idx, sgd, (0, client))
+    loss = local.sgd_epochs(net, train, idx, sgd, (LOCAL, 0, client))
     ours = net.state_dict()
     assert abs(loss - theirs_out["loss"]) < 1e-4
     moved = max(float((ours[k] - state[k]).abs().max()) for k in ours)

@@ -27,6 +27,7 @@ from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
 from benchmark.pfl.personalise import FineTune, personalise
+from benchmark.pfl.streams import LOCAL
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from tests.round_faults import Interrupted, interrupt_at
 
@@ -176,7 +177,7 @@ def test_one_client_full_participation_is_centralised_sgd(data, rounds, epochs):
         opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9, weight_decay=0.0)
         net.train()
         for e in range(epochs):
-            for pos, crop, flip in epoch_plan(len(idx), cfg.batch_size, cfg.seed, r, 0, e):
+            for pos, crop, flip in epoch_plan(len(idx), cfg.batch_size, cfg.streams.batches(LOCAL, r, 0, e)):
                 x, y = train.train_batch(idx[pos], crop, flip)
                 loss = F.cross_entropy(net(x), y)
                 opt.zero_grad()

@@ -27,6 +27,7 @@ from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure, list_procedures
 from benchmark.pfl.procedures.fedrep import fedrep_update
 from benchmark.pfl.procedures.per_fedavg import meta_steps, per_fedavg_update
+from benchmark.pfl.streams import LOCAL, PFLStreams
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from tests.round_faults import Interrupted, interrupt_at
 
@@ -145,8 +146,8 @@ def test_fedrep_update_trains_the_head_then_the_body_with_one_optimiser(tiny):
 
     def run(head_epochs: int, body_epochs: int = 1) -> dict[str, torch.Tensor]:
         model.load_state_dict(start)
-        sgd = LocalSGD(head_epochs, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
-        fedrep_update(model, data, split.train[0], sgd, (0, 0), body_epochs)
+        sgd = LocalSGD(head_epochs, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, streams=PFLStreams(0))
+        fedrep_update(model, data, split.train[0], sgd, (LOCAL, 0, 0), body_epochs)
         return {k: v.clone() for k, v in model.state_dict().items()}
 
     body = lambda s: {k: v for k, v in s.items() if not is_head(k)}
@@ -167,13 +168,13 @@ def test_fedrep_update_trains_the_head_then_the_body_with_one_optimiser(tiny):
         ]
         opt = torch.optim.SGD(groups(0.0, 0.05), momentum=0.9)
         for e in range(2):
-            for x, y in epoch_batches(data, split.train[0], 25, 0, 0, 0, e):
+            for x, y in epoch_batches(data, split.train[0], 25, PFLStreams(0), LOCAL, 0, 0, e):
                 sgd_step(model, opt, x, y)
         if fresh:
             opt = torch.optim.SGD(groups(0.05, 0.0), momentum=0.9)
         else:
             opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = 0.05, 0.0
-        for x, y in epoch_batches(data, split.train[0], 25, 0, 0, 0, 2):
+        for x, y in epoch_batches(data, split.train[0], 25, PFLStreams(0), LOCAL, 0, 0, 2):
             sgd_step(model, opt, x, y)
         return {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -252,12 +253,12 @@ def test_per_fedavg_restores_the_parameters_before_the_meta_step(tiny):
     data, split = tiny
     t = trainer(tiny, "per_fedavg")
     start = t.client_state(0)
-    sgd = LocalSGD(1, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, seed=0)
+    sgd = LocalSGD(1, 25, 0.05, 0.05, momentum=0.9, weight_decay=0.0, streams=PFLStreams(0))
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.0)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (LOCAL, 0, 0), beta=0.0)
     assert same(t.model.state_dict(), start)
     t.model.load_state_dict(start)
-    per_fedavg_update(t.model, data, split.train[0], sgd, (0, 0), beta=0.05)
+    per_fedavg_update(t.model, data, split.train[0], sgd, (LOCAL, 0, 0), beta=0.05)
     assert differs(t.model.state_dict(), start)
 
 

@@ -33,6 +33,7 @@ from benchmark.pfl.local import LocalSGD, client_accuracies
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.personalise import FineTune, personalise
+from benchmark.pfl.streams import LOCAL, PFLStreams
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from benchmark.pfl.vectorised import (
     lockstep_accuracies,
@@ -148,7 +149,7 @@ def test_fedbabu_float32_head_bit_identical_over_rounds_body_close() -> None:
     assert not any(torch.equal(vec.broadcast[k], start[k]) for k in start if "weight" in k)  # the body moved
 
 
-SGD = LocalSGD(1, 50, 0.1, 0.1, momentum=0.9, weight_decay=0.0, seed=0)
+SGD = LocalSGD(1, 50, 0.1, 0.1, momentum=0.9, weight_decay=0.0, streams=PFLStreams(0))
 
 
 def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
@@ -161,13 +162,13 @@ def test_what_cannot_run_in_lockstep_runs_the_loop() -> None:
     assert row_vec == row_loop  # the same code path: bit-identical
     assert all(torch.equal(vec.broadcast[k], loop.broadcast[k]) for k in loop.broadcast)
     with pytest.raises(ConfigError, match="buffers"):
-        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], SGD, [(0, 0)])
+        lockstep_sgd(vec.model, vec.train, [vec.client_state(0)], [vec.split.train[0]], SGD, [(LOCAL, 0, 0)])
     assert "procedure 'fedrep'" in loop_reason(trainer("fedrep", sizes=sizes))
     ok = trainer("fedavg", sizes=(50, 30))
     assert loop_reason(ok) is None
     with pytest.raises(ConfigError, match="unequal sizes"):
         starts = [ok.client_state(0), ok.client_state(1)]
-        lockstep_sgd(ok.model, ok.train, starts, list(ok.split.train), SGD, [(0, 0), (0, 1)])
+        lockstep_sgd(ok.model, ok.train, starts, list(ok.split.train), SGD, [(LOCAL, 0, 0), (LOCAL, 0, 1)])
 
 
 def test_personalise_vectorised_equals_personalise() -> None:

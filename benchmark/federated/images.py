@@ -12,7 +12,7 @@ executor gathers many clients' batches in one call).
 Each family's augmentation is a small part on top:
 
 * fedbabu (:mod:`benchmark.pfl`): the reference's ``RandomCrop(32, padding=4)`` + ``RandomHorizontalFlip``
-  drawn afresh every epoch, by :func:`epoch_plan` from a generator keyed by ``(seed, round, client, epoch)``
+  drawn afresh every epoch, by :func:`epoch_plan` from the generator of ``(round, client, epoch)``
   (a client's batches do not depend on the order clients run in: loop and vectorised draw the same), applied
   by :meth:`DeviceImages.train_batch` (:func:`crop_flip`: zero padding in pixel space, as torchvision pads the
   PIL image). :data:`NORMALISATION` normalises CIFAR-10 with the ImageNet statistics (the reference's quirk,
@@ -35,7 +35,6 @@ import torch
 from torch.utils.data import Dataset
 
 from benchmark.errors import ConfigError
-from benchmark.seeding import keyed_torch_generator
 
 #: (mean, std) per dataset, as fedbabu's reference normalises (CIFAR-10: ImageNet statistics, the quirk).
 NORMALISATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
@@ -93,13 +92,12 @@ def crop_flip(x: torch.Tensor, crop: torch.Tensor, flip: torch.Tensor, pad: int 
 
 
 def epoch_plan(
-    n: int, batch_size: int, seed: int, *keys: int, augment: bool = True, shuffle: bool = True, pad: int = 4
+    n: int, batch_size: int, g: torch.Generator, *, augment: bool = True, shuffle: bool = True, pad: int = 4
 ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """One local epoch's draws for a client with ``n`` images: a list of (positions, crop, flip) per batch
     (the DataLoader's shuffle unless ``shuffle=False``, then per-image crop offsets and flips; without
-    ``augment`` the centre crop and no flip), from the generator of ``(seed, *keys)``
-    (:func:`benchmark.seeding.keyed_torch_generator`). Host tensors; :meth:`DeviceImages.train_batch` takes them."""
-    g = keyed_torch_generator(seed, *keys)
+    ``augment`` the centre crop and no flip), from the CPU generator ``g`` of the pass
+    (:meth:`benchmark.pfl.streams.PFLStreams.batches`). Host tensors; :meth:`DeviceImages.train_batch` takes them."""
     order = torch.randperm(n, generator=g) if shuffle else torch.arange(n)
     crop = torch.randint(0, 2 * pad + 1, (n, 2), generator=g) if augment else torch.full((n, 2), pad)
     flip = torch.rand(n, generator=g) < 0.5 if augment else torch.zeros(n, dtype=torch.bool)

@@ -4,6 +4,8 @@ the draw does not depend on the model seed, on other rounds, or on how clients a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from benchmark.errors import ConfigError
@@ -36,18 +38,25 @@ class FedBABUSampler:
     """fedbabu's draw (reference ``main_fed.py``: ``np.random.choice(range(K), m, replace=False)``, sorted):
     ``per_round`` of ``num_clients`` clients uniformly without replacement, from
     :func:`benchmark.seeding.keyed_rng` ``(seed, SAMPLING_KEY, r)`` (the reference's draw is unseeded). It
-    always draws, full participation included (the draw is then every client), as the recorded pfl runs did."""
+    always draws, full participation included (the draw is then every client), as the recorded pfl runs did.
+    ``rng_for_round`` (a round index -> a numpy generator) replaces that keyed draw: the pfl run's
+    ``client_sampling`` stream (:class:`benchmark.pfl.streams.PFLStreams`)."""
 
     SAMPLING_KEY = 0x5A
 
-    def __init__(self, num_clients: int, per_round: int, seed: int) -> None:
+    def __init__(self, num_clients: int, per_round: int, seed: int,
+                 rng_for_round: Callable[[int], np.random.Generator] | None = None) -> None:  # fmt: skip
         if not 1 <= per_round <= num_clients:
             raise ConfigError(
                 f"clients per round must be in [1, {num_clients}], got {per_round}", "check participation"
             )
         self.num_clients, self.per_round, self.seed = int(num_clients), int(per_round), int(seed)
+        self.rng_for_round = rng_for_round
 
     def sample(self, round_idx: int) -> np.ndarray:
         """Sorted client ids of round ``round_idx`` (0-based)."""
-        rng = keyed_rng(self.seed, self.SAMPLING_KEY, int(round_idx))
+        if self.rng_for_round is not None:
+            rng = self.rng_for_round(int(round_idx))
+        else:
+            rng = keyed_rng(self.seed, self.SAMPLING_KEY, int(round_idx))
         return np.sort(rng.choice(self.num_clients, self.per_round, replace=False))

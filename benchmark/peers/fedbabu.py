@@ -235,7 +235,7 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
     before = client_accuracies(trainer.model, test, tuple(split.test[i] for i in clients), lambda j: state(clients[j]),
                                cfg["eval_batch"])  # fmt: skip
     with _batches(augment=cfg["augment"], shuffle=cfg["shuffle"]):
-        after = personalise(trainer.model, train, test, split, state, ft, seed, cfg["eval_batch"], clients)
+        after = personalise(trainer.model, train, test, split, state, ft, pcfg.streams, cfg["eval_batch"], clients)
     hist = [h for h in res.history if "test_accuracy" in h]
     return {
         "rounds": tuple(int(h["round"]) for h in hist), "accuracy": tuple(float(h["test_accuracy"]) for h in hist),
@@ -271,7 +271,7 @@ def ours_eval(cfg: Mapping[str, Any], seed: int, split: Any) -> list[float]:
     from benchmark.pfl.models import build_model
 
     test = DeviceImages.from_split(load_dataset(cfg["dataset"], "test", _data_root()), cfg["dataset"], "cpu")
-    init = our_init_state(cfg["model"], cfg["num_classes"], seed)
+    init = our_init_state(cfg["model"], cfg["num_classes"], seed, rounds=cfg["rounds"])
     net = build_model(cfg["model"], cfg["num_classes"])
     return [float(a) for a in client_accuracies(net, test, split.test, lambda _i: init, cfg["eval_batch"])]
 
@@ -317,7 +317,7 @@ def run(request: PeerRequest) -> PeerComparison:
     for seed in request.seeds:
         inputs = write_inputs(request.workdir / "inputs", dataset=cfg["dataset"], model=cfg["model"],
                               num_classes=cfg["num_classes"], shards=cfg["shards"], clients=cfg["clients"],
-                              seed=seed, data_root=_data_root())  # fmt: skip
+                              seed=seed, data_root=_data_root(), rounds=cfg["rounds"])  # fmt: skip
         if cfg["kind"] == "eval":
             spec = {"mode": "eval", "data_root": _data_root() or "data", "partition": inputs["partition"],
                     "state": inputs["init_state"], "dataset": cfg["dataset"], "model": cfg["released_model"],

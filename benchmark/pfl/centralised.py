@@ -4,10 +4,10 @@ trained on the union of all clients' training data for 10 epochs, entirely (``F`
 and evaluated / fine-tuned like a federated model.
 
 :func:`train_centralised` returns the trained state dict. The model is initialised exactly as
-:class:`~benchmark.pfl.trainer.PFLTrainer` initialises a federated run of the same config (``torch.manual_seed(
-cfg.seed)`` then ``build_model``), so the ``B`` model's head is the FedBABU run's head. One SGD optimiser runs all
-epochs (two groups, body / head, the part not trained at lr 0); epoch ``e``'s batches are keyed
-``(seed, 0xCE17, e)``.
+:class:`~benchmark.pfl.trainer.PFLTrainer` initialises a federated run of the same config (the ``model_init`` stream
+of :mod:`benchmark.pfl.streams`, then ``build_model``), so the ``B`` model's head is the head of a FedBABU run of
+the seed (under the same stream scheme: runs of up to 206 rounds). One SGD optimiser runs all epochs (two groups,
+body / head, the part not trained at lr 0); epoch ``e``'s batches come from the ``data_order/centralised`` stream.
 
 Recipes (:class:`CentralRecipe`):
 
@@ -40,10 +40,9 @@ from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import State, clone_state, epoch_batches, sgd_step, weighted_mean
 from benchmark.pfl.models import build_model, is_head
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.streams import CENTRALISED as CENTRALISED_DRAWS
+from benchmark.pfl.streams import PFLStreams, as_streams
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer, Selection
-from benchmark.seeding import seed_model_init
-
-CENTRAL_KEY = 0xCE17  # the batch key of the centralised epochs
 
 
 @dataclass(frozen=True)
@@ -91,13 +90,13 @@ def train_centralised(
     idx = np.unique(np.concatenate([np.asarray(t, dtype=np.int64) for t in split.train]))
     if len(idx) == 0:
         raise ConfigError("the partition's clients hold no training images", "check the partition")
-    seed_model_init(cfg.seed)
+    cfg.streams.seed_model_init()
     model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init).to(train.images.device)
     if cfg.channels_last:  # issue 27: the layout option of the trainer (models.place_model)
         model = model.to(memory_format=torch.channels_last)
     if recipe.zero_head_bias:
         torch.nn.init.zeros_(model.linear.bias)
-    fit_part(model, train, idx, part, epochs, recipe, cfg.seed)
+    fit_part(model, train, idx, part, epochs, recipe, cfg.streams)
     return clone_state(model)
 
 
@@ -108,12 +107,12 @@ def fit_part(
     part: str,
     epochs: int,
     recipe: CentralRecipe,
-    seed: int,
+    streams: int | PFLStreams,
     after_epoch: Callable[[int, float, list[torch.Tensor]], None] | None = None,
 ) -> None:
     """Train ``part`` (``full`` / ``body`` / ``head``) of ``model`` in place on the images ``idx`` of ``train``:
     one SGD optimiser over all epochs, two groups (body, head), the part not trained at lr 0, epoch ``e``'s
-    batches keyed ``(seed, CENTRAL_KEY, e)``. ``after_epoch(e, lr, losses)`` runs after each epoch (0-based;
+    batches from the run's ``data_order/centralised`` stream keyed ``e`` (:mod:`benchmark.pfl.streams`). ``after_epoch(e, lr, losses)`` runs after each epoch (0-based;
     the batches' detached losses), e.g. an evaluation (the model is put back in train mode after it)."""
     body = [p for n, p in model.named_parameters() if not is_head(n)]
     head = [p for n, p in model.named_parameters() if is_head(n)]
@@ -125,7 +124,7 @@ def fit_part(
         opt.param_groups[0]["lr"] = lr if trains["body"] else 0.0
         opt.param_groups[1]["lr"] = lr if trains["head"] else 0.0
         model.train()
-        batches = epoch_batches(train, idx, recipe.batch_size, seed, CENTRAL_KEY, e)
+        batches = epoch_batches(train, idx, recipe.batch_size, as_streams(streams), CENTRALISED_DRAWS, e)
         losses = [sgd_step(model, opt, x, y) for x, y in batches]
         if after_epoch is not None:
             after_epoch(e, lr, losses)

@@ -20,24 +20,26 @@ import torch.nn.functional as F
 from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.models import is_head
+from benchmark.pfl.streams import BatchKey, PFLStreams
 
 State = dict[str, torch.Tensor]
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 def epoch_batches(
-    data: DeviceImages, idx: np.ndarray, batch_size: int, seed: int, *keys: int
+    data: DeviceImages, idx: np.ndarray, batch_size: int, streams: PFLStreams, purpose: str, *keys: int
 ) -> Iterator[Batch]:
-    """One pass over the client's images ``idx``: shuffled, cropped and flipped by the draws keyed by
-    ``(seed, *keys)`` (the last batch may be short, as the reference's ``DataLoader``)."""
+    """One pass over the client's images ``idx``: shuffled, cropped and flipped by the draws of the run's stream
+    ``purpose`` keyed by ``keys`` (:mod:`benchmark.pfl.streams`; the last batch may be short, as the reference's
+    ``DataLoader``)."""
     dev = data.images.device
     idx_t = torch.as_tensor(idx, device=dev)
-    for pos, crop, flip in epoch_plan(len(idx), batch_size, seed, *keys):
+    for pos, crop, flip in epoch_plan(len(idx), batch_size, streams.batches(purpose, *keys)):
         yield data.train_batch(idx_t[pos.to(dev)], crop.to(dev), flip.to(dev))
 
 
 def batch_stream(
-    data: DeviceImages, idx: np.ndarray, batch_size: int, seed: int, *keys: int
+    data: DeviceImages, idx: np.ndarray, batch_size: int, streams: PFLStreams, purpose: str, *keys: int
 ) -> Iterator[Batch]:
     """Batches without end: pass ``p`` (0, 1, ...) is :func:`epoch_batches` keyed by ``(*keys, p)`` -- the
     reference's ``next(it)`` that re-creates the ``DataLoader`` iterator (a fresh shuffle) when it runs out."""
@@ -45,7 +47,7 @@ def batch_stream(
         raise ConfigError("a client without training images", "re-partition so that every client has data")
     p = 0
     while True:
-        yield from epoch_batches(data, idx, batch_size, seed, *keys, p)
+        yield from epoch_batches(data, idx, batch_size, streams, purpose, *keys, p)
         p += 1
 
 
@@ -73,7 +75,7 @@ def clone_state(model: torch.nn.Module) -> State:
 @dataclass(frozen=True)
 class LocalSGD:
     """One local update's optimiser and batches (the reference's ``LocalUpdate.train`` arguments): ``epochs``
-    passes over the client's augmented data in batches of ``batch_size`` drawn from the run ``seed``, a fresh
+    passes over the client's augmented data in batches of ``batch_size`` drawn from the run's ``streams``, a fresh
     SGD with the body at ``body_lr`` and the head at ``head_lr`` (0: the part is not trained), ``momentum``,
     ``weight_decay``."""
 
@@ -83,7 +85,7 @@ class LocalSGD:
     head_lr: float
     momentum: float
     weight_decay: float
-    seed: int
+    streams: PFLStreams
 
 
 def sgd_epochs(
@@ -91,11 +93,11 @@ def sgd_epochs(
     data: DeviceImages,
     idx: np.ndarray,
     sgd: LocalSGD,
-    keys: tuple[int, ...],
+    key: BatchKey,
     prox: tuple[float, State] | None = None,
 ) -> float:
     """The reference's ``LocalUpdate.train``: ``sgd`` with body / head groups over the client's images ``idx``
-    (epoch ``e``'s batches keyed ``(seed, *keys, e)``), and with ``prox = (mu, anchor)`` FedProx's
+    (epoch ``e``'s batches from the stream ``key = (purpose, *keys)`` keyed ``(*keys, e)``), and with ``prox = (mu, anchor)`` FedProx's
     ``mu/2 * ||w - anchor||^2`` over the parameters in ``anchor``. Returns the mean loss."""
     model.train()
     body = [p for n, p in model.named_parameters() if not is_head(n)]
@@ -108,7 +110,7 @@ def sgd_epochs(
         anchor = [(named[k], prox[1][k]) for k in named if k in prox[1]]
     losses = []
     for e in range(sgd.epochs):
-        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e):
+        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.streams, *key, e):
             loss = F.cross_entropy(model(x), y)
             if anchor:
                 loss = loss + prox[0] / 2 * sum(((p - a) ** 2).sum() for p, a in anchor)

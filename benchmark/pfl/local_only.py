@@ -8,7 +8,7 @@ optimiser over all parameters for the whole run (lr ``cfg.lr`` 0.1, momentum 0.9
 (selection on its own test set; ``selection="last"`` keeps the last epoch). The cell value is then the clients'
 accuracies of those models, as for the other algorithms' "initial" accuracy.
 
-Departures: none intended. Batches are keyed ``(seed, 0x10CA1, client, epoch)`` (the reference's unseeded
+Departures: none intended. Batches come from the run's ``data_order/local_only`` stream keyed ``(client, epoch)`` (the reference's unseeded
 DataLoader shuffle). The milestones are the reference's fixed 80/120, not fractions of the run.
 """
 
@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from benchmark.pfl.local import State, client_accuracies, clone_state, epoch_batches, sgd_step, weighted_mean
+from benchmark.pfl.streams import LOCAL_ONLY
 from benchmark.pfl.trainer import PFLResult, PFLTrainer, Selection
 
 MILESTONES = (80, 120)
-LOCAL_KEY = 0x10CA1  # the batch key of the local epochs
 
 
 def train_local_only(trainer: PFLTrainer) -> PFLResult:
@@ -44,7 +44,7 @@ def train_local_only(trainer: PFLTrainer) -> PFLResult:
         for e in range(cfg.rounds):
             model.train()
             for x, y in epoch_batches(
-                trainer.train, trainer.split.train[i], cfg.batch_size, cfg.seed, LOCAL_KEY, i, e
+                trainer.train, trainer.split.train[i], cfg.batch_size, cfg.streams, LOCAL_ONLY, i, e
             ):
                 sgd_step(model, opt, x, y)
             sched.step()

@@ -11,7 +11,8 @@ test images per client).
 
 Departure, documented: the reference shuffles the rows with Python's ``random``, which it never seeds (the
 label-to-client assignment changes between runs with the same ``--seed``); here every draw comes from one
-``numpy`` generator seeded by the run's seed, so a partition is a function of (dataset, scheme, seed).
+``numpy`` generator, the run's ``partition`` stream (:mod:`benchmark.pfl.streams`), so a partition is a function of
+(dataset, scheme, seed, stream scheme).
 
 Dirichlet (fedbabu App. Table 18, beta in {0.5, 1.0}): every client draws class proportions p ~ Dir(beta*1_C),
 its ``train_per_client`` training and ``test_per_client`` test images are drawn class by class from those
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmark.errors import ConfigError
-from benchmark.seeding import keyed_rng
+from benchmark.pfl.streams import PARTITION_DIRICHLET, PARTITION_SHARDS, PFLStreams, as_streams
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class ShardsPartitioner:
     shards_per_client: int
     server_fraction: float = 0.0
 
-    def __call__(self, train_labels: np.ndarray, test_labels: np.ndarray, seed: int) -> ClientSplit:
+    def __call__(self, train_labels: np.ndarray, test_labels: np.ndarray, seed: int | PFLStreams) -> ClientSplit:
         num_classes = int(max(train_labels.max(), test_labels.max())) + 1
         total = self.shards_per_client * self.num_clients
         if total % num_classes:
@@ -90,7 +91,7 @@ class ShardsPartitioner:
                 "choose s and the number of clients so that every class is cut into the same number of shards",
             )
         per_class = total // num_classes
-        rng = keyed_rng(seed, 0x5A4D)
+        rng = as_streams(seed).numpy(PARTITION_SHARDS)
         rows = rng.permutation(np.repeat(np.arange(num_classes)[None, :], per_class, axis=0).ravel())
         rows = rows.reshape(self.num_clients, self.shards_per_client)
         train = _deal(_class_shards(train_labels, num_classes, per_class), rows, rng)
@@ -108,9 +109,9 @@ class DirichletPartitioner:
     test_per_client: int = 100
     server_fraction: float = 0.0
 
-    def __call__(self, train_labels: np.ndarray, test_labels: np.ndarray, seed: int) -> ClientSplit:
+    def __call__(self, train_labels: np.ndarray, test_labels: np.ndarray, seed: int | PFLStreams) -> ClientSplit:
         num_classes = int(max(train_labels.max(), test_labels.max())) + 1
-        rng = keyed_rng(seed, 0xD1)
+        rng = as_streams(seed).numpy(PARTITION_DIRICHLET)
         props = rng.dirichlet(np.full(num_classes, self.beta), size=self.num_clients)
         train = _draw(train_labels, props, self.train_per_client, num_classes, rng)
         test = _draw(test_labels, props, self.test_per_client, num_classes, rng)

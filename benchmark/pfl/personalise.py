@@ -13,6 +13,10 @@
   by Euclidean ``cdist`` (the reference notebook; evaluation ``ncm_euclidean``). The reference returns a *count* of correct images that equals a
   percentage only with 100 test images per client; here it is a percentage.
 
+Random draws (the fine-tuning's batches, the templates' crops) come from the run's streams ``seed``
+(:mod:`benchmark.pfl.streams`: ``data_order/fine_tune`` keyed by client and epoch, ``data_order/ncm_crops`` by
+client; a bare seed is the keyed scheme).
+
 Summary statistics are the mean and the **population** std (``np.std``, ddof 0) across clients, as the
 reference prints them and the paper reports them.
 """
@@ -28,8 +32,7 @@ import torch
 from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs
 from benchmark.pfl.partition import ClientSplit
-
-FINE_TUNE_KEY = 0xF7  # the fine-tuning epochs' batch key: (seed, FINE_TUNE_KEY, client, epoch)
+from benchmark.pfl.streams import FINE_TUNE, NCM_CROPS, PFLStreams, as_streams
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,11 @@ class FineTune:
     def tag(self) -> str:
         return f"{self.part}-e{self.epochs}-lr{self.lr:g}-m{self.momentum:g}"
 
-    def local_sgd(self, seed: int) -> LocalSGD:
+    def local_sgd(self, streams: int | PFLStreams) -> LocalSGD:
         """The fine-tuning as a local update (no weight decay; the part not tuned at lr 0)."""
         body = self.lr if self.part in ("full", "body") else 0.0
         head = self.lr if self.part in ("full", "head") else 0.0
-        return LocalSGD(self.epochs, self.batch_size, body, head, self.momentum, 0.0, seed)
+        return LocalSGD(self.epochs, self.batch_size, body, head, self.momentum, 0.0, as_streams(streams))
 
 
 def personalise(
@@ -59,7 +62,7 @@ def personalise(
     split: ClientSplit,
     states: Callable[[int], State],
     ft: FineTune,
-    seed: int,
+    seed: int | PFLStreams,
     eval_batch: int = 128,
     clients: list[int] | None = None,
 ) -> np.ndarray:
@@ -69,7 +72,7 @@ def personalise(
     for i in clients if clients is not None else range(split.num_clients):
         model.load_state_dict(states(i))
         if ft.epochs > 0:
-            sgd_epochs(model, train, split.train[i], ft.local_sgd(seed), (FINE_TUNE_KEY, i))
+            sgd_epochs(model, train, split.train[i], ft.local_sgd(seed), (FINE_TUNE, i))
         tuned = clone_state(model)
         out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])
     return np.asarray(out)
@@ -82,7 +85,7 @@ def ncm_accuracy(
     split: ClientSplit,
     states: Callable[[int], State],
     num_classes: int,
-    seed: int,
+    seed: int | PFLStreams,
     batch: int = 128,
     metric: str = "cosine",
 ) -> np.ndarray:
@@ -95,7 +98,7 @@ def ncm_accuracy(
             model.load_state_dict(states(i))
             feats, labels = [], []
             idx = torch.as_tensor(split.train[i], device=dev)
-            for pos, crop, flip in epoch_plan(len(idx), batch, seed, 0xCE, i, shuffle=False):
+            for pos, crop, flip in epoch_plan(len(idx), batch, as_streams(seed).batches(NCM_CROPS, i), shuffle=False):
                 x, y = train.train_batch(idx[pos.to(dev)], crop.to(dev), flip.to(dev))
                 feats.append(model.features(x))
                 labels.append(y)

@@ -61,7 +61,7 @@ def load_run_data(
     """The train / test splits on ``device`` and the client partition (a function of the config and seed)."""
     tr = load_dataset(cfg.dataset, "train", data_root)
     te = load_dataset(cfg.dataset, "test", data_root)
-    split = make_partitioner(num_clients=cfg.clients, **partition)(tr.labels, te.labels, cfg.seed)
+    split = make_partitioner(num_clients=cfg.clients, **partition)(tr.labels, te.labels, cfg.streams)
     fingerprint = hashlib.sha256()
     for part in (*split.train, *split.test, split.server):
         fingerprint.update(np.ascontiguousarray(part, dtype=np.int64).tobytes())
@@ -261,14 +261,14 @@ def eval_step(
         acc = client_accuracies(model, test, split.test, states, cfg.eval_batch)
     elif evaluation == "personalised" and cfg.client_exec == "vectorised" and model_reason(model) is None:
         acc = personalise_vectorised(
-            model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch
+            model, train, test, split, states, ft or FineTune(), cfg.streams, cfg.eval_batch
         )
     elif evaluation == "personalised":
-        acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.seed, cfg.eval_batch)
+        acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.streams, cfg.eval_batch)
     elif evaluation in ("ncm_cosine", "ncm_euclidean"):
         metric = evaluation.removeprefix("ncm_")
         acc = ncm_accuracy(
-            model, train, test, split, states, meta["num_classes"], cfg.seed, cfg.eval_batch, metric
+            model, train, test, split, states, meta["num_classes"], cfg.streams, cfg.eval_batch, metric
         )
     else:
         raise ConfigError(

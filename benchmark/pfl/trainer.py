@@ -5,7 +5,8 @@ loop (:func:`benchmark.federated.loop.run_rounds`): :class:`PFLTrainer` is a
 Per round ``r`` (0-based) of ``R``:
 
 1. ``m = max(int(f*K), 1)`` clients are drawn without replacement (:class:`~benchmark.federated.sampling.
-   FedBABUSampler`, a generator keyed by ``(seed, r)``);
+   FedBABUSampler`, the run's ``client_sampling`` stream keyed by ``r``; every draw of a run comes from its
+   streams, :mod:`benchmark.pfl.streams`);
 2. each sampled client loads the broadcast (aggregated) entries plus its own personal entries, and runs its
    local procedure: the reference's ``LocalUpdate.train`` (:func:`~benchmark.pfl.local.sgd_epochs`) is ``tau``
    epochs of SGD over its augmented data in batches of 50, with a **fresh** optimiser (momentum restarts every
@@ -50,6 +51,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +70,8 @@ from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state,
 from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure
+from benchmark.pfl.streams import CLIENT_SAMPLING, LOCAL, PFLStreams
 from benchmark.pfl.vectorised import local_updates_vectorised
-from benchmark.seeding import seed_model_init
 
 
 @dataclass(frozen=True)
@@ -145,17 +147,25 @@ class PFLConfig:
     def local_sgd(self, body_lr: float, head_lr: float, weight_decay: float | None = None) -> LocalSGD:
         """The config's local SGD (epochs, batch size, momentum, weight decay unless given, seed) at these lrs."""
         wd = self.weight_decay if weight_decay is None else weight_decay
-        return LocalSGD(self.local_epochs, self.batch_size, body_lr, head_lr, self.momentum, wd, self.seed)
+        return LocalSGD(self.local_epochs, self.batch_size, body_lr, head_lr, self.momentum, wd, self.streams)
+
+    @property
+    def streams(self) -> PFLStreams:
+        """The run's random streams (:mod:`benchmark.pfl.streams`: keyed up to 206 rounds, named beyond)."""
+        return PFLStreams.for_run(self.seed, self.rounds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def identity(self) -> dict[str, Any]:
         """What a checkpoint of this run must match: :meth:`to_dict`, less ``channels_last`` when it is off (the
-        identity of the runs checkpointed before the option existed)."""
+        identity of the runs checkpointed before the option existed), and with the stream scheme when it is
+        ``named`` (a checkpoint of the keyed draws never resumes under the named ones)."""
         out = self.to_dict()
         if not self.channels_last:
             del out["channels_last"]
+        if self.streams.scheme != "keyed":
+            out["random_streams"] = self.streams.scheme
         return out
 
 
@@ -226,7 +236,7 @@ class PFLTrainer(RoundTrainer):
         self.num_clients = cfg.clients
         self.algo: Algorithm = get_algorithm(cfg.algorithm)
         self.device = train.images.device
-        seed_model_init(cfg.seed)
+        cfg.streams.seed_model_init()
         self.model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init)
         self.model = place_model(self.model, self.device, cfg.precision.dtype, cfg.channels_last)
         train.dtype = test.dtype = cfg.precision.dtype
@@ -274,7 +284,8 @@ class PFLTrainer(RoundTrainer):
         cfg = self.cfg
         return RoundPlan(
             rounds=cfg.rounds,
-            sampler=FedBABUSampler(cfg.clients, cfg.clients_per_round, cfg.seed),
+            sampler=FedBABUSampler(cfg.clients, cfg.clients_per_round, cfg.seed,
+                                   rng_for_round=partial(cfg.streams.numpy, CLIENT_SAMPLING)),
             lr_at=cfg.lr_at,
             eval_every=cfg.eval_every,
             identity=run_identity(
@@ -292,7 +303,7 @@ class PFLTrainer(RoundTrainer):
             return self.procedure(self, i, r, lr)
         self.model.load_state_dict(self.client_state(i))
         idx = self.split.train[i]
-        loss = sgd_epochs(self.model, self.train, idx, self.local_sgd(lr), (r, i), self.prox())
+        loss = sgd_epochs(self.model, self.train, idx, self.local_sgd(lr), (LOCAL, r, i), self.prox())
         return clone_state(self.model), loss
 
     def aggregate(self, states: list[State]) -> State:

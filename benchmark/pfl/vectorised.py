@@ -9,8 +9,8 @@ batches are drawn and augmented, which entries are trained at which lr, the fine
 evaluation of personalisation. The arithmetic of each client is that of :func:`benchmark.pfl.local.sgd_epochs`
 (the reference's ``models/Update.py: LocalUpdate.train``):
 
-* the same batches: ``epoch_plan(n, batch_size, seed, r, i, e)`` of each client (its shuffle, crops and flips
-  depend only on ``(seed, round, client, epoch)``, not on the order in which clients run), gathered and
+* the same batches: ``epoch_plan`` of each client's stream (its shuffle, crops and flips depend only on the
+  run's ``data_order`` stream keyed ``(round, client, epoch)``, not on the order in which clients run), gathered and
   augmented by :meth:`DeviceImages.train_batch`, one image at a time, so the pixels are bit-identical;
 * the same loss: batch-mean cross-entropy plus, for FedProx, ``mu/2 * sum ||w - w_broadcast||^2`` over the
   model's parameters that are broadcast (in the model's order; ``SGDRule.prox_at="loss"``);
@@ -65,7 +65,8 @@ from benchmark.federated.vectorised import (
 from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.personalise import FINE_TUNE_KEY, FineTune, personalise
+from benchmark.pfl.personalise import FineTune, personalise
+from benchmark.pfl.streams import FINE_TUNE, LOCAL, BatchKey, PFLStreams
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -94,7 +95,7 @@ def size_chunks(sizes: Sequence[tuple[int, int]], chunk: int | None) -> list[lis
 
 # ------------------------------------------------------------------------------------------- lock-step
 def _draws(
-    sgd: LocalSGD, keys: Sequence[tuple[int, ...]], idxs: Sequence[np.ndarray], n: int, device: torch.device
+    sgd: LocalSGD, keys: Sequence[BatchKey], idxs: Sequence[np.ndarray], n: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every epoch's draws of every client of a chunk, ``(epochs, clients, n)`` dataset indices in batch order,
     crops ``(..., 2)`` and flips, from ``epoch_plan`` (so they equal the loop's), on the device."""
@@ -102,7 +103,7 @@ def _draws(
     epochs = sgd.epochs
     for e in range(epochs):
         for key, idx in zip(keys, idxs, strict=True):
-            plan = epoch_plan(n, sgd.batch_size, sgd.seed, *key, e)
+            plan = epoch_plan(n, sgd.batch_size, sgd.streams.batches(*key, e))
             pos = torch.cat([p for p, _, _ in plan])
             rows.append(torch.as_tensor(idx, dtype=torch.int64)[pos])
             crops.append(torch.cat([c for _, c, _ in plan]))
@@ -121,7 +122,7 @@ def lockstep_sgd(
     starts: Sequence[State],
     idxs: Sequence[np.ndarray],
     sgd: LocalSGD,
-    keys: Sequence[tuple[int, ...]],
+    keys: Sequence[BatchKey],
     prox: tuple[float, State] | None = None,
 ) -> tuple[list[State], list[float]]:
     """:func:`~benchmark.pfl.local.sgd_epochs` for several clients at once (module docstring): client ``j``
@@ -188,7 +189,7 @@ def local_updates_vectorised(
     for group in size_chunks([(i, len(trainer.split.train[i])) for i in clients], chunk):
         starts = [trainer.client_state(i) for i in group]
         idxs = [trainer.split.train[i] for i in group]
-        keys = [(r, i) for i in group]
+        keys = [(LOCAL, r, i) for i in group]
         states, losses = lockstep_sgd(trainer.model, trainer.train, starts, idxs, sgd, keys, prox)
         done.update(zip(group, zip(states, losses, strict=True), strict=True))
     return [done[i] for i in clients]
@@ -238,7 +239,7 @@ def personalise_vectorised(
     split: ClientSplit,
     states: Callable[[int], State],
     ft: FineTune,
-    seed: int,
+    seed: int | PFLStreams,
     eval_batch: int = 128,
     clients: list[int] | None = None,
     chunk: int | None = 10,
@@ -255,7 +256,7 @@ def personalise_vectorised(
     for group in size_chunks([(i, len(split.train[i])) for i in ids], chunk):
         starts = [states(i) for i in group]
         if ft.epochs > 0:
-            idxs, keys = [split.train[i] for i in group], [(FINE_TUNE_KEY, i) for i in group]
+            idxs, keys = [split.train[i] for i in group], [(FINE_TUNE, i) for i in group]
             starts, _ = lockstep_sgd(model, train, starts, idxs, ft.local_sgd(seed), keys)
         got = lockstep_accuracies(model, test, [split.test[i] for i in group], starts, eval_batch, chunk)
         acc.update(zip(group, got.tolist(), strict=True))

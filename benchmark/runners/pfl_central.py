@@ -79,6 +79,7 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
     from benchmark.federated.images import DeviceImages  # local: heavy import (torch)
     from benchmark.pfl.centralised import CentralRecipe, fit_part  # local: heavy import (torch)
     from benchmark.pfl.models import build_model  # local: heavy import (torch)
+    from benchmark.pfl.streams import PFLStreams
     from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
     if job.part not in PARTS:
@@ -95,7 +96,8 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
     test = DeviceImages.from_split(te, job.dataset, device)
     cfg = PFLConfig(dataset=job.dataset, model=job.model, head_init=job.head_init, seed=job.seed)
     recipe = CentralRecipe.protocol(cfg, job.epochs)
-    torch.manual_seed(job.seed)
+    streams = PFLStreams.for_run(job.seed, job.epochs)
+    streams.seed_model_init()
     num_classes = int(tr.num_classes)
     model = build_model(job.model, num_classes, head_init=job.head_init).to(device)
     cosine = head_row_cosine(model.linear.weight)
@@ -105,7 +107,7 @@ def train_curve(job: CentralCurveJob, device: Any, data_root: str | None) -> dic
         history.append({"epoch": e + 1, "lr": lr, "train_loss": float(torch.stack(losses).mean()),
                         "test_accuracy": evaluate_accuracy(model, test), "wall_s": time.perf_counter() - t0})  # fmt: skip
 
-    fit_part(model, train, np.arange(n, dtype=np.int64), job.part, job.epochs, recipe, job.seed, record)
+    fit_part(model, train, np.arange(n, dtype=np.int64), job.part, job.epochs, recipe, streams, record)
     return {
         "kind": CentralCurveJob.KIND, "config": {**job.__dict__, "batch_size": recipe.batch_size, "lr": recipe.lr,
                                                  "momentum": recipe.momentum, "weight_decay": recipe.weight_decay,

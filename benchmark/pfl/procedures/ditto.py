@@ -11,7 +11,7 @@ A sampled client ``i`` in round ``r`` (at the round's lr ``eta``):
    the reference's proximal step ``v <- v - eta * lambda * (v_before - w_i)`` -- a gradient step of
    ``lambda/2 ||v - w_i||^2`` at the pre-step point, outside the momentum, on every floating-point state entry
    (parameters and float buffers; the reference also shifts the integer ``num_batches_tracked``, skipped here);
-   batches keyed ``(seed, r, i, 0xD1, e)`` (the reference re-iterates the same shuffled ``DataLoader``);
+   batches from the run's ``data_order/ditto_personal`` stream keyed ``(r, i, e)`` (the reference re-iterates the same shuffled ``DataLoader``);
 3. the server averages the ``w_i`` (the trainer; algorithm ``ditto``: ``full``/``full``).
 
 The personal model is kept per client across rounds in ``trainer.personal[i]`` -- a **full** state dict, which
@@ -43,11 +43,11 @@ import torch
 
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_epochs, sgd_step
+from benchmark.pfl.streams import DITTO_PERSONAL, LOCAL, BatchKey
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
 
-PERSONAL_KEY = 0xD1  # the personal pass's batch key
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def personal_update(
     data: DeviceImages,
     idx: np.ndarray,
     sgd: LocalSGD,
-    keys: tuple[int, ...],
+    key: BatchKey,
     *,
     anchor: State,
     lam: float,
@@ -79,7 +79,7 @@ def personal_update(
     coef = sgd.body_lr * lam
     losses = []
     for e in range(sgd.epochs):
-        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e):
+        for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.streams, *key, e):
             before = [live[k].detach().clone() for k in floats]
             losses.append(sgd_step(model, opt, x, y))
             with torch.no_grad():
@@ -102,10 +102,10 @@ def ditto(
     eta = cfg.lr if opts.reference else lr
     sgd = cfg.local_sgd(eta, eta, weight_decay=0.0)
     model.load_state_dict(trainer.broadcast)
-    sgd_epochs(model, trainer.train, idx, sgd, (r, i))
+    sgd_epochs(model, trainer.train, idx, sgd, (LOCAL, r, i))
     w_i = clone_state(model)
     model.load_state_dict(trainer.personal.get(i, trainer.broadcast))
-    loss = personal_update(model, trainer.train, idx, sgd, (r, i, PERSONAL_KEY), anchor=w_i, lam=opts.lam)
+    loss = personal_update(model, trainer.train, idx, sgd, (DITTO_PERSONAL, r, i), anchor=w_i, lam=opts.lam)
     v_i = clone_state(model)
     trainer.personal[i] = v_i
     return (v_i if opts.reference else w_i), loss

@@ -11,8 +11,8 @@ Each sampled client loads the broadcast body and its own head, then
    parameter whose lr is 0), as in the reference.
 
 The body is aggregated (unweighted mean, the trainer), the head stays personal (algorithm ``fedrep``:
-``full``/``body``). Batches: head epoch ``e`` is keyed ``(seed, r, i, e)`` (as FedAvg's epoch ``e``), the body
-epoch ``(seed, r, i, tau)``.
+``full``/``body``). Batches: head epoch ``e`` comes from the run's ``data_order`` stream keyed ``(r, i, e)`` (as
+FedAvg's epoch ``e``), the body epoch from ``(r, i, tau)`` (:mod:`benchmark.pfl.streams`).
 
 Departures and notes:
 
@@ -37,6 +37,7 @@ import torch
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_step
 from benchmark.pfl.models import is_head
+from benchmark.pfl.streams import LOCAL, BatchKey
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -47,7 +48,7 @@ def fedrep_update(
     data: DeviceImages,
     idx: np.ndarray,
     sgd: LocalSGD,
-    keys: tuple[int, ...],
+    key: BatchKey,
     body_epochs: int = 1,
 ) -> float:
     """``sgd.epochs`` epochs on the head at ``sgd.head_lr`` (body lr 0), then ``body_epochs`` on the body at
@@ -63,7 +64,7 @@ def fedrep_update(
             opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = sgd.body_lr, 0.0
         losses += [
             sgd_step(model, opt, x, y)
-            for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.seed, *keys, e)
+            for x, y in epoch_batches(data, idx, sgd.batch_size, sgd.streams, *key, e)
         ]
     return mean_loss(losses)
 
@@ -72,6 +73,6 @@ def fedrep(trainer: PFLTrainer, i: int, r: int, lr: float) -> tuple[State, float
     """Client ``i``'s FedRep update in round ``r``: its full state after it, and the mean loss."""
     trainer.model.load_state_dict(trainer.client_state(i))
     loss = fedrep_update(
-        trainer.model, trainer.train, trainer.split.train[i], trainer.cfg.local_sgd(lr, lr), (r, i)
+        trainer.model, trainer.train, trainer.split.train[i], trainer.cfg.local_sgd(lr, lr), (LOCAL, r, i)
     )
     return clone_state(trainer.model), loss

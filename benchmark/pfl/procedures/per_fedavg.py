@@ -13,7 +13,7 @@ client with data), each on two fresh batches of its augmented training data:
    as in the reference. Only parameters are restored (buffers of running-statistics BN keep both passes'
    updates, as the reference).
 
-Batches come from a stream per local epoch (keys ``(seed, r, i, e, p)`` for its pass ``p``): the reference
+Batches come from a stream per local epoch (the run's ``data_order`` stream keyed ``(r, i, e, p)`` for its pass ``p``): the reference
 re-creates its ``DataLoader`` iterator at each local epoch and whenever it runs out (a fresh shuffle). The
 loss reported is the mean of the step-2 losses (the reference's ``batch_loss``). The server averages the full
 model (algorithm ``per_fedavg``: ``full``/``full``).
@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, batch_stream, clone_state, mean_loss, sgd_step
+from benchmark.pfl.streams import LOCAL, BatchKey
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -65,7 +66,7 @@ def per_fedavg_update(
     data: DeviceImages,
     idx: np.ndarray,
     sgd: LocalSGD,
-    keys: tuple[int, ...],
+    key: BatchKey,
     *,
     beta: float,
 ) -> float:
@@ -77,7 +78,7 @@ def per_fedavg_update(
     group = opt.param_groups[0]
     losses = []
     for e in range(sgd.epochs):
-        stream = batch_stream(data, idx, sgd.batch_size, sgd.seed, *keys, e)
+        stream = batch_stream(data, idx, sgd.batch_size, sgd.streams, *key, e)
         for _ in range(meta_steps(len(idx), sgd.batch_size, sgd.epochs)):
             theta = [p.detach().clone() for p in params]
             group["lr"] = sgd.body_lr
@@ -102,7 +103,7 @@ def per_fedavg(
     trainer.model.load_state_dict(trainer.client_state(i))
     beta = lr if opts.beta is None else opts.beta
     sgd, idx = trainer.cfg.local_sgd(lr, lr), trainer.split.train[i]
-    loss = per_fedavg_update(trainer.model, trainer.train, idx, sgd, (r, i), beta=beta)
+    loss = per_fedavg_update(trainer.model, trainer.train, idx, sgd, (LOCAL, r, i), beta=beta)
     return clone_state(trainer.model), loss
 
 
