@@ -248,3 +248,21 @@ def test_table_target_exit_status_and_outputs(tmp_path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text(yaml.safe_dump({"findings": []}))
     assert main(["verdict", "fedcof_table8", "--results", str(tmp_path / "results"), "--findings", str(empty)]) == 1
+
+
+def _report_inputs(log: str) -> str:
+    block = log.split("rule report:", 1)[1]
+    return block.split("output:", 1)[0]
+
+
+def test_the_report_waits_for_the_targets_named_beside_it(tmp_path) -> None:
+    """`snakemake T report` builds T first (its outputs are inputs of the claims and the report); `report` alone
+    builds nothing else (it reads whatever results exist)."""
+    (tmp_path / "expected").mkdir()
+    (tmp_path / "expected" / "known_findings.yaml").write_text((ROOT / "expected" / "known_findings.yaml").read_text())
+    beside = _snakemake("fedcof_table5", tmp_path, "report", "-n")
+    assert beside.returncode == 0, (beside.stdout + beside.stderr)[-3000:]
+    assert "results/checks/fedcof_table5.json" in _report_inputs(beside.stdout)
+    alone = _snakemake("report", tmp_path, "-n")
+    assert alone.returncode == 0, (alone.stdout + alone.stderr)[-3000:]
+    assert "results/checks/" not in _report_inputs(alone.stdout) and "fedcof_table5" not in alone.stdout

@@ -1,9 +1,11 @@
 # The reproducibility report (issue 14): `snakemake --cores all report` evaluates the claims catalogue
 # (claims/*.yaml -> results/claims/<paper>.json, `flb claims`) and builds the static HTML site
 # (results/report/index.html, `flb site`) from WHATEVER results exist: the check reports of the tables run so
-# far, the figures drawn so far, the known findings. It builds nothing else first; to fill it, run the tables
-# and figures, e.g. `snakemake --cores all ci_tables figures report --config tier=ci`. Both rules re-run when
-# the set of available results changes (their inputs are globbed when the DAG is built).
+# far, the figures drawn so far, the known findings. Named alone it builds nothing else first; named beside other
+# targets on one command line (`snakemake --cores all ci_tables figures report --config tier=ci`), it waits for
+# them: their inputs become inputs of the claims and the report (`_beside`), so the site never shows a half-built
+# set of results. Both rules re-run when the set of available results changes (their inputs are globbed when the
+# DAG is built).
 from glob import glob as _glob
 import hashlib as _hashlib
 import os as _os
@@ -24,9 +26,25 @@ def _fingerprint(*patterns):
     return h.hexdigest()[:16]
 
 
+def _beside():
+    """The inputs of the target rules named with `claims` / `report` on this command line (`figures`, `ci_tables`,
+    a table target): the results they build, which the claims and the report then read only when finished. A
+    named file or a rule without a static input list adds nothing."""
+    asked = set(getattr(getattr(workflow, "dag_settings", None), "targets", None) or ())
+    out = []
+    for name in sorted(asked - {"claims", "report"}):
+        try:
+            target = getattr(rules, name)
+        except Exception:  # a file target, or a name no rule has (Snakemake reports it itself)
+            continue
+        out += [str(f) for f in target.input if not callable(f)]
+    return out
+
+
+
 rule claims:
     localrule: True
-    input: sorted(_glob("claims/*.yaml"))
+    input: lambda w: sorted(_glob("claims/*.yaml")) + _beside()  # a function: the targets are known at DAG time
     output: [f"results/claims/{p}.json" for p in CLAIM_PAPERS]
     params:
         results=lambda w: _fingerprint(*_CLAIM_SOURCES),
@@ -38,6 +56,7 @@ rule report:
     input:
         claims=rules.claims.output,
         findings="expected/known_findings.yaml",
+        beside=lambda w: _beside(),
     output: directory("results/report")
     params:
         results=lambda w: _fingerprint(*_REPORT_SOURCES),
