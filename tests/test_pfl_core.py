@@ -249,6 +249,11 @@ def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkey
     on_disk = json.loads((tmp_path / "a" / "seed0.json").read_text())
     assert on_disk["model_sha256"] == a["model_sha256"]
     assert a["model_sha256"] == b["model_sha256"]  # the model file is saved through a file object
+    assert a["random_streams"] == "keyed"
+    ev = run.eval_step(tmp_path / "a" / "seed0.json", "initial", tmp_path / "a" / "initial.json",
+                       data_root=str(real_data_root), device="cpu")  # fmt: skip
+    assert ev["model_sha256"] == a["model_sha256"] and ev["partition_hash"] == a["partition_hash"]  # the lineage
+    assert ev["per_client"] == a["initial"]["per_client"] and ev["random_streams"] == "keyed"
     from benchmark.apps.plots import as_frame, curve
 
     xs, ys = curve(as_frame(tmp_path / "a" / "seed0.curve.csv"), "communication")  # the tables' curve format

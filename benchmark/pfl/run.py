@@ -17,7 +17,9 @@ The record, the curve and the evaluation JSON carry a checksum sidecar (``<file>
 :func:`benchmark.io.atomic_path`), checked when they are read back.
 
 :func:`eval_step` writes the per-client accuracies of one evaluation (``initial``, ``personalised`` with a
-:class:`~benchmark.pfl.personalise.FineTune`, or ``ncm_cosine`` / ``ncm_euclidean``) as JSON.
+:class:`~benchmark.pfl.personalise.FineTune`, or ``ncm_cosine`` / ``ncm_euclidean``) as JSON, with its lineage:
+the training record it read, the sha256 of the model bytes it evaluated (checked against the record before
+loading), the partition hash and the run's random-stream scheme (:mod:`benchmark.pfl.streams`).
 """
 
 from __future__ import annotations
@@ -168,6 +170,7 @@ def _write_outputs(trainer: PFLTrainer, out: Path, res: PFLResult, common: dict[
         "history": res.history,
         "model_file": model_path.name,
         "model_sha256": sha256_bytes(buffer.getbuffer()),
+        "random_streams": cfg.streams.scheme,
         "wall_s": res.wall_s,
         **common["prov"],
     }
@@ -280,6 +283,9 @@ def eval_step(
         "evaluation": evaluation,
         "finetune": asdict(ft) if ft else None,
         "training_record": str(record_path),
+        "model_sha256": record["model_sha256"],  # the lineage: the evaluated bytes (checked by load_selected)
+        "partition_hash": meta["partition_hash"],
+        "random_streams": cfg.streams.scheme,
         "selected_round": record["selected_round"],
         "per_client": [float(a) for a in acc],
         "mean": mean,
