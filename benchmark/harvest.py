@@ -125,14 +125,15 @@ def group_units(planned: Iterable[tuple[str, Job]], seconds: Callable[[Job], flo
     return sorted(units, key=lambda u: (-u.value, u.seed, u.root.path))
 
 
-def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Callable[[Job], float]) -> list[Unit]:
+def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Callable[[Job], float],
+               seeds: tuple[int, ...] | None = None) -> list[Unit]:  # fmt: skip
     """The training units of ``targets`` under ``config`` (with ``pfl_both_selections``, the cells of both pfl
-    model selections: one training fills them all)."""
+    model selections: one training fills them all); ``seeds`` replaces every cell's seeds (``--seeds``)."""
     configs = planning_configs(config)
     pairs = []
     for cfg in configs:
         for target in targets:
-            for plan in plan_target(target, cfg):
+            for plan in plan_target(target, cfg, seeds=seeds):
                 if plan.status == "planned":
                     sel = f"[{cfg.get('pfl_selection', 'last')}]" if len(configs) > 1 else ""
                     pairs += [(f"{target}:{plan.cell.id}{sel}", job) for job in plan.jobs]

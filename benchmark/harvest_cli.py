@@ -24,6 +24,10 @@ recorded run (issue 24).
 ``--only REGEX``: keep only the units whose training output path matches one of the regular expressions
 (``re.search``), e.g. ``--only tau4-`` for the 4-epoch runs; a pattern that matches no unit to run is an error.
 
+``--seeds S ...``: plan these seeds for every cell instead of each spec's (:meth:`~benchmark.tables.spec.TableSpec.
+with_seeds`): a second seed of the cells one seed cannot decide is recorded first (``--seeds 1 --only ...``),
+then the spec's runner entry for those cells lists ``seeds: [0, 1]`` and the tables use both.
+
 ``--nice``: the harvester and its workers run at the lowest priority (``os.nice(19)``) with one torch thread
 per worker on a CPU, so a harvest can run in the background beside other work.
 """
@@ -127,7 +131,7 @@ class HarvestPlan:
 
 
 def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
-                 root: Path = Path(".")) -> HarvestPlan:  # fmt: skip
+                 root: Path = Path("."), seeds: tuple[int, ...] | None = None) -> HarvestPlan:  # fmt: skip
     """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
     ``recorded``), ordered by cells per estimated minute; a unit's estimate counts only its jobs not done."""
     unmeasured: set[str] = set()
@@ -143,7 +147,7 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
             unmeasured.add(job.path)
         return est.seconds
 
-    units = plan_units(targets, config, seconds)
+    units = plan_units(targets, config, seconds, seeds)
     todo = tuple(u for u in units if not all(done(j) for j in u.jobs))
     return HarvestPlan(todo, len(units) - len(todo), len(unmeasured))
 
@@ -337,6 +341,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--targets", nargs="+", default=None, help="paper-table targets (default: every table)")
     ap.add_argument("--only", nargs="+", action="extend", default=[], metavar="REGEX",
                     help="keep only the units whose training output path matches one of these (re.search)")
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, metavar="S",
+                    help="plan these seeds for every cell (default: each spec's): record a second seed before a "
+                         "spec asks for it")  # fmt: skip
     ap.add_argument("--out", type=Path, default=LEDGER_DIR, help="ledger folder for the records (default runs/)")
     ap.add_argument("--workers", type=int, default=1, help="units run at the same time (default 1)")
     ap.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -361,7 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = harvest_config(args.device, parse_kv(args.config), workers=args.workers, nice=args.nice)
     ledgers = [args.out] + ([LEDGER_DIR] if args.out.resolve() != LEDGER_DIR.resolve() else [])
     print(f"flb harvest: planning {len(targets)} target(s) on {args.device} ...", flush=True)
-    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers)), args.only)
+    seeds = tuple(args.seeds) if args.seeds else None
+    if seeds is not None and (len(set(seeds)) != len(seeds) or min(seeds) < 0):
+        raise ConfigError(f"--seeds {' '.join(map(str, seeds))}: seeds must be distinct non-negative integers",
+                          "e.g. --seeds 1, or --seeds 0 1")  # fmt: skip
+    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds), args.only)
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)
     if args.dry_run or not plan.units:

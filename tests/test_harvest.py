@@ -105,7 +105,7 @@ def test_only_keeps_the_matching_units_and_a_pattern_matching_none_is_an_error()
 def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, monkeypatch):
     """A unit whose jobs are all on disk or recorded is skipped; a unit's estimate counts its jobs not done."""
     planned = [("T:a", _Eval("a", 0, "e")), ("T:b", _Eval("b", 0, "e")), ("T:c", _Eval("c", 0, "e"))]
-    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
     monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
     on_disk = [_Part("a"), _Train("a", 0), _Eval("a", 0, "e"), _Part("c")]
     for job in on_disk:

@@ -29,7 +29,7 @@ from benchmark.io import atomic_write_json, atomic_write_text
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.runners import CellResult, get_runner
 from benchmark.schema import check_planned_seeds
-from benchmark.tables.plan import CellPlan, read_plan
+from benchmark.tables.plan import CellPlan, cell_spec, read_plan
 from benchmark.tables.spec import load_spec
 from benchmark.tidy import frame, make_row, write_tidy
 from benchmark.verdict import judge, shown_status
@@ -149,7 +149,7 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
                                   "re-plan the target")  # fmt: skip
             check_planned_seeds(cp.jobs, f"{target}: cell {cell.id}")  # two runs of one seed are no average
             try:
-                res = runner.collect(spec, cp, labels, plan.settings)
+                res = runner.collect(cell_spec(spec, cell), cp, labels, plan.settings)
             except CorruptFileError as err:  # the one command that rebuilds it: this target's
                 raise CorruptFileError(err.what, rebuild_fix(target)) from None
         tidy_rows.extend(res.rows)

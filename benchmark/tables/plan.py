@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,22 @@ def _alias(spec: TableSpec, kind: str, value: Any) -> Any:
     return spec.aliases.get(kind, {}).get(value, value)
 
 
-def plan_target(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR) -> list[CellPlan]:
-    """Plan every cell of ``target`` under ``config`` (data_root, weights_dir, precision, tier)."""
+def plan_target(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR,
+                seeds: tuple[int, ...] | None = None) -> list[CellPlan]:  # fmt: skip
+    """Plan every cell of ``target`` under ``config`` (data_root, weights_dir, precision, tier); ``seeds``
+    replaces the seeds of every cell (:meth:`TableSpec.with_seeds`; ``None``: the spec's)."""
     spec = load_spec(target, folder)
+    if seeds is not None:
+        spec = spec.with_seeds(seeds)
     return [plan_cell(spec, cell, config) for cell in expected_cells(spec)]
+
+
+def cell_spec(spec: TableSpec, cell: ReportedCell) -> TableSpec:
+    """``spec`` as the runner of ``cell`` sees it: with the seeds of the runner entry that takes the cell when
+    the entry lists its own (a second seed for the cells one seed cannot decide), else unchanged. Planning and
+    collecting both go through it, so a cell's jobs and its collection agree on the seeds."""
+    rule = spec.rule_for(_match_view(cell))
+    return replace(spec, seeds=rule.seeds) if rule is not None and rule.seeds is not None else spec
 
 
 def runner_protocol(spec: TableSpec, cell: ReportedCell) -> dict[str, Any] | None:
@@ -132,6 +144,7 @@ def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) ->
     rule = spec.rule_for(view)
     if rule is None:
         return CellPlan(cell, None, "not_run", spec.not_run_reason)
+    spec = cell_spec(spec, cell)
     wanted = config.get("cell_filter")
     if wanted and not re.search(str(wanted), cell.id):
         why = NotRunReason(ReasonKind.NOT_SELECTED, str(wanted), f"not selected by cell_filter={wanted!r}")

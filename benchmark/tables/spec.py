@@ -15,6 +15,10 @@ filter on the cell's (merged) protocol and metric, and the parameters it needs::
       - when: {metric: comm_mb}
         runner: cost
 
+A runner entry may list its own ``seeds``: the cells it takes run those seeds instead of the spec's (e.g. a
+second seed for the cells one seed cannot decide: an entry with ``when: {id: [...]}`` and ``seeds: [0, 1]``
+placed before the general entry).
+
 A cell that no runner takes is ``not_run`` with the spec's ``not_run_reason`` (or a default). The table
 layout is the expected file's own row and column labels, so nothing about the layout is repeated here.
 
@@ -28,7 +32,7 @@ non-negative integers. A misspelled key therefore never turns every cell into a 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,7 @@ class RunnerRule:
     runner: str
     when: Mapping[str, Any]
     params: Mapping[str, Any]
+    seeds: tuple[int, ...] | None = None  # the cells it takes run these seeds (None: the spec's)
 
     def matches(self, cell: Mapping[str, Any]) -> bool:
         for key, want in self.when.items():
@@ -91,6 +96,12 @@ class TableSpec:
 
     def rule_for(self, cell: Mapping[str, Any]) -> RunnerRule | None:
         return next((r for r in self.runners if r.matches(cell)), None)
+
+    def with_seeds(self, seeds: tuple[int, ...]) -> TableSpec:
+        """This spec with ``seeds`` for every cell (the spec's and every runner entry's seeds replaced): what
+        ``flb harvest --seeds`` plans, to record more seeds of a cell before its spec asks for them."""
+        rules = tuple(replace(r, seeds=None) for r in self.runners)
+        return replace(self, seeds=tuple(seeds), runners=rules)
 
 
 #: Top-level keys of a spec (name -> what it is); the first five are required.
@@ -208,19 +219,20 @@ def _rules(value: Any, where: Where) -> list[RunnerRule]:
             )
         plugin = plugins.get(name)
         declared = dict(plugin.params if plugin is not None else Runner.params)
-        check_mapping(entry, at, allowed=["runner", "when", *declared])
+        check_mapping(entry, at, allowed=["runner", "when", "seeds", *declared])
         when = check_mapping(entry.get("when", {}), at.at("when"), allowed=valid_when,
                              listing="a cell-protocol key (benchmark.expected.PROTOCOL_KEYS) or metric, unit, id")  # fmt: skip
         for key, want in when.items():
             coerce(want, _SCALAR | list[_SCALAR], at.at("when", key))
         _check_metrics(when.get("metric"), at.at("when", "metric"))
-        params = {k: v for k, v in entry.items() if k not in ("runner", "when")}
+        params = {k: v for k, v in entry.items() if k not in ("runner", "when", "seeds")}
+        seeds = check_seeds(entry["seeds"], at.at("seeds")) if "seeds" in entry else None
         for key, hint in declared.items():
             if key in params:
                 coerce(params[key], hint, at.at(key))
         if plugin is not None:  # a declared-only runner (no module yet) takes the base class's parameters
             plugin.check_params(params, at)
-        rules.append(RunnerRule(name, when, params))
+        rules.append(RunnerRule(name, when, params, seeds))
     return rules
 
 
