@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
+from benchmark.ledger import MARKER_SUFFIX
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.runners import load_runners
 from benchmark.runners.pfl import planning_configs
@@ -140,6 +141,19 @@ def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Calla
     return group_units(pairs, seconds, shared_selections=bool(config.get("pfl_both_selections")))
 
 
+def must_run(job: Job, unit: Unit, root: Path = Path(".")) -> bool:
+    """Whether running ``unit`` runs ``job``: its output is not on disk, or it is there only as a materialised
+    record (``<output>.recorded``: the ledger keeps no weights) that a later job of the unit, still to run,
+    reads (an evaluation needs the trained model itself). A job recorded in the ledger but not on disk is run
+    again when its unit runs: the estimate counts it (:func:`benchmark.harvest_cli.plan_harvest`)."""
+    if not (root / job.path).exists():
+        return True
+    if not (root / (job.path + MARKER_SUFFIX)).exists():
+        return False
+    later = unit.jobs[unit.jobs.index(job) + 1 :]
+    return any(job.path in {d.path for d in j.inputs()} and not (root / j.path).exists() for j in later)
+
+
 def pending(units: Iterable[Unit], root: Path = Path(".")) -> list[Unit]:
     """The units with at least one job whose output is missing."""
     return [u for u in units if any(not (root / j.path).exists() for j in u.jobs)]
@@ -178,8 +192,10 @@ def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any
     (``status``: ``done``, ``stopped`` (SIGTERM: the budget) or ``error: ...``)."""
     worker_numerics(config)
     for job in unit.jobs:
-        if Path(job.path).exists():
+        if not must_run(job, unit):
             continue
+        for stale in (Path(job.path + MARKER_SUFFIX), Path(job.path)):  # a materialised record without weights
+            stale.unlink(missing_ok=True)
         start = time.time()
         entry = {"job": job_to_dict(job), "path": job.path, "start": start,
                  "command": "flb job " + json.dumps(job_to_dict(job), sort_keys=True)}  # fmt: skip

@@ -35,6 +35,7 @@ per worker on a CPU, so a harvest can run in the background beside other work.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -49,7 +50,16 @@ from typing import Any
 from tqdm import tqdm
 
 from benchmark.errors import BenchmarkError, ConfigError
-from benchmark.harvest import Progress, Unit, harvest, manifest, plan_units, precision_of, written_by
+from benchmark.harvest import (
+    Progress,
+    Unit,
+    harvest,
+    manifest,
+    must_run,
+    plan_units,
+    precision_of,
+    written_by,
+)
 from benchmark.harvest_estimate import DEFAULT_JOB_S, job_estimate
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
@@ -133,23 +143,31 @@ class HarvestPlan:
 def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
                  root: Path = Path("."), seeds: tuple[int, ...] | None = None) -> HarvestPlan:  # fmt: skip
     """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
-    ``recorded``), ordered by cells per estimated minute; a unit's estimate counts only its jobs not done."""
+    ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
+    (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
+    weights, so an evaluation still to run needs it trained again)."""
     unmeasured: set[str] = set()
 
     def done(job: Job) -> bool:
         return (root / job.path).exists() or job.path in recorded
 
     def seconds(job: Job) -> float:
-        if done(job):
-            return 0.0
         est = job_estimate(job, str(config.get("device") or "cpu"), config)
         if not est.measured:
             unmeasured.add(job.path)
         return est.seconds
 
-    units = plan_units(targets, config, seconds, seeds)
-    todo = tuple(u for u in units if not all(done(j) for j in u.jobs))
-    return HarvestPlan(todo, len(units) - len(todo), len(unmeasured))
+    units = plan_units(targets, config, lambda job: 0.0, seeds)
+    todo = []
+    for u in units:
+        if all(done(j) for j in u.jobs):
+            continue
+        shared = bool(config.get("pfl_both_selections"))
+        est = sum(seconds(j) for j in u.jobs
+                  if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared))  # fmt: skip
+        todo.append(dataclasses.replace(u, est_s=est))
+    todo.sort(key=lambda u: (-u.value, u.seed, u.root.path))
+    return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured))
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:

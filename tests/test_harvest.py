@@ -117,6 +117,29 @@ def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, 
     assert plan.units[0].est_s == 120.0  # c's training and evaluation; its partition is on disk
 
 
+def test_a_recorded_training_whose_evaluation_is_still_to_run_is_estimated_and_run_again(tmp_path, monkeypatch):
+    """The ledger keeps no weights: an evaluation still to run needs its training run again, so the training
+    counts in the estimate (recorded, or only materialised from a record), but not when it is on disk with its
+    weights (trained here)."""
+    from benchmark.harvest import must_run
+    from benchmark.ledger import MARKER_SUFFIX
+
+    planned = [("T:a", _Eval("a", 0, "e")), ("T:b", _Eval("b", 0, "e")), ("T:c", _Eval("c", 0, "e"))]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    for job in (_Part("a"), _Train("a", 0), _Part("b"), _Train("b", 0), _Part("c")):  # a: trained here
+        (tmp_path / job.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / job.path).write_text("{}")
+    (tmp_path / (_Train("b", 0).path + MARKER_SUFFIX)).write_text("runs/x")  # b: materialised from a record
+    recorded = {_Train("c", 0).path}  # c: recorded, not on disk
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, recorded, root=tmp_path)
+    est = {u.root.name: u.est_s for u in plan.units}
+    assert est == {"a": 60.0, "b": 120.0, "c": 120.0}  # a: its evaluation; b, c: training again + evaluation
+    units = {u.root.name: u for u in plan.units}
+    assert not must_run(_Train("a", 0), units["a"], tmp_path) and must_run(_Train("b", 0), units["b"], tmp_path)
+    assert not must_run(_Part("b"), units["b"], tmp_path)  # on disk, not materialised from a record
+
+
 def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     job = _pfl(rounds=32, participation="0.1", local_epochs=10)
     est = job_estimate(job, "cpu")
