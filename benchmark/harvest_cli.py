@@ -42,7 +42,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,10 +60,11 @@ from benchmark.harvest import (
     precision_of,
     written_by,
 )
-from benchmark.harvest_estimate import DEFAULT_JOB_S, job_estimate
+from benchmark.harvest_estimate import DEFAULT_JOB_S, Calibration, calibrate, job_estimate
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
+from benchmark.provenance import machine
 from benchmark.runners import load_runners
 from benchmark.tables.spec import list_specs, load_spec
 from benchmark.workflow import load_config, parse_kv
@@ -108,19 +109,22 @@ def harvest_config(device: str, overrides: Mapping[str, Any], *, workers: int = 
             "threads_per_worker": int(own.get("threads_per_worker", threads))}  # fmt: skip
 
 
-def recorded_paths(ledgers: Sequence[Path]) -> set[str]:
-    """Output paths of the jobs the ledgers record and the code can use (not stale); a damaged record counts as
-    not recorded (``flb runs verify`` names it)."""
-    out: set[str] = set()
+def ledger_records(ledgers: Sequence[Path]) -> list[RunRecord]:
+    """The readable records of the ledgers (a damaged one is left out: ``flb runs verify`` names it)."""
+    out = []
     for ledger in ledgers:
         for folder in record_folders(ledger):
             try:
-                rec = read_record(folder, verify=False)
+                out.append(read_record(folder, verify=False))
             except BenchmarkError:
                 continue
-            if not rec.stale:
-                out.add(rec.job.path)
     return out
+
+
+def recorded_paths(ledgers: Sequence[Path]) -> set[str]:
+    """Output paths of the jobs the ledgers record and the code can use (not stale); a damaged record counts as
+    not recorded (``flb runs verify`` names it)."""
+    return {rec.job.path for rec in ledger_records(ledgers) if not rec.stale}
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class HarvestPlan:
     units: tuple[Unit, ...]
     skipped: int
     unmeasured: int
+    calibration: Calibration = field(default_factory=Calibration)
 
     @property
     def cells(self) -> int:
@@ -141,12 +146,15 @@ class HarvestPlan:
 
 
 def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
-                 root: Path = Path("."), seeds: tuple[int, ...] | None = None) -> HarvestPlan:  # fmt: skip
+                 root: Path = Path("."), seeds: tuple[int, ...] | None = None,
+                 calibration: Calibration | None = None) -> HarvestPlan:  # fmt: skip
     """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
     ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
     (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
-    weights, so an evaluation still to run needs it trained again)."""
+    weights, so an evaluation still to run needs it trained again), each scaled by ``calibration`` (the recorded
+    runs' actual / estimate of its kind on this machine, :func:`benchmark.harvest_estimate.calibrate`)."""
     unmeasured: set[str] = set()
+    calibration = calibration or Calibration()
 
     def done(job: Job) -> bool:
         return (root / job.path).exists() or job.path in recorded
@@ -155,7 +163,8 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         est = job_estimate(job, str(config.get("device") or "cpu"), config)
         if not est.measured:
             unmeasured.add(job.path)
-        return est.seconds
+            return est.seconds
+        return est.seconds * calibration.factor(job.KIND)
 
     units = plan_units(targets, config, lambda job: 0.0, seeds)
     todo = []
@@ -167,7 +176,7 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
                   if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared))  # fmt: skip
         todo.append(dataclasses.replace(u, est_s=est))
     todo.sort(key=lambda u: (-u.value, u.seed, u.root.path))
-    return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured))
+    return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
@@ -187,7 +196,7 @@ def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
             raise ConfigError(f"--only {text!r} matches none of the {len(plan.units)} unit(s) left to run",
                               "see the unit paths with --dry-run (without --only)")  # fmt: skip
     kept = tuple(u for u in plan.units if any(rx.search(u.root.path) for rx in compiled))
-    return HarvestPlan(kept, plan.skipped, plan.unmeasured)
+    return dataclasses.replace(plan, units=kept)
 
 
 def schedule(units: Sequence[Unit], budget_s: float, workers: int) -> tuple[list[Unit], list[Unit]]:
@@ -210,6 +219,7 @@ def describe_plan(plan: HarvestPlan, device: str, budget_s: float, workers: int,
     lines = [f"flb harvest: device {device}, budget {budget_s / 60:.1f} min, {workers} worker(s)",
              f"to run: {len(plan.units)} training unit(s), {jobs} job(s), {plan.cells} cell(s); estimated "
              f"{plan.est_s / 60:,.1f} min in all"]  # fmt: skip
+    lines.append(f"  ({plan.calibration.describe()})")
     if plan.unmeasured:
         lines.append(f"  ({plan.unmeasured} job(s) with no measured rate on {device}: {DEFAULT_JOB_S / 60:.0f} min "
                      "each assumed)")  # fmt: skip
@@ -390,7 +400,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if seeds is not None and (len(set(seeds)) != len(seeds) or min(seeds) < 0):
         raise ConfigError(f"--seeds {' '.join(map(str, seeds))}: seeds must be distinct non-negative integers",
                           "e.g. --seeds 1, or --seeds 0 1")  # fmt: skip
-    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds), args.only)
+    try:  # the machine text names the GPU once torch is imported, as in the records the workers wrote
+        import torch  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pass
+    calibration = calibrate(ledger_records(ledgers), args.device, machine(), config)
+    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration),
+                     args.only)  # fmt: skip
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)
     if args.dry_run or not plan.units:

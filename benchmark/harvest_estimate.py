@@ -6,12 +6,19 @@ Every number comes from the suite's measured throughputs (:mod:`benchmark.fl.est
 rates); a job kind, or a device, with no measured rate gets :data:`DEFAULT_JOB_S` and is counted as such, so
 the harvester can say how much of its estimate is a guess. Jobs that only read files (partitions, learning-rate
 choices, evaluations without training) cost :data:`LIGHT_JOB_S`.
+
+The throughput table was measured on an idle machine; a harvest runs beside other work, several workers
+sharing the cores. :func:`calibrate` checks the estimator against the ledger: for each job kind, the median of
+``actual wall time / estimate`` over the recorded runs of this machine and device class (the estimate recomputed
+by this code for the recorded job), and the harvester scales its estimates by it where at least
+:data:`CALIBRATION_MIN_RUNS` runs say so (the plan prints the factors and how many runs they rest on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.errors import BenchmarkError
@@ -31,6 +38,8 @@ PFL_TRAIN_PER_CLIENT = 500
 PFL_TEST_PER_CLIENT = 100
 #: Forward-only images per training image's cost (one forward vs forward + backward + step: 1F vs 3F).
 FORWARD_SPEEDUP = 3.0
+#: Recorded runs of a kind needed before its estimates are scaled by them (:func:`calibrate`).
+CALIBRATION_MIN_RUNS = 2
 #: Kinds that train nothing (:data:`LIGHT_JOB_S`).
 LIGHT_KINDS = frozenset({"partition", "fl_lr_choice"})
 
@@ -126,3 +135,43 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
     except (BenchmarkError, AttributeError, KeyError, ValueError, TypeError):
         s = None
     return Estimate(float(s), True) if s is not None else Estimate(DEFAULT_JOB_S, False)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """``actual / estimated`` wall time per job kind over the recorded runs of one machine and device class:
+    ``kind -> (median factor, number of runs)``. Kinds with fewer than :data:`CALIBRATION_MIN_RUNS` runs are not
+    scaled."""
+
+    factors: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+
+    def factor(self, kind: str) -> float:
+        got = self.factors.get(kind)
+        return got[0] if got is not None and got[1] >= CALIBRATION_MIN_RUNS else 1.0
+
+    def describe(self) -> str:
+        used = {k: v for k, v in sorted(self.factors.items()) if v[1] >= CALIBRATION_MIN_RUNS}
+        if not used:
+            return "estimates not scaled: no job kind has recorded runs on this machine"
+        parts = ", ".join(f"{k} x{f:.2f} (median of {n})" for k, (f, n) in used.items())
+        return f"estimates scaled by actual/estimate of the recorded runs on this machine: {parts}"
+
+
+def calibrate(records: Iterable[Any], device: str, machine: str, config: Mapping[str, Any] | None = None
+              ) -> Calibration:  # fmt: skip
+    """:class:`Calibration` from ledger records (:class:`benchmark.ledger.RunRecord`): those made on ``machine``
+    (the provenance's machine text, :func:`benchmark.provenance.machine`) on the device class of ``device``
+    (``cpu`` or ``cuda``), with a wall time, and not written by another job's run (a training's sibling
+    selection carries that training's time). A job the estimator cannot rate (a default) is left out."""
+    want = machine_key(device)
+    ratios: dict[str, list[float]] = {}
+    for rec in records:
+        prov = rec.provenance
+        if prov.machine != machine or machine_key(prov.device or "cpu") != want or not prov.wall_s:
+            continue
+        if any("written by" in note for note in prov.notes):
+            continue
+        est = job_estimate(rec.job, device, config)
+        if est.measured and est.seconds > 0:
+            ratios.setdefault(rec.job.KIND, []).append(float(prov.wall_s) / est.seconds)
+    return Calibration({k: (statistics.median(v), len(v)) for k, v in ratios.items()})

@@ -140,6 +140,29 @@ def test_a_recorded_training_whose_evaluation_is_still_to_run_is_estimated_and_r
     assert not must_run(_Part("b"), units["b"], tmp_path)  # on disk, not materialised from a record
 
 
+def test_estimates_are_scaled_by_the_recorded_runs_of_this_machine():
+    """calibrate: per kind, the median of actual / estimate over the records of this machine and device class,
+    siblings (written by another job's run) and other machines left out; a kind with one run is not scaled."""
+    from types import SimpleNamespace as NS
+
+    from benchmark.harvest_estimate import calibrate
+
+    job = _pfl(selection="last", participation="0.1", local_epochs=4, rounds=80)
+    est = job_estimate(job, "cpu").seconds
+    here = "x86_64 2 cpu (AMD EPYC; avx512f avx2)"
+
+    def rec(wall, machine=here, device="cpu", notes=()):
+        return NS(job=job, provenance=NS(machine=machine, device=device, wall_s=wall, notes=notes))
+
+    records = [rec(2 * est), rec(3 * est), rec(10 * est), rec(50 * est, machine="another box"),
+               rec(0.1 * est, device="cuda"), rec(40 * est, notes=("written by the run of x",))]  # fmt: skip
+    cal = calibrate(records, "cpu", here)
+    assert cal.factors == {"pfl_train": (3.0, 3)} and cal.factor("pfl_train") == 3.0 and cal.factor("pfl_eval") == 1.0
+    assert "pfl_train x3.00 (median of 3)" in cal.describe()
+    assert calibrate(records[:1], "cpu", here).factor("pfl_train") == 1.0  # one run: not scaled
+    assert calibrate(records, "cuda", here).factors == {}  # no GPU rate of the 4convNet: nothing to scale
+
+
 def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     job = _pfl(rounds=32, participation="0.1", local_epochs=10)
     est = job_estimate(job, "cpu")
