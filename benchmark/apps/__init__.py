@@ -34,6 +34,7 @@ APPS: dict[str, tuple[str, str]] = {
     "claims": ("benchmark.claims.cli", "evaluate the claims/ catalogue on the check reports and figure data"),
     "runs": ("benchmark.ledger_cli", "the ledger of recorded runs (runs/): import, list, verify, show"),
     "peer": ("benchmark.peer_cli", "this suite's runner beside a paper's released code on one reduced configuration"),
+    "estimate": ("benchmark.estimate_cli", "what building targets would cost (per job kind, H100- or CPU-hours)"),
     "harvest": (
         "benchmark.harvest_cli",
         "run unrun planned training jobs by cells per estimated minute within a time budget; record them",
