@@ -63,7 +63,7 @@ class BuildEstimate:
     kinds: tuple[KindCost, ...]
     alone_s: float
     done: int
-    left_s: float
+    left_s: float  # the jobs a build here still runs (below a done job, nothing is run)
     unplanned_training: int = 0  # cells that need training the config does not plan (device=cpu without cpu_training)
 
     @property
@@ -79,12 +79,31 @@ class BuildEstimate:
         return sum(k.jobs for k in self.kinds)
 
 
-def _plan(target: str, config: Mapping[str, Any]) -> tuple[list[Job], int]:
-    """The jobs of ``target`` (and every job they read) and how many of its cells need training that the config
-    does not plan."""
+def _plan(target: str, config: Mapping[str, Any]) -> tuple[list[Job], list[Job], int]:
+    """The jobs the cells of ``target`` read, the same with every job they read, and how many of its cells need
+    training that the config does not plan."""
     plans = plan_target(target, config)
     unplanned = sum(1 for p in plans if p.not_run is not None and p.not_run.kind == ReasonKind.NEEDS_TRAINING)
-    return job_closure([j for plan in plans for j in plan.jobs]), unplanned
+    top = [j for plan in plans for j in plan.jobs]
+    return top, job_closure(top), unplanned
+
+
+def _still_to_run(top: Sequence[Job], done: set[str]) -> dict[str, Job]:
+    """The jobs a build of ``top`` runs in this checkout: not done, and read by a job that runs (a job done here
+    or recorded is not run, and neither are the jobs it read: a recorded learning-rate choice stands for its
+    grid, as the ledger's materialisation makes Snakemake do)."""
+    out: dict[str, Job] = {}
+
+    def visit(job: Job) -> None:
+        if job.path in done or job.path in out:
+            return
+        out[job.path] = job
+        for dep in job.inputs():
+            visit(dep)
+
+    for job in top:
+        visit(job)
+    return out
 
 
 def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
@@ -101,7 +120,7 @@ def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: 
         return cache[job.path]
 
     planned = {t: _plan(t, config) for t in targets}
-    per_target = {t: jobs for t, (jobs, _) in planned.items()}
+    per_target = {t: jobs for t, (_, jobs, _) in planned.items()}
     union = {j.path: j for jobs in per_target.values() for j in jobs}
     count, secs, unmeasured = Counter(), defaultdict(float), Counter()
     for job in union.values():
@@ -111,9 +130,10 @@ def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: 
         unmeasured[job.KIND] += not measured
     kinds = tuple(sorted((KindCost(k, count[k], secs[k], unmeasured[k]) for k in count), key=lambda k: -k.seconds))
     alone = sum(seconds(j)[0] for jobs in per_target.values() for j in jobs)
-    done = {p for p, j in union.items() if (root / p).exists() or p in recorded}
-    left = sum(seconds(j)[0] for p, j in union.items() if p not in done)
-    unplanned = sum(n for _, n in planned.values())
+    done = {p for p in union if (root / p).exists() or p in recorded}
+    top = [j for t in targets for j in planned[t][0]]
+    left = sum(seconds(j)[0] for j in _still_to_run(top, done).values())
+    unplanned = sum(n for *_, n in planned.values())
     return BuildEstimate(tuple(targets), device, kinds, alone, len(done), left, unplanned)
 
 

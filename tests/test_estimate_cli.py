@@ -72,6 +72,12 @@ def test_the_union_of_the_targets_per_kind_and_the_hours_line(fake, tmp_path):
     assert "not counted: 1 cell(s) need training" in text and "this checkout: 2 of 5 jobs done" in text
 
 
+def test_below_a_recorded_job_nothing_is_run(fake):
+    """A recorded training (or learning-rate choice) stands for the grid it read: the grid is not left to run."""
+    est = estimate_cli.estimate_build(["A", "B"], {"device": "cuda"}, {_Train("shared").path, _Train("a").path})
+    assert est.done == 2 and est.left_s == 600.0  # only the unrecorded extract job; neither grid
+
+
 def test_a_cpu_build_says_cpu_hours(fake):
     est = estimate_cli.estimate_build(["A"], {"device": "cpu"}, set())
     assert estimate_cli.describe(est)[-1] == "CPU-hours: first build 3.0, with recorded choices 1.0"
