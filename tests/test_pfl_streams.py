@@ -123,3 +123,27 @@ def test_a_long_run_samples_its_clients_from_the_named_stream():
     want = np.sort(numpy_rng(4, "client_sampling", 7).choice(100, 10, replace=False))
     assert np.array_equal(sampler.sample(7), want)
     assert not np.array_equal(sampler.sample(7), FedBABUSampler(100, 10, 4).sample(7))
+
+
+def _seed_words(rounds: int, tau: int, seed: int) -> list[int]:
+    """The 32-bit torch seeds of every pass a keyed f = 0.1 run of 100 clients draws (the clients its sampler
+    picks, FedRep's extra body epoch, the NCM crops, 5 fine-tuning epochs)."""
+    from benchmark.federated.sampling import FedBABUSampler
+
+    sampler = FedBABUSampler(100, 10, seed)
+    keys = [st.KEYED_BATCHES[st.LOCAL]((r, int(i), e)) for r in range(rounds) for i in sampler.sample(r)
+            for e in range(tau + 1)]  # fmt: skip
+    keys += [st.KEYED_BATCHES[st.NCM_CROPS]((i,)) for i in range(100)]
+    keys += [st.KEYED_BATCHES[st.FINE_TUNE]((i, e)) for i in range(100) for e in range(5)]
+    return [int(np.random.SeedSequence([seed, *k]).generate_state(1)[0]) for k in keys]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_recorded_configurations_share_no_torch_seed_and_a_320_round_keyed_run_would(seed):
+    """The keyed scheme seeds torch with 32 bits: in the recorded runs' configurations (32 rounds x tau 10, 80 x 4)
+    no two passes share a seed, not even by chance; a 320-round keyed run would (hence named streams there)."""
+    for rounds, tau in ((32, 10), (80, 4)):
+        words = _seed_words(rounds, tau, seed)
+        assert len(set(words)) == len(words)
+    words = _seed_words(320, 1, seed)
+    assert len(words) - len(set(words)) > 0
