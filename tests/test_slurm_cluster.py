@@ -1,0 +1,195 @@
+"""The SLURM workflow profile on a real (single-node) SLURM: a training job killed after its first checkpoint is
+resubmitted by the profile's ``retries`` and resumes to the numbers of an uninterrupted run (issue 28).
+
+``tools/slurm_single_node.py`` starts munged, slurmctld and slurmd from Debian's packages under a temporary
+folder (one node: this host; one partition, ``debug``). Snakemake then runs one real pfl training (fedbabu's
+FedBABU on CIFAR-10, 4convNet, 4 rounds, a checkpoint every round: about 10 s of training on one CPU core) as a
+SLURM job through ``workflow/profiles/slurm``. Once the job's first checkpoint is on disk the test cancels the job
+(``scancel``, as SLURM kills a job at its time limit: SIGTERM, then SIGKILL); the profile's ``retries`` submits it
+again, the new SLURM job resumes from the checkpoint, and the build completes. Its record (per-client accuracies,
+selected round, history but its wall times) and its model weights equal those of the same job run without
+SLURM and without interruption; the rows of the rounds before the kill are the checkpoint's own (resumed, not
+restarted).
+
+The profile is used as a user would on a cluster like this one, through a copy with only what differs here:
+
+* partitions: ``debug`` (this cluster's only one) instead of ``main`` / ``gpu``; no GPU request (no GPU node);
+  memory and CPUs this node has (the profile asks for 16-32 GB and 4-8 CPUs);
+* no accounting database (no slurmdbd): ``sacct`` fails, so the plug-in polls with ``squeue``
+  (``slurm-status-command: squeue``) and submits without an account (``slurm-no-account``); see
+  docs/cluster.md, "Clusters without accounting";
+* status checks every few seconds instead of 40 s (``slurm-init-seconds-before-status-checks``), to keep the test
+  short.
+
+Everything else (``retries``, ``rerun-incomplete``, ``latency-wait``, the profile's config file) is the profile's.
+``--config device=cpu cpu_training=true`` replaces the profile's ``device: cuda`` (the node has no GPU);
+``pfl_measure_exec=false`` keeps the per-client loop (a timing-based choice could differ between the runs);
+``OMP_NUM_THREADS=1`` in both runs, so that both compute with the same thread count.
+
+Skipped, with the reason, where SLURM or munge is not installed, where this process is not root (slurmd must be),
+where the cluster does not start, or without the slurm executor plug-in (``pip install -e '.[cluster]'``). Takes
+about a minute and a half; opt in with ``FLB_SLURM_TEST=1`` (it starts daemons as root on the machine).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE = ROOT / "workflow" / "profiles" / "slurm"
+sys.path.insert(0, str(ROOT))
+from tools.slurm_single_node import PARTITION, SingleNodeSlurm, SlurmUnavailable, missing_reason  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.realdata]
+
+TARGET = ("results/runs/pfl/cifar10/4convnet-bnbatch/shards-2-K100-p0/fedbabu/"
+          "f0.02-tau1-R4-m0.9-hl1-default-mudefault/last/seed0.json")  # fmt: skip
+CKPT = "results/checkpoints/" + TARGET.removeprefix("results/").removesuffix(".json") + ".pt"
+CONFIG = ["device=cpu", "cpu_training=true", "checkpoint_every=1", "pfl_measure_exec=false"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.environ.get("FLB_SLURM_TEST") != "1":
+        pytest.skip("starts a SLURM cluster as root on this machine: opt in with FLB_SLURM_TEST=1")
+    if reason := missing_reason():
+        pytest.skip(reason)
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason="the cluster extra: pip install -e '.[cluster]'")
+    c = SingleNodeSlurm(tmp_path_factory.mktemp("slurm"))
+    try:
+        c.start()
+    except SlurmUnavailable as err:
+        pytest.skip(f"single-node SLURM does not start here: {err}")
+    yield c
+    c.stop()
+
+
+def _test_profile(dest: Path) -> Path:
+    """workflow/profiles/slurm, adapted to this one-node cluster (module docstring); the rest is the profile's."""
+    prof = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    prof["default-resources"] = {**prof["default-resources"], "slurm_partition": PARTITION, "mem_mb": 3000,
+                                 "cpus_per_task": 1, "runtime": 30}  # fmt: skip
+    prof["default-resources"].pop("slurm_account", None)
+    here = {"slurm_partition": PARTITION, "gpu": 0, "mem_mb": 3000, "cpus_per_task": 1, "runtime": 30}
+    assert "job_pfl_train" in prof["set-resources"]  # the profile sends the pfl training to the GPU partition
+    prof["set-resources"] = {rule: {**res, **here} for rule, res in prof["set-resources"].items()}
+    prof.update({"slurm-status-command": "squeue", "slurm-no-account": True,
+                 "slurm-init-seconds-before-status-checks": 3, "jobs": 1})  # fmt: skip
+    dest.mkdir(parents=True)
+    (dest / "config.yaml").write_text(yaml.safe_dump(prof, sort_keys=False))
+    shutil.copy(PROFILE / "cluster-config.yaml", dest / "cluster-config.yaml")
+    return dest
+
+
+def _env(real_data_root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "FLB_OFFLINE": "1", "FLB_DATA_ROOT": str(real_data_root), "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **(extra or {})}  # fmt: skip
+
+
+def _snakemake(work: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "--directory", str(work),
+            TARGET, "--config", *CONFIG, *args]  # fmt: skip
+
+
+def _jobs(cluster: SingleNodeSlurm) -> list[tuple[str, str]]:
+    """(job id, state) of every job the cluster still lists (finished ones for MinJobAge seconds)."""
+    out = cluster.run("squeue", "-h", "--states=all", "-o", "%i|%T").stdout
+    return sorted((tuple(line.split("|")) for line in out.split()), key=lambda j: int(j[0]))
+
+
+def _flat_model(path: Path) -> dict:
+    import torch
+
+    def tensors(tree, prefix=""):
+        for k, v in tree.items():
+            yield from tensors(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + str(k), v)]
+
+    model = torch.load(path, weights_only=True)
+    return {f"{k}/{n}": t for k, part in model.items() for n, t in tensors(part)}
+
+
+def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_uninterrupted_numbers(
+    cluster, real_data_root, tmp_path
+):
+    import torch
+
+    from benchmark.io import read_sealed
+
+    # The reference: the same job, same config, run locally without interruption.
+    whole = tmp_path / "whole"
+    proc = subprocess.run(_snakemake(whole, "--cores", "1"), capture_output=True, text=True, timeout=600,
+                          env=_env(real_data_root))  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    want = json.loads((whole / TARGET).read_text())
+
+    # The same job through the SLURM profile; cancelled once its first checkpoint is on disk.
+    cut = tmp_path / "cut"
+    profile = _test_profile(tmp_path / "profile")
+    t0 = time.monotonic()
+    log = open(tmp_path / "snakemake-slurm.log", "w")  # noqa: SIM115
+    run = subprocess.Popen(_snakemake(cut, "--workflow-profile", str(profile)), stdout=log, stderr=subprocess.STDOUT,
+                           env=_env(real_data_root, cluster.env()))  # fmt: skip
+    try:
+        ckpt = cut / CKPT
+        while not ckpt.exists():
+            assert run.poll() is None, (tmp_path / "snakemake-slurm.log").read_text()[-3000:]
+            assert time.monotonic() - t0 < 300, "no checkpoint after 300 s"
+            time.sleep(0.1)
+        [(first, state)] = _jobs(cluster)
+        assert state == "RUNNING"
+        cluster.run("scancel", first)
+        while dict(_jobs(cluster))[first] != "CANCELLED":
+            time.sleep(0.1)
+        while any(p.name == "slurmstepd" for p in _procs()):  # the job's processes are gone
+            time.sleep(0.1)
+        assert not (cut / TARGET).exists()
+        state = torch.load(io.BytesIO(read_sealed(ckpt)), weights_only=True)  # what the retry resumes from
+        assert 1 <= state["round"] < 4
+        rc = run.wait(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        log.close()
+    out = (tmp_path / "snakemake-slurm.log").read_text()
+    assert rc == 0, out[-3000:]
+    print(f"SLURM run: {time.monotonic() - t0:.0f} s; killed after round {state['round']}")
+
+    # Two submissions of the one job: the cancelled one and the retry that completed it.
+    jobs = _jobs(cluster)
+    assert [s for _, s in jobs] == ["CANCELLED", "COMPLETED"], jobs
+    assert jobs[0][0] == first
+    assert not ckpt.exists()  # removed once the run's outputs are written
+
+    got = json.loads((cut / TARGET).read_text())
+    kept = lambda rows: [(h["round"], h["train_loss"], h["wall_s"]) for h in rows]  # noqa: E731
+    assert kept(got["history"][: state["round"]]) == kept(state["history"])  # resumed, not restarted
+    strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]  # noqa: E731
+    assert strip(got["history"]) == strip(want["history"]) and len(got["history"]) == 4
+    assert got["initial"] == want["initial"] and got["selected_round"] == want["selected_round"]
+    assert got["last_accuracy"] == want["last_accuracy"]
+    model = TARGET.replace(".json", ".model.pt")
+    a, b = _flat_model(whole / model), _flat_model(cut / model)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same weights, bit for bit
+
+
+class _Proc:
+    def __init__(self, pid: str) -> None:
+        self.pid = int(pid)
+        try:
+            self.name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            self.name = ""
+
+
+def _procs() -> list[_Proc]:
+    return [_Proc(p) for p in os.listdir("/proc") if p.isdigit()]
