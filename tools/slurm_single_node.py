@@ -1,12 +1,15 @@
 """A single-node SLURM cluster on this machine, from Debian's packages, for testing the SLURM workflow profile.
 
     apt-get install -y slurmctld slurmd munge          # Debian bookworm: SLURM 22.05, munge 0.5
-    python -m tools.slurm_single_node start DIR        # prints the environment to export (SLURM_CONF=...)
-    python -m tools.slurm_single_node stop DIR         # cancels the jobs, stops the daemons it started
+    python -m tools.slurm_single_node check            # installed, and root? (exit status 1 and why if not)
+    python -m tools.slurm_single_node start [DIR]      # prints SLURM_CONF=... to export; Ctrl-C cancels the
+                                                       # jobs and stops the daemons it started
 
 Everything lives under ``DIR`` (default: a new temporary folder): the munge key and socket, ``slurm.conf``, the
-controller's state, the spool, logs and pid files; nothing under /etc or /run is read or written (the client
-commands find the cluster through ``SLURM_CONF``, and ``AuthInfo`` in ``slurm.conf`` names the munge socket).
+controller's state, the spool, logs and pid files (the client commands find the cluster through ``SLURM_CONF``,
+and ``AuthInfo`` in ``slurm.conf`` names the munge socket). The one exception is a link at
+``/etc/slurm/slurm.conf`` (``DEFAULT_CONF`` below: the plug-in's job step drops ``SLURM_CONF``), made only where
+no file is there and removed on stop.
 The daemons (``munged``, ``slurmctld``, ``slurmd``) run in the foreground as children of the process that started
 them and are stopped by their process ids. They run as root (``SlurmUser=root``): ``slurmd`` must, to start jobs.
 
@@ -77,7 +80,9 @@ def _free_port() -> int:
 
 def _node_hardware() -> dict[str, str]:
     """NodeName, CPUs, ... of this host as ``slurmd -C`` prints them (what slurmd will register)."""
-    out = subprocess.run([_which("slurmd") or "slurmd", "-C"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [_which("slurmd") or "slurmd", "-C"], capture_output=True, text=True, check=True
+    ).stdout
     first = out.splitlines()[0]
     return dict(kv.split("=", 1) for kv in first.split())
 
@@ -148,14 +153,16 @@ class SingleNodeSlurm:
         if DEFAULT_CONF.is_symlink() and not DEFAULT_CONF.exists():
             DEFAULT_CONF.unlink()  # a link a killed run left behind
         if DEFAULT_CONF.exists() or DEFAULT_CONF.is_symlink():
-            raise SlurmUnavailable(f"{DEFAULT_CONF} exists (a SLURM is configured on this machine): not replaced")
+            raise SlurmUnavailable(
+                f"{DEFAULT_CONF} exists (a SLURM is configured on this machine): not replaced"
+            )
         DEFAULT_CONF.parent.mkdir(parents=True, exist_ok=True)
         DEFAULT_CONF.symlink_to(self.conf)
         self.linked_default = True
 
     # ------------------------------------------------------------------------------------------ daemons
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 - the daemon's stdout/stderr
+        log = open(self.root / "log" / f"{name}.out", "ab")
         self.procs[name] = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **self.env()}, start_new_session=True,
@@ -233,7 +240,11 @@ class SingleNodeSlurm:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        if self.linked_default and DEFAULT_CONF.is_symlink() and DEFAULT_CONF.resolve() == self.conf.resolve():
+        if (
+            self.linked_default
+            and DEFAULT_CONF.is_symlink()
+            and DEFAULT_CONF.resolve() == self.conf.resolve()
+        ):
             DEFAULT_CONF.unlink()
             self.linked_default = False
 
@@ -246,7 +257,9 @@ class SingleNodeSlurm:
 
 def main(argv: list[str] | None = None) -> int:
     """``start [DIR]``: start a cluster and keep it running until interrupted (Ctrl-C or SIGTERM stop it)."""
-    ap = argparse.ArgumentParser(prog="python -m tools.slurm_single_node", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m tools.slurm_single_node", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("command", choices=["start", "check"])
     ap.add_argument("dir", nargs="?", help="the cluster's folder (default: a new temporary folder)")
     args = ap.parse_args(argv)
@@ -261,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slurm_single_node: {err}", file=sys.stderr)
         return 1
     print(json.dumps({"root": str(cluster.root), **cluster.env()}))
-    print(f"export SLURM_CONF={cluster.conf}   # node {cluster.node} idle; Ctrl-C stops the cluster", flush=True)
+    print(
+        f"export SLURM_CONF={cluster.conf}   # node {cluster.node} idle; Ctrl-C stops the cluster", flush=True
+    )
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         while True:
