@@ -159,3 +159,18 @@ def test_a_plugin_job_class_declares_its_rule_resources(tmp_path) -> None:
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     [(rule, res, _)] = _dry_run_jobs(proc.stdout)
     assert rule == "job_toy_gpu" and res["gpu"] == "1" and res["runtime"] == "30", res
+
+
+def test_every_plugin_gpu_job_goes_to_the_gpu_partition() -> None:
+    """A runner plug-in's job class that declares a GPU (``RESOURCES``) has a ``set-resources`` entry of its
+    rule (``job_<kind>``) on the GPU partition asking for one GPU: without one the job would land on the CPU
+    partition with ``--gpus=1`` (docs/cluster.md, "Adding a GPU job type")."""
+    from benchmark.workflow import plugin_job_types
+
+    prof = _profile()
+    gpu_partition = prof["set-resources"]["job_fl_train"]["slurm_partition"]
+    gpu_kinds = [k for k, cls in plugin_job_types().items() if getattr(cls, "RESOURCES", {}).get("gpu")]
+    assert {"pfl_train", "fl_train"} <= set(gpu_kinds)
+    for kind in gpu_kinds:
+        res = prof["set-resources"].get(f"job_{kind}")
+        assert res and res["slurm_partition"] == gpu_partition and res.get("gpu") == 1, (kind, res)
