@@ -65,6 +65,7 @@ class BuildEstimate:
     done: int
     left_s: float  # the jobs a build here still runs (below a done job, nothing is run)
     unplanned_training: int = 0  # cells that need training the config does not plan (device=cpu without cpu_training)
+    shared: tuple[tuple[str, int], ...] = ()  # (kind, jobs) of the jobs two or more targets hold
 
     @property
     def first_s(self) -> float:
@@ -134,7 +135,9 @@ def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: 
     top = [j for t in targets for j in planned[t][0]]
     left = sum(seconds(j)[0] for j in _still_to_run(top, done).values())
     unplanned = sum(n for *_, n in planned.values())
-    return BuildEstimate(tuple(targets), device, kinds, alone, len(done), left, unplanned)
+    holders = Counter(p for jobs in per_target.values() for p in {j.path for j in jobs})
+    shared = Counter(union[p].KIND for p, n in holders.items() if n > 1)
+    return BuildEstimate(tuple(targets), device, kinds, alone, len(done), left, unplanned, tuple(sorted(shared.items())))
 
 
 def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list[str]:
@@ -152,8 +155,9 @@ def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list
     if calibration is not None and not gpu:
         lines.append(f"  ({calibration.describe()})")
     if len(est.targets) > 1:
-        lines.append(f"shared jobs counted once: {est.alone_s / 3600:.2f} hours if each target were built alone, "
-                     f"{est.first_s / 3600:.2f} together")  # fmt: skip
+        what = ", ".join(f"{n} {k}" for k, n in est.shared) or "none"
+        lines.append(f"shared jobs counted once ({what}): {est.alone_s / 3600:.2f} hours if each target were built "
+                     f"alone, {est.first_s / 3600:.2f} together")  # fmt: skip
     if est.unplanned_training:
         lines.append(f"not counted: {est.unplanned_training} cell(s) need training this config does not plan "
                      "(--config device=cuda, or device=cpu cpu_training=true)")  # fmt: skip

@@ -69,6 +69,7 @@ def test_the_union_of_the_targets_per_kind_and_the_hours_line(fake, tmp_path):
     assert lines[-1] == "H100-hours: first build 3.2, with recorded choices 1.2"
     text = "\n".join(lines)
     assert "1 with no measured rate: 10 min each assumed" in text and "4.67 hours if each target were built alone" in text
+    assert est.shared == (("fl_train", 1), ("fl_tune", 1)) and "(1 fl_train, 1 fl_tune)" in text
     assert "not counted: 1 cell(s) need training" in text and "this checkout: 2 of 5 jobs done" in text
 
 
