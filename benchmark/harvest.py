@@ -393,6 +393,11 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
         _stop(running)  # may be their own, where the terminal's signal does not reach them)
         raise
     tick()
+    return logged_entries(work)
+
+
+def logged_entries(work: Path) -> list[dict[str, Any]]:
+    """The per-job log entries the workers of the harvest in ``work`` wrote (also those of an interrupted one)."""
     entries = []
     for f in sorted(work.glob("unit*.jsonl")):
         entries += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]

@@ -54,6 +54,7 @@ from benchmark.harvest import (
     Progress,
     Unit,
     harvest,
+    logged_entries,
     manifest,
     must_run,
     plan_units,
@@ -326,13 +327,21 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
     stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work = root / HARVEST_DIR / stamp
     missing_before = {j.path for u in units for j in u.jobs if not (root / j.path).exists()}
-    entries = harvest(list(units), config, budget_s, workers, work, print_fn=print_fn, on_tick=on_tick,
-                      clock=clock or time.time)  # fmt: skip
+    interrupted = None
+    try:
+        entries = harvest(list(units), config, budget_s, workers, work, print_fn=print_fn, on_tick=on_tick,
+                          clock=clock or time.time)  # fmt: skip
+    except KeyboardInterrupt as stop:  # its workers are stopped; the jobs that finished are still recorded
+        interrupted, entries = stop, logged_entries(work)
+        print_fn(f"[harvest] interrupted: recording the {sum(e.get('status') == 'done' for e in entries)} job(s) "
+                 "that finished")  # fmt: skip
     run = manifest(entries, config, budget_s)
     manifest_path = root / HARVEST_DIR / f"harvest-{stamp}.json"
     atomic_write_json(manifest_path, run)
     records = record_finished(units, entries, missing_before, config, run, out,
                               f"flb harvest ({manifest_path})", root, print_fn)  # fmt: skip
+    if interrupted is not None:
+        raise interrupted
     return HarvestOutcome(entries, records, manifest_path)
 
 

@@ -311,6 +311,30 @@ def test_finished_jobs_are_recorded_and_read_back(tmp_path):
     assert sibling.provenance.notes and best.path in sibling.provenance.notes[0]
 
 
+def test_an_interrupted_harvest_still_records_the_jobs_that_finished(tmp_path, monkeypatch):
+    """Ctrl-C: the workers are stopped (above) and every job that finished before is recorded all the same, then
+    the interruption goes on; a job that finished but was never recorded would be skipped by the next harvest
+    (its output is on disk) and never reach the ledger."""
+    job = _pfl()
+    unit = group_units([("T:a", job)], lambda j: 60.0)[0]
+    _fake_outputs(tmp_path, job)
+    monkeypatch.chdir(tmp_path)
+
+    def interrupted(units, config, budget_s, workers, work, **kw):
+        work.mkdir(parents=True, exist_ok=True)
+        entry = {"job": {}, "path": job.path, "start": 1_700_000_000.0, "end": 1_700_000_100.0, "wall_s": 100.0,
+                 "command": "flb job {...}", "status": "done"}  # fmt: skip
+        (work / "unit001.jsonl").write_text(json.dumps(entry) + "\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harvest_cli, "harvest", interrupted)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        harvest_cli.run_harvest([unit], {"device": "cpu"}, 60.0, out=Path("ledger"), stamp="s1", print_fn=said.append)
+    (folder,) = [p for p in (tmp_path / "ledger" / "pfl_train").iterdir()]
+    assert read_record(folder).job == job and any("recording the 1 job(s)" in line for line in said)
+
+
 # ------------------------------------------------------------------------------- (d), (e) the command
 def test_dry_run_prints_the_plan_and_runs_nothing(real_data_root, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
