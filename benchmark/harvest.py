@@ -24,8 +24,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -45,13 +47,15 @@ TRAINING_KINDS = ("pfl_train", "pfl_central_curve", "fl_train", "zo_train")
 class Unit:
     """One training job and its dependants, with the cells they fill and the estimated seconds. ``jobs`` are in
     the order they run: the training job's own inputs (``prereq`` of them: partitions, a learning-rate grid),
-    the training job, then the jobs that read it."""
+    the training job, then the jobs that read it. ``resumes``: (rounds done, rounds) of the training's checkpoint
+    when a previous harvest left one (its estimate then counts the rounds left)."""
 
     jobs: tuple[Job, ...]
     cells: tuple[str, ...]
     est_s: float
     seed: int = 0
     prereq: int = 0
+    resumes: tuple[int, int] | None = None
 
     @property
     def root(self) -> Job:
@@ -65,13 +69,15 @@ class Unit:
 
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": [job_to_dict(j) for j in self.jobs], "cells": list(self.cells), "est_s": self.est_s,
-                "seed": self.seed, "prereq": self.prereq}  # fmt: skip
+                "seed": self.seed, "prereq": self.prereq,
+                "resumes": None if self.resumes is None else list(self.resumes)}  # fmt: skip
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Unit:
         load_runners()  # registers the plug-in job kinds
         return cls(tuple(job_from_dict(j) for j in raw["jobs"]), tuple(raw["cells"]), float(raw["est_s"]),
-                   int(raw.get("seed", 0)), int(raw.get("prereq", 0)))  # fmt: skip
+                   int(raw.get("seed", 0)), int(raw.get("prereq", 0)),
+                   None if raw.get("resumes") is None else (int(raw["resumes"][0]), int(raw["resumes"][1])))  # fmt: skip
 
 
 def _training_root(job: Job) -> Job | None:
@@ -314,10 +320,55 @@ def _stop(running: list[Running]) -> list[Running]:
     return list(running)
 
 
+class Terminated(KeyboardInterrupt):
+    """The harvester was told to stop by a signal (SIGTERM from ``kill`` or a batch system, SIGHUP when its
+    terminal closed, SIGINT also when the shell started it in the background with SIGINT ignored)."""
+
+
+#: The signals that stop a harvest the way Ctrl-C does.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM, SIGHUP and SIGINT raise :class:`Terminated` (a ``KeyboardInterrupt``) in the
+    harvester, so that it stops its workers and records the jobs that finished, as on Ctrl-C. Without this,
+    SIGTERM would end the harvester at once and leave its workers running (those of a ``--nice`` harvest are in
+    their own sessions), and a harvest started with ``&`` would ignore ``kill -INT``. A second signal while
+    stopping is ignored (SIGKILL remains). Outside the main thread (where handlers cannot be set) nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Terminated(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
             print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
             on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
             poll_s: float = 1.0) -> list[dict[str, Any]]:  # fmt: skip
+    """:func:`_harvest` with SIGTERM, SIGHUP and SIGINT stopping it as Ctrl-C does (:func:`stop_signals_interrupt`:
+    the workers are stopped, :class:`Terminated` is raised)."""
+    with stop_signals_interrupt():
+        return _harvest(units, config, budget_s, workers, work, print_fn=print_fn, min_left_s=min_left_s,
+                        on_tick=on_tick, clock=clock, poll_s=poll_s)  # fmt: skip
+
+
+def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
+             print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
+             on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
+             poll_s: float = 1.0) -> list[dict[str, Any]]:  # fmt: skip
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
     started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
     budget is stopped (SIGTERM, then SIGKILL after 20 s): its last checkpoint stays and the next harvest resumes
@@ -389,7 +440,7 @@ def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, worke
             if not running and (not queue or deadline - clock() <= min_left_s):
                 break
             time.sleep(poll_s)
-    except BaseException:  # interrupted (Ctrl-C, an error): no worker outlives the harvester (their sessions
+    except BaseException:  # interrupted (Ctrl-C, a stop signal, an error): no worker outlives the harvester (their sessions
         _stop(running)  # may be their own, where the terminal's signal does not reach them)
         raise
     tick()

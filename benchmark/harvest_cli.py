@@ -153,7 +153,9 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
     (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
     weights, so an evaluation still to run needs it trained again), each scaled by ``calibration`` (the recorded
-    runs' actual / estimate of its kind on this machine, :func:`benchmark.harvest_estimate.calibrate`)."""
+    runs' actual / estimate of its kind on this machine, :func:`benchmark.harvest_estimate.calibrate`). A training
+    that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
+    a nearly finished unit ranks as the cheap one it is."""
     unmeasured: set[str] = set()
     calibration = calibration or Calibration()
 
@@ -173,11 +175,24 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         if all(done(j) for j in u.jobs):
             continue
         shared = bool(config.get("pfl_both_selections"))
-        est = sum(seconds(j) for j in u.jobs
+        resumes = resume_point(u.root, root) if must_run(u.root, u, root) else None
+        left = 1.0 if resumes is None else 1.0 - resumes[0] / resumes[1]
+        est = sum(seconds(j) * (left if j is u.root else 1.0) for j in u.jobs
                   if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared))  # fmt: skip
-        todo.append(dataclasses.replace(u, est_s=est))
+        todo.append(dataclasses.replace(u, est_s=est, resumes=resumes))
     todo.sort(key=lambda u: (-u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
+
+
+def resume_point(job: Job, root: Path = Path(".")) -> tuple[int, int] | None:
+    """(rounds done, rounds) of ``job``'s checkpoint under ``root``, when it has one that can be read."""
+    path = job.checkpoint_file()
+    if path is None or not (root / path).is_file():
+        return None
+    # local import: torch, only when a checkpoint exists
+    from benchmark.federated.checkpoint import checkpoint_progress
+
+    return checkpoint_progress(root / path)
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
@@ -232,7 +247,9 @@ def describe_plan(plan: HarvestPlan, device: str, budget_s: float, workers: int,
                  "budget (their checkpoints resume next time)" if cut else ""))  # fmt: skip
     for i, u in enumerate(plan.units[:show], 1):
         mark = "fits" if u in fit else "cut" if u in cut else "later"
-        lines.append(f"  {i:3d}. {len(u.cells):3d} cells  est {u.est_s / 60:8.1f} min  [{mark}]  {u.root.path}")
+        resumed = "" if u.resumes is None else f"  (resumes at round {u.resumes[0]}/{u.resumes[1]})"
+        lines.append(f"  {i:3d}. {len(u.cells):3d} cells  est {u.est_s / 60:8.1f} min  [{mark}]  {u.root.path}"
+                     + resumed)  # fmt: skip
     if len(plan.units) > show:
         lines.append(f"  ... and {len(plan.units) - show} more")
     return lines
@@ -333,7 +350,7 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
                           clock=clock or time.time)  # fmt: skip
     except KeyboardInterrupt as stop:  # its workers are stopped; the jobs that finished are still recorded
         interrupted, entries = stop, logged_entries(work)
-        print_fn(f"[harvest] interrupted: recording the {sum(e.get('status') == 'done' for e in entries)} job(s) "
+        print_fn(f"[harvest] interrupted ({stop or 'Ctrl-C'}): recording the {sum(e.get('status') == 'done' for e in entries)} job(s) "
                  "that finished")  # fmt: skip
     run = manifest(entries, config, budget_s)
     manifest_path = root / HARVEST_DIR / f"harvest-{stamp}.json"

@@ -60,6 +60,10 @@ class Job:
         """The jobs whose outputs this job reads."""
         return ()
 
+    def checkpoint_file(self) -> Path | None:
+        """Where the job checkpoints while it runs (training jobs; :func:`checkpoint_for`), else None."""
+        return None
+
     def execute(self, config: Mapping[str, Any]) -> None:  # pragma: no cover - each type overrides it
         """Produce :attr:`path` in this process (``flb run``: no Snakemake)."""
         raise ConfigError(f"no in-process executor for {self.KIND} jobs", "run it with snakemake")
@@ -73,6 +77,12 @@ class Job:
             kind = _WILDCARD_TYPES.get(f.type if isinstance(f.type, str) else f.type.__name__, str)
             values[f.name] = kind(raw)
         return cls(**values)
+
+
+def checkpoint_for(output: str, suffix: str = ".pt") -> Path:
+    """The checkpoint of the training job writing ``output``: the same path under ``results/checkpoints/``
+    (outside the outputs, so a killed job leaves no output behind), its extension replaced by ``suffix``."""
+    return Path("results/checkpoints/" + output.removeprefix("results/").removesuffix(Path(output).suffix) + suffix)
 
 
 #: How a wildcard (a string) becomes a job field of each type.

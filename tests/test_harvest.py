@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
 from benchmark.harvest import Progress, Unit, group_units, harvest, manifest
 from benchmark.harvest_estimate import Estimate, job_estimate
-from benchmark.jobs import Job
+from benchmark.jobs import Job, checkpoint_for
 from benchmark.ledger import read_record
 from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
 
@@ -115,6 +117,37 @@ def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, 
     plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, recorded, root=tmp_path)
     assert [u.root.name for u in plan.units] == ["c"] and plan.skipped == 2
     assert plan.units[0].est_s == 120.0  # c's training and evaluation; its partition is on disk
+
+
+class _CkptTrain(_Train):
+    """A training job that checkpoints, as pfl / fl / zo training jobs do."""
+
+    def checkpoint_file(self) -> Path:
+        return checkpoint_for(self.path)
+
+
+def test_a_stopped_training_is_estimated_for_the_rounds_its_checkpoint_has_left(tmp_path, monkeypatch):
+    """A unit a previous harvest stopped at round 60 of 80 costs a quarter of its training (its evaluations in
+    full) and so ranks before the units of the same cells that start from round 0; the plan says where it
+    resumes. An unreadable checkpoint (damaged) counts as no checkpoint: the estimate of a run from its start."""
+    from benchmark.federated.checkpoint import save_checkpoint
+
+    planned = [(f"T:{n}", _CkptTrain(n, 0)) for n in ("a", "b", "c")]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0 if job.KIND == "partition" else 600.0, True))
+    state = {"run": {"config": {}, "method": "x", "stage": "", "start_round": 0, "rounds": 80}, "round": 60,
+             "trainer": {}, "history": [], "costs": {}}  # fmt: skip
+    save_checkpoint(tmp_path / _CkptTrain("c", 0).checkpoint_file(), state)
+    save_checkpoint(tmp_path / _CkptTrain("b", 0).checkpoint_file(), state)
+    damaged = tmp_path / _CkptTrain("b", 0).checkpoint_file()
+    damaged.write_bytes(damaged.read_bytes()[:-10])
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, set(), root=tmp_path)
+    assert [u.root.name for u in plan.units] == ["c", "a", "b"]
+    by = {u.root.name: u for u in plan.units}
+    assert by["c"].est_s == 60.0 + 600.0 * 20 / 80 and by["c"].resumes == (60, 80)
+    assert by["a"].est_s == by["b"].est_s == 660.0 and by["b"].resumes is None
+    assert "(resumes at round 60/80)" in "\n".join(harvest_cli.describe_plan(plan, "cpu", 3600.0, 1))
+    assert by["c"].to_dict()["resumes"] == [60, 80]
 
 
 def test_a_recorded_training_whose_evaluation_is_still_to_run_is_estimated_and_run_again(tmp_path, monkeypatch):
@@ -501,6 +534,37 @@ def test_an_interrupted_harvest_stops_its_workers_and_a_nice_one_starts_them_in_
                 on_tick=interrupt, poll_s=0.01)  # fmt: skip
     proc, kwargs = made[0]
     assert proc.terminated and kwargs["start_new_session"] is True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_stops_the_workers_like_ctrl_c(tmp_path, monkeypatch, signum):
+    """``kill`` (SIGTERM), a closed terminal (SIGHUP) or ``kill -INT`` of a harvest started with ``&`` (whose SIGINT
+    the shell ignores) stops the workers and raises Terminated (a KeyboardInterrupt: ``flb harvest`` then records
+    the jobs that finished); without this, SIGTERM ended the harvester and left its workers running. A second
+    signal while stopping is ignored, and the previous handlers are back afterwards."""
+    made: list[_FakeProc] = []
+
+    def popen(*a, **k):
+        made.append(_FakeProc(0, None))
+        return made[-1]
+
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", popen)
+    units = [Unit((_Train("a", 0),), ("T:a",), 60.0), Unit((_Train("b", 0),), ("T:b",), 60.0)]
+    sent: list[int] = []
+
+    def kill_me(progress: Progress) -> None:
+        if progress.running == 2 and not sent:
+            sent.append(signum)
+            os.kill(os.getpid(), signum)
+            time.sleep(0.05)  # the handler runs here, in the main thread
+            os.kill(os.getpid(), signum)  # while stopping: ignored
+
+    before = {s: signal.getsignal(s) for s in harvest_mod.STOP_SIGNALS}
+    with pytest.raises(harvest_mod.Terminated, match=signal.Signals(signum).name):
+        harvest(units, {}, budget_s=60, workers=2, work=tmp_path / "w", print_fn=lambda s: None,
+                on_tick=kill_me, poll_s=0.01)  # fmt: skip
+    assert sent and len(made) == 2 and all(p.terminated for p in made)
+    assert {s: signal.getsignal(s) for s in harvest_mod.STOP_SIGNALS} == before
 
 
 def test_lower_autogroup_writes_the_nice_value_and_says_when_it_cannot(tmp_path):

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from benchmark.data.registry import dataset_info, load_dataset
 from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
-from benchmark.jobs import Job, register_job
+from benchmark.jobs import Job, checkpoint_for, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -91,12 +91,13 @@ class ZOTrainJob(Job):
             test_limit=None if self.test_limit == "all" else int(self.test_limit),
         )  # fmt: skip
 
+    def checkpoint_file(self) -> Path:
+        return checkpoint_for(self.path, ".ckpt")
+
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.zo.run import train_step  # local: heavy import (torch)
 
-        ckpt = Path(
-            "results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".ckpt"
-        )
+        ckpt = self.checkpoint_file()
         train_step(
             self.run_spec(), self.path, device=config.get("device"), data_root=config.get("data_root"),
             checkpoint=ckpt, progress=bool(config.get("progress", True)),
@@ -303,7 +304,7 @@ class ZOValidatedJob(Job):
             "test_accuracy_at_selection": sel["test_accuracy"],
         }}  # fmt: skip
         train_step(spec, self.path, device=config.get("device"), data_root=config.get("data_root"),
-                   checkpoint=self.checkpoint_path(), checkpoint_every=int(config.get("checkpoint_every") or 50),
+                   checkpoint=self.checkpoint_file(), checkpoint_every=int(config.get("checkpoint_every") or 50),
                    progress=bool(config.get("progress", True)), record_extra=extra)  # fmt: skip
 
     def run_spec(self, lr: float, rounds: int):
@@ -317,10 +318,10 @@ class ZOValidatedJob(Job):
             eval_every=max(rounds, 1), test_limit=None if self.test_limit == "all" else int(self.test_limit),
         )  # fmt: skip
 
-    def checkpoint_path(self) -> Path:
-        """Where the run checkpoints (outside the outputs; the sealed checkpoint names the run it belongs to, so
-        only a run of the chosen lr and round resumes from it)."""
-        return Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".ckpt")
+    def checkpoint_file(self) -> Path:
+        """Where the run checkpoints (the sealed checkpoint names the run it belongs to, so only a run of the
+        chosen lr and round resumes from it)."""
+        return checkpoint_for(self.path, ".ckpt")
 
     @property
     def curve_path(self) -> str:

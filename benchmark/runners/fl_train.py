@@ -30,7 +30,7 @@ from benchmark.fl.estimate import describe, run_cost
 from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
 from benchmark.fl.train_tuning import choose_lr
 from benchmark.io import read_verified_json
-from benchmark.jobs import Job, PartitionJob, partition_tag, register_job
+from benchmark.jobs import Job, PartitionJob, checkpoint_for, partition_tag, register_job
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training
 from benchmark.runners import CellResult, register_runner
 from benchmark.runners._features import ProtocolRunner, collect_runs, report_metric, run_preprocess
@@ -96,6 +96,9 @@ class _TrainRun(_TrainFields):
     def record_path(self) -> str:
         return self.path.removesuffix(".csv") + ".record.json"
 
+    def checkpoint_file(self) -> Path:
+        return checkpoint_for(self.path)
+
     def _request(self, config: Mapping[str, Any], **kw: Any) -> Any:
         """The :class:`~benchmark.fl.jobs.TrainRequest` this job runs under ``config``."""
         from benchmark.fl.jobs import TrainRequest  # local: heavy import (pandas, scipy, torch)
@@ -104,8 +107,7 @@ class _TrainRun(_TrainFields):
         exec_ = config.get("train_exec", "auto")
         if exec_ == "auto":
             exec_ = "vectorised" if str(device).startswith("cuda") else "loop"
-        stem = self.path.removeprefix("results/").removesuffix(".csv")
-        checkpoint = Path("results/checkpoints", stem + ".pt")
+        checkpoint = self.checkpoint_file()
         return TrainRequest(
             protocol=self.protocol, method=self.method, algorithm=self.algorithm, weights=self.weights,
             subset=self.subset, device=device, amp=precision_from(train_precision=self.train_precision).amp,

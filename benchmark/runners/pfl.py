@@ -22,7 +22,7 @@ import numpy as np
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
-from benchmark.jobs import Job, register_job
+from benchmark.jobs import Job, checkpoint_for, register_job
 from benchmark.paths import cache_dir
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
@@ -155,10 +155,13 @@ class PFLTrainJob(_PFLFields):
     def curve_path(self) -> str:
         return self.path.removesuffix(".json") + ".curve.csv"
 
+    def checkpoint_file(self) -> Path:
+        return checkpoint_for(self.path)
+
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.pfl.run import train_step  # local: heavy import (torch)
 
-        ckpt = Path("results/checkpoints/" + self.path.removeprefix("results/").removesuffix(".json") + ".pt")
+        ckpt = self.checkpoint_file()
         sibling = None
         if self.writes_sibling(config):
             sibling = PFLTrainJob(**{**self.train_fields(), "selection": other_selection(self.selection)}).path
