@@ -40,7 +40,7 @@ from benchmark.tables.spec import load_spec
 from benchmark.workflow import load_config, parse_kv
 
 #: Job kinds whose only product is a choice (a learning-rate grid point): a recorded choice stands for them.
-CHOICE_KINDS = frozenset({"fl_tune", "zo_val_curve"})
+CHOICE_KINDS = frozenset({"fl_tune", "fl_lr_halving", "zo_val_curve"})
 
 
 @dataclass(frozen=True)

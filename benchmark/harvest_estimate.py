@@ -101,6 +101,19 @@ def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
     return cost.seconds(machine, proto.backbone, REFERENCE_SIZE)
 
 
+def _fl_halving(job: Any, machine: str, data_root: str | None) -> float | None:
+    """A successive-halving search: the point-rounds its rungs train (:func:`benchmark.fl.lr_halving.rounds_spent`)
+    at the cost per round of one grid point's run (evaluations included, as the rungs evaluate on cadence)."""
+    from benchmark.fl.lr_halving import rounds_spent
+
+    grid = job.grid_choice().grid()
+    one = _fl_train(grid[0], machine, data_root)
+    if one is None:
+        return None
+    plan = job.plan()
+    return one * rounds_spent(plan) / plan[-1].rounds
+
+
 def _zo_train(job: Any, machine: str, data_root: str | None) -> float | None:
     if machine != "cpu" or job.method == "slora":  # measured on this suite's CPU only; SLoRA backpropagates
         return None
@@ -128,6 +141,8 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
             s = _central(job, machine)
         elif job.KIND in ("fl_train", "fl_tune"):
             s = _fl_train(job, machine, data_root)
+        elif job.KIND == "fl_lr_halving":
+            s = _fl_halving(job, machine, data_root)
         elif job.KIND == "zo_train":
             s = _zo_train(job, machine, data_root)
         else:

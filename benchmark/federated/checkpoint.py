@@ -175,11 +175,10 @@ def load_checkpoint(path: str | Path, identity: Mapping[str, Any]) -> dict[str, 
     return state
 
 
-def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
-    """``(rounds done, rounds)`` of the stage the checkpoint at ``path`` holds, or None when there is no file or
-    it cannot be read (damaged, unsealed, another format): the harvester's estimate of a resumed job
-    (:func:`benchmark.harvest_cli.plan_harvest`) and nothing else; resuming checks the run's identity
-    (:func:`load_checkpoint`)."""
+def peek_checkpoint(path: str | Path) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` as saved, or None when there is no file or it cannot be read (damaged,
+    unsealed, another format, an invalid round): for looking at a run's progress and history without resuming
+    it; resuming checks the run's identity (:func:`load_checkpoint`)."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -187,11 +186,18 @@ def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
         state = torch.load(io.BytesIO(read_sealed(path, kind="checkpoint", fix=START_OVER)), map_location="cpu",
                            weights_only=True)  # fmt: skip
         done, rounds = state["round"], state["run"]["rounds"]
-    except Exception:  # unreadable: the estimate of a run from its start; resuming reports what is wrong
+    except Exception:  # unreadable: as no checkpoint; resuming reports what is wrong
         return None
     if not (isinstance(done, int) and isinstance(rounds, int) and 0 <= done <= rounds and rounds > 0):
         return None
-    return done, rounds
+    return state
+
+
+def checkpoint_progress(path: str | Path) -> tuple[int, int] | None:
+    """``(rounds done, rounds)`` of the stage the checkpoint at ``path`` holds (:func:`peek_checkpoint`): the
+    harvester's estimate of a resumed job (:func:`benchmark.harvest_cli.plan_harvest`)."""
+    state = peek_checkpoint(path)
+    return None if state is None else (state["round"], state["run"]["rounds"])
 
 
 def tensors_to(obj: Any, device: torch.device | str) -> Any:

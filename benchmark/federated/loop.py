@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -127,6 +129,40 @@ class LoopResult:
     history: list[RoundRecord]
     costs: Costs
     resumed_finished: bool = False
+
+
+@dataclass(frozen=True)
+class RoundLimit:
+    """Stop a run early, resumable (a learning-rate search's rung, :mod:`benchmark.fl.lr_halving`): after
+    ``rounds`` rounds of the stage, or at once after a round whose training loss is not finite when
+    ``stop_nonfinite``. The run's checkpoint (when it has one) is written at the stop, whatever its cadence, so
+    the same run continued later (without a limit) resumes there, bit for bit as if it had never stopped."""
+
+    rounds: int | None = None
+    stop_nonfinite: bool = False
+
+
+class RoundLimitReached(Exception):
+    """Raised by :func:`run_rounds` under :func:`round_limit` when the limit stops the run: ``rounds`` of the
+    stage done, the history so far, whether the loss became non-finite (``diverged``) and the stage's
+    ``start_round`` (its rows after it are its rounds)."""
+
+    def __init__(self, rounds: int, history: list[RoundRecord], diverged: bool, start_round: int = 0) -> None:
+        super().__init__(f"stopped after round {rounds}" + (" (non-finite loss)" if diverged else ""))
+        self.rounds, self.history, self.diverged, self.start_round = rounds, history, diverged, start_round
+
+
+_LIMIT: ContextVar[RoundLimit | None] = ContextVar("round_limit", default=None)
+
+
+@contextmanager
+def round_limit(limit: RoundLimit) -> Iterator[None]:
+    """While inside, every :func:`run_rounds` stops at ``limit`` by raising :class:`RoundLimitReached`."""
+    token = _LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
 
 
 def _add_measured(total: int | None, add: int | None) -> int | None:
@@ -237,6 +273,7 @@ def run_rounds(
     scale = 100.0 if trainer.accuracy_unit == "percent" else 1.0
     for row in rows:
         progress.set_acc(row.test_acc / scale)
+    limit = _LIMIT.get()
     try:
         for i in range(done, plan.rounds):
             r = plan.start_round + i
@@ -263,7 +300,9 @@ def run_rounds(
                     tuple(int(c) for c in clients),
                 )
             )
-            if checkpoint is not None and checkpoint.due(i + 1, plan.rounds):
+            diverged = limit is not None and limit.stop_nonfinite and not math.isfinite(stats.train_loss)
+            stop = diverged or (limit is not None and limit.rounds is not None and i + 1 >= limit.rounds)
+            if checkpoint is not None and (stop or checkpoint.due(i + 1, plan.rounds)):
                 save_checkpoint(
                     checkpoint.path,
                     {
@@ -278,6 +317,8 @@ def run_rounds(
             progress.round_done(i + 1)
             if on_round_end is not None:
                 on_round_end(r + 1)
+            if stop and (diverged or i + 1 < plan.rounds):
+                raise RoundLimitReached(i + 1, rows, diverged, plan.start_round)
     finally:
         progress.close()
     finished_before = resumed and done >= plan.rounds

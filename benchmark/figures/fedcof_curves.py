@@ -30,7 +30,7 @@ from benchmark.figures.registry import DrawnFigure, Reading
 from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import FLRunJob, partition_tag
 from benchmark.runners._features import run_preprocess
-from benchmark.runners.fl_train import FLTrainJob, recorded_choice_path, training_allowed
+from benchmark.runners.fl_train import FLTrainJob, lr_source, training_allowed
 from benchmark.tables.availability import choose_weights
 
 LP_PROTOCOL = "fedcof_cifar100_lp"
@@ -195,9 +195,7 @@ def fig3_jobs(config: Mapping[str, Any]) -> dict[tuple[str, str], list[Any]]:
             raise ConfigError(f"fedcof Fig. 3: {why}", "provide the weights (FLB_WEIGHTS_DIR)")
         for label, (method, algorithm) in FT_SERIES.items():
             method, algorithm = _FT_OVERRIDE.get((ds_label, label), (method, algorithm))
-            lr_from = "stated"
-            if proto.algorithm(algorithm).tuned:
-                lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
+            lr_from = lr_source(proto, algorithm, method, config)
             out[(ds_label, label)] = [
                 FLTrainJob(
                     dataset=proto.dataset,

@@ -31,7 +31,7 @@ from benchmark.errors import ConfigError
 from benchmark.fl.train_protocols import get_train_protocol, list_train_protocols
 from benchmark.jobs import ClosedFormJob, FLRunJob, Job, partition_tag
 from benchmark.runners._features import run_preprocess
-from benchmark.runners.fl_train import FLTrainJob, LRChoiceJob, recorded_choice_path, training_allowed
+from benchmark.runners.fl_train import FLTrainJob, LRChoiceJob, lr_source, training_allowed
 from benchmark.tables.availability import choose_weights, dataset_blocker
 
 Config = Mapping[str, Any]
@@ -221,10 +221,7 @@ def train_runs(config: Config, setting: Setting, series: str, algorithm: str = "
         return SeriesRuns(series, setting, reason=reason)
     assert name is not None
     proto = get_train_protocol(name)
-    alg = proto.algorithm(algorithm)
-    lr_from = "stated"
-    if alg.tuned:
-        lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
+    lr_from = lr_source(proto, algorithm, method, config)
     jobs = tuple(
         FLTrainJob(
             dataset=DATASET, model=BACKBONE, weights=weights(config), preprocess=run_preprocess(proto.preprocess, config),

@@ -63,6 +63,58 @@ def recorded_choice_path(protocol: str, algorithm: str, method: str) -> Path:
     return RECORDED_LR_DIR / f"{protocol}-{algorithm}-{method}.json"
 
 
+#: ``lr_search``: how a learning rate the paper tuned is chosen when no choice is recorded: ``grid`` (every grid
+#: point to full length, :class:`LRChoiceJob`) or ``halving`` (successive halving, :class:`LRHalvingJob`).
+LR_SEARCHES = ("grid", "halving")
+
+
+@dataclass(frozen=True)
+class HalvingSettings:
+    """Successive halving's settings (``--config lr_halving_eta=3 lr_halving_keep=1``)."""
+
+    eta: int = 3
+    keep: int = 1
+
+    @property
+    def lr_from(self) -> str:
+        """The training job's ``lr_from`` (its path segment) for a choice by this search."""
+        return f"halving-eta{self.eta}-keep{self.keep}"
+
+    @classmethod
+    def from_lr_from(cls, lr_from: str) -> HalvingSettings:
+        eta, sep, keep = lr_from.removeprefix("halving-eta").partition("-keep")
+        if not (lr_from.startswith("halving-eta") and sep and eta.isdigit() and keep.isdigit()):
+            raise ConfigError(f"lr_from {lr_from!r} is not halving-eta<E>-keep<K>", "e.g. halving-eta3-keep1")
+        return cls(int(eta), int(keep))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> HalvingSettings:
+        try:
+            out = cls(int(config.get("lr_halving_eta", 3)), int(config.get("lr_halving_keep", 1)))
+        except (TypeError, ValueError):
+            raise ConfigError("lr_halving_eta and lr_halving_keep must be integers", "e.g. lr_halving_eta=3") from None
+        if out.eta < 2 or out.keep < 1:
+            raise ConfigError(f"lr_halving_eta={out.eta}, lr_halving_keep={out.keep}: eta must be >= 2 and keep >= 1",
+                              "e.g. lr_halving_eta=3 lr_halving_keep=1")  # fmt: skip
+        return out
+
+
+def lr_source(proto: TrainProtocol, algorithm: str, method: str, config: Mapping[str, Any]) -> str:
+    """A training job's ``lr_from``: ``stated`` by the protocol, ``recorded`` (a committed choice), else chosen by
+    the config's ``lr_search`` (``tuned`` = the full grid, or ``halving-eta<E>-keep<K>``). An unknown
+    ``lr_search`` is one :class:`ConfigError`."""
+    search = str(config.get("lr_search", "grid"))
+    if search not in LR_SEARCHES:
+        raise ConfigError(f"lr_search={search!r} is not one of {', '.join(LR_SEARCHES)}", "e.g. lr_search=halving")
+    if not proto.algorithm(algorithm).tuned:
+        return "stated"
+    if recorded_choice_path(proto.name, algorithm, method).is_file():
+        return "recorded"
+    if search == "halving" and proto.method(method).engine != "lp_ft":
+        return HalvingSettings.from_config(config).lr_from
+    return "tuned"
+
+
 @dataclass(frozen=True)
 class _TrainFields(Job):
     """The fields every job of one (protocol, algorithm, method) shares."""
@@ -165,6 +217,43 @@ class LRChoiceJob(_TrainFields):
 
 @register_job
 @dataclass(frozen=True)
+class LRHalvingJob(_TrainFields):
+    """The tuned learning rate(s) of one (protocol, algorithm, method) by successive halving over the same grid
+    (:mod:`benchmark.fl.lr_halving`): each grid point is its :class:`FLTuneJob`'s training, stopped at the rungs
+    and continued from its checkpoint, so a survivor's full-length run writes that grid point's own outputs, bit
+    for bit; the choice among the full-length survivors is :func:`choose_lr`'s rule. The record is the grid
+    choice's (``choice``, ``val_accuracy``, ``grid`` = the full-length points) plus ``search``: the rule, ``eta``,
+    ``keep``, every rung's rounds and scores, the eliminated points, the point-rounds trained and the full grid's."""
+
+    KIND: ClassVar[str] = "fl_lr_halving"
+    RESOURCES: ClassVar[dict[str, Any]] = {"gpu": 1}  # it trains the grid points (plugins.smk)
+    PATTERN: ClassVar[str] = _TUNE + "/halving-eta{eta}-keep{keep}.json"
+    eta: int
+    keep: int
+
+    def grid_choice(self) -> LRChoiceJob:
+        return LRChoiceJob(**self.train_fields())
+
+    def plan(self) -> list[Any]:
+        from benchmark.fl.lr_halving import rungs
+
+        proto = get_train_protocol(self.protocol)
+        full = proto.real_rounds(self.method)
+        return rungs(len(self.grid_choice().grid()), full, eta=self.eta, keep=self.keep,
+                     interval=proto.eval_interval())  # fmt: skip
+
+    def execute(self, config: Mapping[str, Any]) -> None:
+        from benchmark.fl.train_tuning import run_search
+
+        proto = get_train_protocol(self.protocol)
+        if proto.method(self.method).engine == "lp_ft":
+            raise ConfigError(f"{self.method}: successive halving stops one round stage; lp_ft has two",
+                              "use lr_search=grid for this method")  # fmt: skip
+        run_search(self, self.grid_choice().grid(), self.plan(), config, out=self.path)
+
+
+@register_job
+@dataclass(frozen=True)
 class FLTrainJob(_TrainRun):
     """One seed of full-model federated training. ``lr_from``: ``stated`` (the protocol's values), ``tuned`` (the
     :class:`LRChoiceJob` of this run) or ``recorded`` (a committed tuning record)."""
@@ -176,14 +265,18 @@ class FLTrainJob(_TrainRun):
     lr_from: str
     seed: int
 
-    def choice(self) -> LRChoiceJob:
+    def choice(self) -> LRChoiceJob | LRHalvingJob:
+        """The job choosing this run's learning rate (``lr_from``: ``tuned`` or ``halving-...``)."""
+        if self.lr_from.startswith("halving"):
+            h = HalvingSettings.from_lr_from(self.lr_from)
+            return LRHalvingJob(**self.train_fields(), eta=h.eta, keep=h.keep)
         return LRChoiceJob(**self.train_fields())
 
     def partition(self) -> PartitionJob:
         return PartitionJob(self.dataset, self.subset, self.ptag, self.seed)
 
     def inputs(self) -> tuple[Job, ...]:
-        extra: tuple[Job, ...] = (self.choice(),) if self.lr_from == "tuned" else ()
+        extra: tuple[Job, ...] = (self.choice(),) if self.lr_from not in ("stated", "recorded") else ()
         return (self.partition(), *extra)
 
     def learning_rates(self) -> LearningRates:
@@ -192,9 +285,9 @@ class FLTrainJob(_TrainRun):
         if self.lr_from == "stated":
             return LearningRates(None, None, {"source": "stated by the protocol"})
         path = (
-            self.choice().path
-            if self.lr_from == "tuned"
-            else recorded_choice_path(self.protocol, self.algorithm, self.method)
+            recorded_choice_path(self.protocol, self.algorithm, self.method)
+            if self.lr_from == "recorded"
+            else self.choice().path
         )
         try:
             rec = read_verified_json(path, fix="delete it and re-run the tuning")
@@ -235,10 +328,11 @@ def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int 
 
 
 def cell_estimate(
-    proto: Any, method: str, algorithm: str, seeds: int, root: str | None, image_size: Any
-) -> str:
-    """The cost of a cell's runs (its seeds plus the learning-rate grid it needs), as
-    :func:`benchmark.fl.estimate.describe` states it."""
+    proto: Any, method: str, algorithm: str, seeds: int, root: str | None, image_size: Any,
+    config: Mapping[str, Any] | None = None,
+) -> str:  # fmt: skip
+    """The cost of a cell's runs (its seeds plus the learning-rate search it needs: the full grid, or successive
+    halving over it with ``lr_search: halving``), as :func:`benchmark.fl.estimate.describe` states it."""
     n_train = _split_size(proto.dataset, "train", proto.subset, root)
     n_test = _split_size(proto.dataset, "test", proto.subset, root)
     if n_train is None or n_test is None:
@@ -247,12 +341,20 @@ def cell_estimate(
     one = run_cost(proto.images_per_round(n_train), rounds, proto.eval_interval(), n_test)
     total = one * seeds
     grid = proto.lr_grid(algorithm)
-    tuned = (
-        proto.algorithm(algorithm).tuned and not recorded_choice_path(proto.name, algorithm, method).is_file()
-    )
+    source = lr_source(proto, algorithm, method, config or {})
+    tuned = source not in ("stated", "recorded")
     if tuned:
-        total = total + one * (len(grid) * (1 - proto.val_fraction))
-    what = f"{seeds} seed(s)" + (f" + a {len(grid)}-point learning-rate grid" if tuned else "")
+        points = float(len(grid))
+        search = f"a {len(grid)}-point learning-rate grid"
+        if source != "tuned":
+            from benchmark.fl.lr_halving import rounds_spent, rungs
+
+            h = HalvingSettings.from_lr_from(source)
+            full = proto.real_rounds(method)
+            points = rounds_spent(rungs(len(grid), full, eta=h.eta, keep=h.keep, interval=proto.eval_interval())) / full
+            search = f"successive halving over a {len(grid)}-point learning-rate grid ({points:.2f} full runs)"
+        total = total + one * (points * (1 - proto.val_fraction))
+    what = f"{seeds} seed(s)" + (f" + {search}" if tuned else "")
     return f"{what}: {describe(total, proto.backbone, int(image_size or 224))}"
 
 
@@ -277,16 +379,13 @@ class FLTrainRunner(ProtocolRunner):
         plan.params = {**plan.params, "algorithm": algorithm}
         if not training_allowed(config):
             est = cell_estimate(
-                proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size
+                proto, method, algorithm, len(spec.seeds), config.get("data_root"), image_size, config
             )
             plan.not_run = needs_training(
                 "full-backbone training", f"full-model training ({name}: {method} under {algorithm}) needs a GPU: {est}"
             )
             return plan
-        alg = proto.algorithm(algorithm)
-        lr_from = "stated"
-        if alg.tuned:
-            lr_from = "recorded" if recorded_choice_path(name, algorithm, method).is_file() else "tuned"
+        lr_from = lr_source(proto, algorithm, method, config)
         train_precision = str(config.get("train_precision", "fp32"))
         precision_from(train_precision=train_precision)  # an unknown value is a ConfigError naming the field
         plan.jobs = tuple(
