@@ -48,7 +48,8 @@ class Unit:
     """One training job and its dependants, with the cells they fill and the estimated seconds. ``jobs`` are in
     the order they run: the training job's own inputs (``prereq`` of them: partitions, a learning-rate grid),
     the training job, then the jobs that read it. ``resumes``: (rounds done, rounds) of the training's checkpoint
-    when a previous harvest left one (its estimate then counts the rounds left)."""
+    when a previous harvest left one (its estimate then counts the rounds left). ``job_est_s``: each job's share
+    of ``est_s`` (0 for a job that does not run), in the order of ``jobs``; recorded with the job's run."""
 
     jobs: tuple[Job, ...]
     cells: tuple[str, ...]
@@ -56,6 +57,7 @@ class Unit:
     seed: int = 0
     prereq: int = 0
     resumes: tuple[int, int] | None = None
+    job_est_s: tuple[float, ...] = ()
 
     @property
     def root(self) -> Job:
@@ -70,14 +72,16 @@ class Unit:
     def to_dict(self) -> dict[str, Any]:
         return {"jobs": [job_to_dict(j) for j in self.jobs], "cells": list(self.cells), "est_s": self.est_s,
                 "seed": self.seed, "prereq": self.prereq,
-                "resumes": None if self.resumes is None else list(self.resumes)}  # fmt: skip
+                "resumes": None if self.resumes is None else list(self.resumes),
+                "job_est_s": list(self.job_est_s)}  # fmt: skip
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Unit:
         load_runners()  # registers the plug-in job kinds
         return cls(tuple(job_from_dict(j) for j in raw["jobs"]), tuple(raw["cells"]), float(raw["est_s"]),
                    int(raw.get("seed", 0)), int(raw.get("prereq", 0)),
-                   None if raw.get("resumes") is None else (int(raw["resumes"][0]), int(raw["resumes"][1])))  # fmt: skip
+                   None if raw.get("resumes") is None else (int(raw["resumes"][0]), int(raw["resumes"][1])),
+                   tuple(float(s) for s in raw.get("job_est_s", ())))  # fmt: skip
 
 
 def _training_root(job: Job) -> Job | None:

@@ -177,9 +177,10 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         shared = bool(config.get("pfl_both_selections"))
         resumes = resume_point(u.root, root) if must_run(u.root, u, root) else None
         left = 1.0 if resumes is None else 1.0 - resumes[0] / resumes[1]
-        est = sum(seconds(j) * (left if j is u.root else 1.0) for j in u.jobs
-                  if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared))  # fmt: skip
-        todo.append(dataclasses.replace(u, est_s=est, resumes=resumes))
+        per_job = tuple(seconds(j) * (left if j is u.root else 1.0)
+                        if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) else 0.0
+                        for j in u.jobs)  # fmt: skip
+        todo.append(dataclasses.replace(u, est_s=sum(per_job), resumes=resumes, job_est_s=per_job))
     todo.sort(key=lambda u: (-u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
 
@@ -274,10 +275,11 @@ def _own_output(job: Job, root: Path) -> dict[str, Any]:
 
 
 def provenance_for(job: Job, entry: Mapping[str, Any], config: Mapping[str, Any], run: Mapping[str, Any],
-                   source: str, root: Path = Path("."), notes: tuple[str, ...] = ()) -> Provenance:  # fmt: skip
+                   source: str, root: Path = Path("."), notes: tuple[str, ...] = (),
+                   estimate_s: float | None = None) -> Provenance:  # fmt: skip
     """A record's provenance: times, wall and command from the harvest's log ``entry``; commit, machine and
     versions from the job's own output where it states them (else the harvest ``run``'s manifest); device,
-    threads and precision from the config the worker ran with."""
+    threads and precision from the config the worker ran with; the plan's ``estimate_s`` of the job."""
     own = _own_output(job, root)
     return Provenance(
         code_commit=str(own.get("git_commit") or run.get("git_commit") or "unknown"),
@@ -288,6 +290,7 @@ def provenance_for(job: Job, entry: Mapping[str, Any], config: Mapping[str, Any]
         start=_iso(float(entry["start"])), end=_iso(float(entry["end"])),
         wall_s=round(float(entry.get("wall_s", float(entry["end"]) - float(entry["start"]))), 3),
         command=str(entry.get("command", "")), source=source, notes=notes,
+        estimate_s=None if not estimate_s else round(float(estimate_s), 1),
     )  # fmt: skip
 
 
@@ -299,6 +302,7 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
     training's times. A job the ledger already records with other files keeps its record (one line says so)."""
     load_runners()
     done = {e["path"]: e for e in entries if e.get("status") == "done"}
+    estimates = {j.path: s for u in units for j, s in zip(u.jobs, u.job_est_s, strict=False)}
     todo: list[tuple[Job, Mapping[str, Any], tuple[str, ...]]] = []
     for unit in units:
         for job in unit.jobs:
@@ -317,7 +321,9 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
         seen.add(job.path)
         own = _own_output(job, root)
         try:
-            rec = write_record(job, provenance_for(job, entry, config, run, source, root, notes), root=root,
+            prov = provenance_for(job, entry, config, run, source, root, notes,
+                                  None if notes else estimates.get(job.path))  # fmt: skip
+            rec = write_record(job, prov, root=root,
                                ledger=out, inputs={k: own[k] for k in INPUT_KEYS if k in own})  # fmt: skip
         except BenchmarkError as err:
             print_fn(f"[harvest] not recorded: {job.path}: {err}")

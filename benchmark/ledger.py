@@ -116,6 +116,7 @@ class Provenance:
     reported_commit: str = ""  # the commit the run's own files name, where it differs from ``code_commit``
     notes: tuple[str, ...] = ()
     caveats: tuple[str, ...] = ()  # what every verdict from this record must say (shown with it in the tables)
+    estimate_s: float | None = None  # the harvester's estimate of this job before it ran (calibrated), beside wall_s
 
     @property
     def date(self) -> str:

@@ -4,6 +4,7 @@ finished, ``--dry-run``, and a bad ``--budget`` as one error line."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -314,6 +315,7 @@ def test_finished_jobs_are_recorded_and_read_back(tmp_path):
                         evaluation="initial", ft_part="full", ft_epochs=1, ft_lr="0.001", ft_momentum="0.9"))],
                        lambda j: 60.0)[0]  # fmt: skip
     assert unit.root == best and last in unit.jobs
+    unit = dataclasses.replace(unit, job_est_s=tuple(123.4 if j == best else 0.0 for j in unit.jobs))
     assert Unit.from_dict(json.loads(json.dumps(unit.to_dict()))) == unit  # what a worker reads
     for job in (best, last):
         _fake_outputs(tmp_path, job)
@@ -342,6 +344,8 @@ def test_finished_jobs_are_recorded_and_read_back(tmp_path):
         assert not any(f.endswith(".pt") for f in back.files)
     sibling = next(r for r in recs if r.job == last)
     assert sibling.provenance.notes and best.path in sibling.provenance.notes[0]
+    # the plan's estimate beside the wall time (the estimator can be checked); none for the sibling's outputs
+    assert next(r for r in recs if r.job == best).provenance.estimate_s == 123.4 and sibling.provenance.estimate_s is None
 
 
 def test_an_interrupted_harvest_still_records_the_jobs_that_finished(tmp_path, monkeypatch):
