@@ -27,17 +27,12 @@ from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import Job
 from benchmark.runners import fedmezo
 from benchmark.runners.fl_train import _split_size
-from benchmark.runners.pfl import pfl_eval_every
+from benchmark.runners.pfl import FORWARD_SPEEDUP, pfl_job_seconds
 
 #: Seconds assumed for a job whose kind has no measured rate on the device (stated in the harvest plan).
 DEFAULT_JOB_S = 600.0
 #: Seconds of a job that trains nothing (a partition, a learning-rate choice, an initial evaluation).
 LIGHT_JOB_S = 5.0
-#: Training images per client of the pfl runner (fedbabu: 500 train / 100 test per client on CIFAR).
-PFL_TRAIN_PER_CLIENT = 500
-PFL_TEST_PER_CLIENT = 100
-#: Forward-only images per training image's cost (one forward vs forward + backward + step: 1F vs 3F).
-FORWARD_SPEEDUP = 3.0
 #: Recorded runs of a kind needed before its estimates are scaled by them (:func:`calibrate`).
 CALIBRATION_MIN_RUNS = 2
 #: Kinds that train nothing (:data:`LIGHT_JOB_S`).
@@ -56,28 +51,6 @@ class Estimate:
 
     seconds: float
     measured: bool
-
-
-def _pfl_train(job: Any, machine: str, config: Mapping[str, Any]) -> float | None:
-    rate = native_rate(machine, job.model)
-    if rate is None:
-        return None
-    m = max(int(float(job.participation) * job.clients), 1)
-    train = job.rounds * m * job.local_epochs * PFL_TRAIN_PER_CLIENT
-    every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
-    evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
-    evals = evaluated * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated
-    return train / rate + evals / (rate * FORWARD_SPEEDUP)
-
-
-def _pfl_eval(job: Any, machine: str) -> float | None:
-    rate = native_rate(machine, job.model)
-    if rate is None:
-        return None
-    evals = job.clients * (PFL_TEST_PER_CLIENT + PFL_TRAIN_PER_CLIENT) / (rate * FORWARD_SPEEDUP)
-    if job.evaluation != "personalised":
-        return evals
-    return evals + job.clients * job.ft_epochs * PFL_TRAIN_PER_CLIENT / rate
 
 
 def _central(job: Any, machine: str) -> float | None:
@@ -133,10 +106,8 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
     if job.KIND in LIGHT_KINDS:
         return Estimate(LIGHT_JOB_S, True)
     try:
-        if job.KIND == "pfl_train":
-            s = _pfl_train(job, machine, config or {})
-        elif job.KIND == "pfl_eval":
-            s = _pfl_eval(job, machine)
+        if job.KIND in ("pfl_train", "pfl_eval"):
+            s = pfl_job_seconds(job, machine, config or {})
         elif job.KIND == "pfl_central_curve":
             s = _central(job, machine)
         elif job.KIND in ("fl_train", "fl_tune"):

@@ -297,14 +297,52 @@ def _not_implemented(what: str, detail: str) -> NotRunReason:
     return NotRunReason(ReasonKind.NOT_IMPLEMENTED, what, detail)
 
 
-def estimate(job: _PFLFields, per_client: int, seeds: int) -> str:
-    """Training images per seed (rounds x sampled clients x tau x images per client, from the planned job: the
-    centralised and Local-only runs are such runs too) and the CPU-hours they take here (measured rates)."""
-    m = max(int(float(job.participation) * job.clients), 1)
-    images = job.rounds * m * job.local_epochs * per_client
-    rate = native_rate("cpu", job.model)
-    hours = f", about {images * seeds / rate / 3600:.1f} CPU-hours on this suite's 2-core CPU" if rate else ""
-    return f"{seeds} seed(s) x {images / 1e6:.2f} M training images{hours}"
+#: Training images per client of the pfl runner (fedbabu: 500 train / 100 test per client on CIFAR).
+PFL_TRAIN_PER_CLIENT = 500
+PFL_TEST_PER_CLIENT = 100
+#: Forward-only images per training image's cost (one forward vs forward + backward + step: 1F vs 3F).
+FORWARD_SPEEDUP = 3.0
+
+
+def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float | None:
+    """Estimated seconds of one :class:`PFLTrainJob` (training plus the evaluations its selection rule needs) or
+    :class:`PFLEvalJob` (every client's evaluation, plus the personalisation's fine-tuning) on ``machine``
+    (``cpu`` / ``h100``) at the throughput table's rate for the model (an idle machine's); None without a rate."""
+    rate = native_rate(machine, job.model)
+    if rate is None:
+        return None
+    if job.KIND == "pfl_train":
+        m = max(int(float(job.participation) * job.clients), 1)
+        train = job.rounds * m * job.local_epochs * PFL_TRAIN_PER_CLIENT
+        every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
+        evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
+        evals = evaluated * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated
+        return train / rate + evals / (rate * FORWARD_SPEEDUP)
+    evals = job.clients * (PFL_TEST_PER_CLIENT + PFL_TRAIN_PER_CLIENT) / (rate * FORWARD_SPEEDUP)
+    if job.evaluation != "personalised":
+        return evals
+    return evals + job.clients * job.ft_epochs * PFL_TRAIN_PER_CLIENT / rate
+
+
+def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> str:
+    """A NOT RUN cell's cost: its training images per seed (rounds x sampled clients x tau x images per client;
+    the centralised and Local-only runs are such runs too) and the CPU-hours of all its jobs here, training,
+    the evaluations its selection needs and its own evaluation or personalisation (:func:`pfl_job_seconds`, an
+    idle machine's rates)."""
+    from benchmark.jobs import job_closure
+
+    train = next((j for j in jobs if j.KIND == "pfl_train"), None) or next(
+        (d for j in jobs for d in j.inputs() if d.KIND == "pfl_train"), None)  # fmt: skip
+    every = job_closure(jobs)
+    what = ""
+    if train is not None:
+        m = max(int(float(train.participation) * train.clients), 1)
+        images = train.rounds * m * train.local_epochs * PFL_TRAIN_PER_CLIENT
+        what = f"{seeds} seed(s) x {images / 1e6:.2f} M training images"
+    secs = [pfl_job_seconds(j, "cpu", config) for j in every if j.KIND in ("pfl_train", "pfl_eval")]
+    if secs and all(s is not None for s in secs):
+        what += f", about {sum(secs) / 3600:.1f} CPU-hours on this suite's 2-core CPU (training and evaluations)"
+    return what.lstrip(", ")
 
 
 class PFLRunner(Runner):
@@ -350,7 +388,7 @@ class PFLRunner(Runner):
             plan.not_run = why
             return plan
         if not training_allowed(config):
-            size = estimate(jobs[0], int(proto.get("train_per_client") or 500), len(spec.seeds))
+            size = estimate(jobs, len(spec.seeds), config)
             plan.not_run = needs_training(
                 "training from scratch", f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}"
             )
