@@ -158,7 +158,7 @@ def _typed(tmp: Path) -> dict[str, Any]:
         "zo_rounds": 4, "zo_encoder": "roberta-large", "zo_eval_every": 2, "zo_test_limit": 50,
         "zo_figure_tasks": ["mnli"], "cell_filter": "cifar10/.*", "ci_training": ["legate2023_cifar100/lp"],
         "fl_report_round": "best_on_test", "flip_stream": "fixed", "resize": "pil_uint8",
-        "fedncm_bias": "torch_default_init",
+        "fedncm_bias": "torch_default_init", "lr_search": "halving", "lr_halving_eta": 4, "lr_halving_keep": 2,
         "targets": {"tiny": {"paper": "suite", "table": "tiny", "dataset": "cifar10", "backbones": ["resnet18"],
                              "weights": "substitute", "preprocess": "legate2023_cifar", "subset": "stratified5",
                              "partition": {"scheme": "iid", "num_clients": 2}, "seeds": [3], "methods": ["fedncm"]}},
@@ -194,6 +194,9 @@ WHERE = {
     "fl_report_round": "plan (the settings the training cells are read with)",
     "flip_stream": "plan (jobs' preprocessing: @seedflip)", "resize": "plan (jobs' preprocessing: @pil)",
     "fedncm_bias": "plan (the closed-form protocol in the jobs' paths)",
+    "lr_search": "plan (training jobs' lr_from and the choice job)",
+    "lr_halving_eta": "plan (training jobs' lr_from and the choice job)",
+    "lr_halving_keep": "plan (training jobs' lr_from and the choice job)",
 }  # fmt: skip
 CENTRAL_JOB = "results/runs/pfl_central/cifar10/cnn4/full-default/e3-n100/seed0.json"
 EXTRACT_JOB = "results/features/cifar10/squeezenet1_1-substitute/legate2023_cifar-fp32/stratified10/train.json"
