@@ -210,7 +210,7 @@ def _train_job(lr_from: str) -> FLTrainJob:
 def test_lr_search_halving_plans_a_halving_choice_of_the_same_grid():
     proto = get_train_protocol("legate2023_cifar10")
     assert lr_source(proto, "fedadam", "ft", {}) == "tuned"
-    assert lr_source(proto, "fedadam", "ft", {"lr_search": "halving"}) == "halving-eta3-keep1"
+    assert lr_source(proto, "fedadam", "ft", {"lr_search": "halving"}) == "halving-eta3-keep2"  # keep 2 by default
     assert lr_source(proto, "fedadam", "lp5_ft", {"lr_search": "halving"}) == "tuned"  # two round stages
     job = _train_job("halving-eta3-keep1")
     choice = job.choice()

@@ -1,7 +1,7 @@
 """Successive halving vs the full learning-rate grid on a CPU-sized configuration (issue 28).
 
     python -m tools.lr_halving_demo --workdir DIR --out docs/runs/lr_halving_cpu/result.json \
-        [--protocol halving_demo_cifar10_32] [--methods ft fedncm_ft] [--algorithm fedavg] [--eta 3] [--keep 1]
+        [--protocol halving_demo_cifar10_32] [--methods ft fedncm_ft] [--algorithm fedavg] [--eta 3] [--keep 2]
 
 For each method: the :class:`~benchmark.runners.fl_train.LRHalvingJob` first (its rungs stop each grid point and
 continue it from its checkpoint), then the full grid's :class:`~benchmark.runners.fl_train.LRChoiceJob`, whose
@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["ft", "fedncm_ft"])
     ap.add_argument("--algorithm", default="fedavg")
     ap.add_argument("--eta", type=int, default=3)
-    ap.add_argument("--keep", type=int, default=1)
+    ap.add_argument("--keep", type=int, default=2)
     args = ap.parse_args()
     out = args.out.resolve()
     config = {**load_config(), "device": "cpu", "progress": False}
