@@ -49,7 +49,8 @@ class Unit:
     the order they run: the training job's own inputs (``prereq`` of them: partitions, a learning-rate grid),
     the training job, then the jobs that read it. ``resumes``: (rounds done, rounds) of the training's checkpoint
     when a previous harvest left one (its estimate then counts the rounds left). ``job_est_s``: each job's share
-    of ``est_s`` (0 for a job that does not run), in the order of ``jobs``; recorded with the job's run."""
+    of ``est_s`` (0 for a job that does not run), in the order of ``jobs``; recorded with the job's run.
+    ``unmeasured``: some job of it has no measured rate on the device (its estimate is an assumed default)."""
 
     jobs: tuple[Job, ...]
     cells: tuple[str, ...]
@@ -58,6 +59,7 @@ class Unit:
     prereq: int = 0
     resumes: tuple[int, int] | None = None
     job_est_s: tuple[float, ...] = ()
+    unmeasured: bool = False
 
     @property
     def root(self) -> Job:

@@ -153,7 +153,9 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
     (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
     weights, so an evaluation still to run needs it trained again), each scaled by ``calibration`` (the recorded
-    runs' actual / estimate of its kind on this machine, :func:`benchmark.harvest_estimate.calibrate`). A training
+    runs' actual / estimate of its kind on this machine, :func:`benchmark.harvest_estimate.calibrate`). Units with a
+    job of no measured rate on the device come after every measured one: their assumed minutes say nothing of
+    their cost (a ResNet-50 training on a CPU would rank first on an assumed 10 minutes). A training
     that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
     a nearly finished unit ranks as the cheap one it is."""
     unmeasured: set[str] = set()
@@ -177,11 +179,13 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         shared = bool(config.get("pfl_both_selections"))
         resumes = resume_point(u.root, root) if must_run(u.root, u, root) else None
         left = 1.0 if resumes is None else 1.0 - resumes[0] / resumes[1]
-        per_job = tuple(seconds(j) * (left if j is u.root else 1.0)
-                        if must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) else 0.0
-                        for j in u.jobs)  # fmt: skip
-        todo.append(dataclasses.replace(u, est_s=sum(per_job), resumes=resumes, job_est_s=per_job))
-    todo.sort(key=lambda u: (-u.value, u.seed, u.root.path))
+        runs = [must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) for j in u.jobs]
+        per_job = tuple(seconds(j) * (left if j is u.root else 1.0) if run else 0.0
+                        for j, run in zip(u.jobs, runs, strict=True))  # fmt: skip
+        guessed = any(run and j.path in unmeasured for j, run in zip(u.jobs, runs, strict=True))
+        todo.append(dataclasses.replace(u, est_s=sum(per_job), resumes=resumes, job_est_s=per_job,
+                                        unmeasured=guessed))  # fmt: skip
+    todo.sort(key=lambda u: (u.unmeasured, -u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
 
 
@@ -249,6 +253,7 @@ def describe_plan(plan: HarvestPlan, device: str, budget_s: float, workers: int,
     for i, u in enumerate(plan.units[:show], 1):
         mark = "fits" if u in fit else "cut" if u in cut else "later"
         resumed = "" if u.resumes is None else f"  (resumes at round {u.resumes[0]}/{u.resumes[1]})"
+        resumed += "  (no measured rate: assumed)" if u.unmeasured else ""
         lines.append(f"  {i:3d}. {len(u.cells):3d} cells  est {u.est_s / 60:8.1f} min  [{mark}]  {u.root.path}"
                      + resumed)  # fmt: skip
     if len(plan.units) > show:

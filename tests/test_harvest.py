@@ -120,6 +120,24 @@ def test_units_done_on_disk_or_recorded_are_skipped_and_not_estimated(tmp_path, 
     assert plan.units[0].est_s == 120.0  # c's training and evaluation; its partition is on disk
 
 
+def test_units_with_a_job_of_no_measured_rate_come_after_every_measured_one(tmp_path, monkeypatch):
+    """An assumed 10 minutes says nothing of a job's cost (a ResNet-50 training on a CPU would rank first on it):
+    such units go last, and the plan says their estimate is assumed."""
+    planned = [(f"T:{n}", _Train(n, 0)) for n in ("resnet", "convnet")]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+
+    def estimate(job, device, config):
+        if job.KIND == "partition":
+            return Estimate(5.0, True)
+        return Estimate(600.0, False) if job.name == "resnet" else Estimate(3600.0, True)
+
+    monkeypatch.setattr(harvest_cli, "job_estimate", estimate)
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, set(), root=tmp_path)
+    assert [(u.root.name, u.unmeasured) for u in plan.units] == [("convnet", False), ("resnet", True)]
+    assert plan.units[1].value > plan.units[0].value  # more cells per assumed minute, still after
+    assert "(no measured rate: assumed)" in "\n".join(harvest_cli.describe_plan(plan, "cpu", 3600.0, 1))
+
+
 class _CkptTrain(_Train):
     """A training job that checkpoints, as pfl / fl / zo training jobs do."""
 
