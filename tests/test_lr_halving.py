@@ -231,3 +231,17 @@ def test_a_bad_lr_search_setting_is_one_error(bad):
             lr_source(get_train_protocol("legate2023_cifar10"), "fedavg", "ft", bad)
     with pytest.raises(ConfigError):
         HalvingSettings.from_lr_from("halving-etaX-keep1")
+
+
+def test_a_not_run_cell_states_the_cost_of_the_search_it_would_run(real_data_root):
+    """The NOT RUN estimate counts the learning-rate search the config asks for: the full grid, or halving's
+    point-rounds (a third of the 9-point grid with keep 2)."""
+    from benchmark.runners.fl_train import cell_estimate
+
+    proto = get_train_protocol("legate2023_cifar10")
+    grid = cell_estimate(proto, "ft", "fedavg", 3, str(real_data_root), 224, {})
+    halving = cell_estimate(proto, "ft", "fedavg", 3, str(real_data_root), 224, {"lr_search": "halving"})
+    assert "3 seed(s) + a 9-point learning-rate grid:" in grid
+    assert "3 seed(s) + successive halving over a 9-point learning-rate grid (3.02 full runs):" in halving
+    hours = [float(t.split("≈ ")[1].split(" GPU-hours")[0]) for t in (grid, halving)]
+    assert hours[1] < hours[0] / 1.5
