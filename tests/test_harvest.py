@@ -596,3 +596,17 @@ def test_lower_autogroup_writes_the_nice_value_and_says_when_it_cannot(tmp_path)
     group.write_text("/autogroup-7 nice 0\n")
     assert lower_autogroup(group) and group.read_text() == "19\n"
     assert not lower_autogroup(tmp_path / "no" / "autogroup")
+
+
+def test_a_pfl_clients_images_are_the_split_shared_among_its_clients():
+    """Shards deal the 50,000 / 10,000 CIFAR images out among the K clients (fedbabu Table 11's K = 500: 100 / 20
+    each), so a 500-client run costs a fifth of the images per client of a 100-client one; Dirichlet draws a fixed
+    500 / 100 (benchmark/pfl/partition.py)."""
+    from benchmark.runners.pfl import images_per_client, pfl_job_seconds, training_images
+
+    assert images_per_client(_pfl()) == (500, 100) and images_per_client(_pfl(clients=500)) == (100, 20)
+    assert images_per_client(_pfl(scheme="dirichlet", scheme_param="0.3", clients=500)) == (500, 100)
+    k100, k500 = _pfl(participation="0.1", rounds=32, local_epochs=10), _pfl(participation="0.1", rounds=32,
+                                                                           local_epochs=10, clients=500)  # fmt: skip
+    assert training_images(k100) == 32 * 10 * 10 * 500 and training_images(k500) == 32 * 50 * 10 * 100
+    assert pfl_job_seconds(k500, "cpu", {}) < pfl_job_seconds(k100, "cpu", {}) * 1.01

@@ -86,8 +86,15 @@ class HalvingSettings:
     def from_lr_from(cls, lr_from: str) -> HalvingSettings:
         eta, sep, keep = lr_from.removeprefix("halving-eta").partition("-keep")
         if not (lr_from.startswith("halving-eta") and sep and eta.isdigit() and keep.isdigit()):
-            raise ConfigError(f"lr_from {lr_from!r} is not halving-eta<E>-keep<K>", "e.g. halving-eta3-keep1")
+            raise ConfigError(f"lr_from {lr_from!r} is not halving-eta<E>-keep<K>", "e.g. halving-eta3-keep2")
         return cls(int(eta), int(keep))
+
+    def rungs(self, proto: TrainProtocol, method: str, points: int) -> list[Any]:
+        """The rungs of a search over ``points`` grid points of ``method`` under ``proto``
+        (:func:`benchmark.fl.lr_halving.rungs`: the method's real rounds, its evaluation interval)."""
+        from benchmark.fl.lr_halving import rungs
+
+        return rungs(points, proto.real_rounds(method), eta=self.eta, keep=self.keep, interval=proto.eval_interval())
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> HalvingSettings:
@@ -97,7 +104,7 @@ class HalvingSettings:
             raise ConfigError("lr_halving_eta and lr_halving_keep must be integers", "e.g. lr_halving_eta=3") from None
         if out.eta < 2 or out.keep < 1:
             raise ConfigError(f"lr_halving_eta={out.eta}, lr_halving_keep={out.keep}: eta must be >= 2 and keep >= 1",
-                              "e.g. lr_halving_eta=3 lr_halving_keep=1")  # fmt: skip
+                              "e.g. lr_halving_eta=3 lr_halving_keep=2")  # fmt: skip
         return out
 
 
@@ -237,12 +244,9 @@ class LRHalvingJob(_TrainFields):
         return LRChoiceJob(**self.train_fields())
 
     def plan(self) -> list[Any]:
-        from benchmark.fl.lr_halving import rungs
-
-        proto = get_train_protocol(self.protocol)
-        full = proto.real_rounds(self.method)
-        return rungs(len(self.grid_choice().grid()), full, eta=self.eta, keep=self.keep,
-                     interval=proto.eval_interval())  # fmt: skip
+        """The search's rungs (:meth:`HalvingSettings.rungs`)."""
+        settings = HalvingSettings(self.eta, self.keep)
+        return settings.rungs(get_train_protocol(self.protocol), self.method, len(self.grid_choice().grid()))
 
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.fl.train_tuning import run_search
@@ -349,11 +353,10 @@ def cell_estimate(
         points = float(len(grid))
         search = f"a {len(grid)}-point learning-rate grid"
         if source != "tuned":
-            from benchmark.fl.lr_halving import rounds_spent, rungs
+            from benchmark.fl.lr_halving import rounds_spent
 
-            h = HalvingSettings.from_lr_from(source)
-            full = proto.real_rounds(method)
-            points = rounds_spent(rungs(len(grid), full, eta=h.eta, keep=h.keep, interval=proto.eval_interval())) / full
+            plan = HalvingSettings.from_lr_from(source).rungs(proto, method, len(grid))
+            points = rounds_spent(plan) / plan[-1].rounds
             search = f"successive halving over a {len(grid)}-point learning-rate grid ({points:.2f} full runs)"
         total = total + one * (points * (1 - proto.val_fraction))
     what = f"{seeds} seed(s)" + (f" + {search}" if tuned else "")

@@ -22,7 +22,7 @@ import numpy as np
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
-from benchmark.jobs import Job, checkpoint_for, register_job
+from benchmark.jobs import Job, checkpoint_for, job_closure, register_job
 from benchmark.paths import cache_dir
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
@@ -297,11 +297,25 @@ def _not_implemented(what: str, detail: str) -> NotRunReason:
     return NotRunReason(ReasonKind.NOT_IMPLEMENTED, what, detail)
 
 
-#: Training images per client of the pfl runner (fedbabu: 500 train / 100 test per client on CIFAR).
-PFL_TRAIN_PER_CLIENT = 500
-PFL_TEST_PER_CLIENT = 100
+#: Images of the CIFAR-10 / CIFAR-100 train and test splits, which the shards scheme deals out among the clients.
+CIFAR_TRAIN, CIFAR_TEST = 50_000, 10_000
+#: Images per client of the Dirichlet scheme (benchmark.pfl.partition.DirichletPartitioner's defaults).
+DIRICHLET_TRAIN_PER_CLIENT, DIRICHLET_TEST_PER_CLIENT = 500, 100
 #: Forward-only images per training image's cost (one forward vs forward + backward + step: 1F vs 3F).
 FORWARD_SPEEDUP = 3.0
+
+
+def images_per_client(job: Any) -> tuple[int, int]:
+    """(train, test) images of one client: the split shared among the K clients (shards: 500 / 100 for K = 100,
+    100 / 20 for fedbabu Table 11's K = 500), or the Dirichlet scheme's fixed 500 / 100."""
+    if job.scheme == "shards":
+        return CIFAR_TRAIN // job.clients, CIFAR_TEST // job.clients
+    return DIRICHLET_TRAIN_PER_CLIENT, DIRICHLET_TEST_PER_CLIENT
+
+
+def training_images(job: Any) -> int:
+    """Training images of a pfl training: rounds x sampled clients x tau x images per client."""
+    return job.rounds * max(int(float(job.participation) * job.clients), 1) * job.local_epochs * images_per_client(job)[0]
 
 
 def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float | None:
@@ -311,17 +325,16 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
+    train, test = images_per_client(job)
     if job.KIND == "pfl_train":
-        m = max(int(float(job.participation) * job.clients), 1)
-        train = job.rounds * m * job.local_epochs * PFL_TRAIN_PER_CLIENT
         every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
         evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
-        evals = evaluated * job.clients * PFL_TEST_PER_CLIENT  # every client evaluated
-        return train / rate + evals / (rate * FORWARD_SPEEDUP)
-    evals = job.clients * (PFL_TEST_PER_CLIENT + PFL_TRAIN_PER_CLIENT) / (rate * FORWARD_SPEEDUP)
+        evals = evaluated * job.clients * test  # every client evaluated
+        return training_images(job) / rate + evals / (rate * FORWARD_SPEEDUP)
+    evals = job.clients * (test + train) / (rate * FORWARD_SPEEDUP)
     if job.evaluation != "personalised":
         return evals
-    return evals + job.clients * job.ft_epochs * PFL_TRAIN_PER_CLIENT / rate
+    return evals + job.clients * job.ft_epochs * train / rate
 
 
 def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> str:
@@ -329,16 +342,9 @@ def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> st
     the centralised and Local-only runs are such runs too) and the CPU-hours of all its jobs here, training,
     the evaluations its selection needs and its own evaluation or personalisation (:func:`pfl_job_seconds`, an
     idle machine's rates)."""
-    from benchmark.jobs import job_closure
-
-    train = next((j for j in jobs if j.KIND == "pfl_train"), None) or next(
-        (d for j in jobs for d in j.inputs() if d.KIND == "pfl_train"), None)  # fmt: skip
     every = job_closure(jobs)
-    what = ""
-    if train is not None:
-        m = max(int(float(train.participation) * train.clients), 1)
-        images = train.rounds * m * train.local_epochs * PFL_TRAIN_PER_CLIENT
-        what = f"{seeds} seed(s) x {images / 1e6:.2f} M training images"
+    train = next((j for j in every if j.KIND == "pfl_train"), None)
+    what = "" if train is None else f"{seeds} seed(s) x {training_images(train) / 1e6:.2f} M training images"
     secs = [pfl_job_seconds(j, "cpu", config) for j in every if j.KIND in ("pfl_train", "pfl_eval")]
     if secs and all(s is not None for s in secs):
         what += f", about {sum(secs) / 3600:.1f} CPU-hours on this suite's 2-core CPU (training and evaluations)"
