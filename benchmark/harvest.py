@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -199,6 +200,17 @@ def worker_numerics(config: Mapping[str, Any]) -> None:
         torch.set_num_threads(int(config["threads_per_worker"]))
 
 
+def resume_point(job: Job, root: Path = Path(".")) -> tuple[int, int] | None:
+    """(rounds done, rounds) of ``job``'s checkpoint under ``root``, when it has one that can be read."""
+    path = job.checkpoint_file()
+    if path is None or not (root / path).is_file():
+        return None
+    # local import: torch, only when a checkpoint exists
+    from benchmark.federated.checkpoint import checkpoint_progress
+
+    return checkpoint_progress(root / path)
+
+
 def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any]], None]) -> None:
     """Run the unit's jobs in this process, skipping those whose output exists; ``log`` gets one entry per job
     (``status``: ``done``, ``stopped`` (SIGTERM: the budget) or ``error: ...``)."""
@@ -211,6 +223,8 @@ def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any
         start = time.time()
         entry = {"job": job_to_dict(job), "path": job.path, "start": start,
                  "command": "flb job " + json.dumps(job_to_dict(job), sort_keys=True)}  # fmt: skip
+        if (resumed := resume_point(job)) is not None:
+            entry["resumed_from"] = list(resumed)
         try:
             job.execute(config)
         except _Stopped:
@@ -292,6 +306,26 @@ class Progress:
     running: int
     elapsed_s: float
     budget_s: float
+    rounds: tuple[str, ...] = ()
+    """Each running unit's latest ``round r/R`` (:func:`last_round`), where its worker has printed one."""
+
+
+#: A training's plain progress line (:func:`benchmark.federated.progress.progress_line`).
+ROUND_LINE = re.compile(r"\] round (\d+)/(\d+) ")
+
+
+def last_round(output: Path, tail_bytes: int = 4096) -> str | None:
+    """``r/R`` of the last progress line in a worker's output file (its training prints one every 5 % of the
+    rounds: the harvester's ``progress`` is on and the file is not a terminal), or ``None``."""
+    try:
+        with Path(output).open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail_bytes))
+            tail = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = ROUND_LINE.findall(tail)
+    return f"{found[-1][0]}/{found[-1][1]}" if found else None
 
 
 def _worker_env(config: Mapping[str, Any]) -> dict[str, str]:
@@ -397,7 +431,8 @@ def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, work
 
     def tick() -> None:
         if on_tick is not None:
-            on_tick(Progress(done, total, cells, len(running), min(clock() - t0, budget_s), budget_s))
+            rounds = tuple(r for r in (last_round(Path(x.out.name)) for x in running) if r is not None)
+            on_tick(Progress(done, total, cells, len(running), min(clock() - t0, budget_s), budget_s, rounds))
 
     try:
         while queue or running:

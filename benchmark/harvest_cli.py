@@ -59,9 +59,10 @@ from benchmark.harvest import (
     must_run,
     plan_units,
     precision_of,
+    resume_point,
     written_by,
 )
-from benchmark.harvest_estimate import DEFAULT_JOB_S, Calibration, calibrate, job_estimate
+from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration, calibrate, job_estimate
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
@@ -93,7 +94,8 @@ def parse_budget(text: str) -> float:
 def harvest_config(device: str, overrides: Mapping[str, Any], *, workers: int = 1, nice: bool = False,
                    base: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """The validated config a harvest plans and runs with: ``overrides`` (``--config``) over the default config,
-    the device set so training jobs are planned, ``progress`` off (workers write to log files), and the
+    the device set so training jobs are planned, ``progress`` on (each worker's round lines go to its output
+    file, ``unitNNN.log``, and the bar shows every running unit's latest round: :func:`benchmark.harvest.last_round`), and the
     harvester's own keys (:data:`HARVEST_KEYS`) checked apart: ``tf32`` false unless asked,
     ``threads_per_worker`` 1 with ``nice`` on a CPU, else the CPUs shared among the workers."""
     own = {k: overrides[k] for k in HARVEST_KEYS if k in overrides}
@@ -106,7 +108,7 @@ def harvest_config(device: str, overrides: Mapping[str, Any], *, workers: int = 
     forced = {"device": device, **({"cpu_training": True} if device == "cpu" else {})}
     cfg = load_config(None, {**rest, **forced}, base=base)
     threads = 1 if nice and device == "cpu" else max(1, (os.cpu_count() or 1) // max(workers, 1))
-    return {**cfg, "progress": False, "tf32": bool(own.get("tf32", False)),
+    return {**cfg, "progress": True, "tf32": bool(own.get("tf32", False)),
             "threads_per_worker": int(own.get("threads_per_worker", threads))}  # fmt: skip
 
 
@@ -187,17 +189,6 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
                                         unmeasured=guessed))  # fmt: skip
     todo.sort(key=lambda u: (u.unmeasured, -u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
-
-
-def resume_point(job: Job, root: Path = Path(".")) -> tuple[int, int] | None:
-    """(rounds done, rounds) of ``job``'s checkpoint under ``root``, when it has one that can be read."""
-    path = job.checkpoint_file()
-    if path is None or not (root / path).is_file():
-        return None
-    # local import: torch, only when a checkpoint exists
-    from benchmark.federated.checkpoint import checkpoint_progress
-
-    return checkpoint_progress(root / path)
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
@@ -326,7 +317,9 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
         seen.add(job.path)
         own = _own_output(job, root)
         try:
-            prov = provenance_for(job, entry, config, run, source, root, notes,
+            resumed = entry.get("resumed_from")
+            own_notes = (RESUMED_NOTE.format(done=resumed[0], rounds=resumed[1]),) if resumed and not notes else ()
+            prov = provenance_for(job, entry, config, run, source, root, notes + own_notes,
                                   None if notes else estimates.get(job.path))  # fmt: skip
             rec = write_record(job, prov, root=root,
                                ledger=out, inputs={k: own[k] for k in INPUT_KEYS if k in own})  # fmt: skip
@@ -385,7 +378,8 @@ class _Bar:
 
     def tick(self, p: Progress) -> None:
         self.bar.n = round(p.elapsed_s)
-        self.bar.set_postfix_str(f"units {p.units_done}/{p.units_total} (running {p.running}), "
+        rounds = f": round {', '.join(p.rounds)}" if p.rounds else ""
+        self.bar.set_postfix_str(f"units {p.units_done}/{p.units_total} (running {p.running}{rounds}), "
                                  f"cells {p.cells_filled}", refresh=False)  # fmt: skip
         if time.monotonic() - self.last >= self.every:
             self.last = time.monotonic()

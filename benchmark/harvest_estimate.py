@@ -11,11 +11,15 @@ The throughput table was measured on an idle machine; a harvest runs beside othe
 sharing the cores. :func:`calibrate` checks the estimator against the ledger: for each job kind, the median of
 ``actual wall time / estimate`` over the recorded runs of this machine and device class (the estimate recomputed
 by this code for the recorded job), and the harvester scales its estimates by it where at least
-:data:`CALIBRATION_MIN_RUNS` runs say so (the plan prints the factors and how many runs they rest on).
+:data:`CALIBRATION_MIN_RUNS` runs say so (the plan prints the factors and how many runs they rest on). A kind
+with too few runs on this machine borrows the factor of machines of the same family (:func:`machine_family`:
+the same architecture, core count, CPU model and GPU, other vector extensions), and the plan says so: a fresh
+machine of a pool then starts from its siblings' measured slowdown instead of the idle-machine table.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -123,13 +127,36 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
     return Estimate(float(s), True) if s is not None else Estimate(DEFAULT_JOB_S, False)
 
 
+#: How a record's note says its wall time covers only the rounds after a checkpoint (:func:`resumed_fraction`).
+RESUMED_NOTE = "resumed from its checkpoint at round {done}/{rounds}: the wall time covers the rounds after it"
+_RESUMED = re.compile(r"^resumed from its checkpoint at round (\d+)/(\d+):")
+
+
+def resumed_fraction(notes: Iterable[str]) -> float:
+    """The share of a job's rounds its recorded wall time covers: ``1 - done/rounds`` where a note says it resumed
+    (:data:`RESUMED_NOTE`), else 1."""
+    for note in notes:
+        if m := _RESUMED.match(note):
+            done, rounds = int(m.group(1)), int(m.group(2))
+            return max(0.0, 1.0 - done / rounds) if rounds > 0 else 1.0
+    return 1.0
+
+
+def machine_family(machine: str) -> str:
+    """``machine`` (:func:`benchmark.provenance.machine`) without its vector-extension list: ``x86_64 2 cpu (AMD
+    EPYC; avx512f avx2)`` -> ``x86_64 2 cpu (AMD EPYC)``; a GPU suffix is kept."""
+    return re.sub(r"; [a-z0-9_ ]+\)", ")", machine)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """``actual / estimated`` wall time per job kind over the recorded runs of one machine and device class:
     ``kind -> (median factor, number of runs)``. Kinds with fewer than :data:`CALIBRATION_MIN_RUNS` runs are not
-    scaled."""
+    scaled. ``borrowed``: ``kind -> machine`` for the kinds whose factor comes from another machine of this one's
+    family (:func:`calibrate`)."""
 
     factors: Mapping[str, tuple[float, int]] = field(default_factory=dict)
+    borrowed: Mapping[str, str] = field(default_factory=dict)
 
     def factor(self, kind: str) -> float:
         got = self.factors.get(kind)
@@ -139,8 +166,13 @@ class Calibration:
         used = {k: v for k, v in sorted(self.factors.items()) if v[1] >= CALIBRATION_MIN_RUNS}
         if not used:
             return "estimates not scaled: no job kind has recorded runs on this machine"
-        parts = ", ".join(f"{k} x{f:.2f} (median of {n})" for k, (f, n) in used.items())
-        return f"estimates scaled by actual/estimate of the recorded runs on this machine: {parts}"
+        parts = ", ".join(f"{k} x{f:.2f} (median of {n}{self._source(k)})" for k, (f, n) in used.items())
+        where = "this machine (else its family, named)" if self.borrowed else "this machine"
+        return f"estimates scaled by actual/estimate of the recorded runs on {where}: {parts}"
+
+    def _source(self, kind: str) -> str:
+        other = self.borrowed.get(kind)
+        return f" on {other}, none here yet" if other else ""
 
 
 def calibrate(records: Iterable[Any], device: str, machine: str, config: Mapping[str, Any] | None = None
@@ -148,16 +180,35 @@ def calibrate(records: Iterable[Any], device: str, machine: str, config: Mapping
     """:class:`Calibration` from ledger records (:class:`benchmark.ledger.RunRecord`): those made on ``machine``
     (the provenance's machine text, :func:`benchmark.provenance.machine`) on the device class of ``device``
     (``cpu`` or ``cuda``), with a wall time, and not written by another job's run (a training's sibling
-    selection carries that training's time). A job the estimator cannot rate (a default) is left out."""
+    selection carries that training's time). A job the estimator cannot rate (a default) is left out; a job
+    resumed from a checkpoint is compared with the share of the estimate its rounds are
+    (:func:`resumed_fraction`; records from before that note count whole). A kind
+    with fewer than :data:`CALIBRATION_MIN_RUNS` such runs takes the factor of the other machines of
+    ``machine``'s family (:func:`machine_family`), pooled, named in :attr:`Calibration.borrowed`."""
     want = machine_key(device)
-    ratios: dict[str, list[float]] = {}
+    family = machine_family(machine)
+    here: dict[str, list[float]] = {}
+    kin: dict[str, list[float]] = {}
+    kin_machines: dict[str, set[str]] = {}
     for rec in records:
         prov = rec.provenance
-        if prov.machine != machine or machine_key(prov.device or "cpu") != want or not prov.wall_s:
+        if machine_family(prov.machine) != family or machine_key(prov.device or "cpu") != want or not prov.wall_s:
             continue
         if any("written by" in note for note in prov.notes):
             continue
         est = job_estimate(rec.job, device, config)
-        if est.measured and est.seconds > 0:
-            ratios.setdefault(rec.job.KIND, []).append(float(prov.wall_s) / est.seconds)
-    return Calibration({k: (statistics.median(v), len(v)) for k, v in ratios.items()})
+        share = resumed_fraction(prov.notes)  # a resumed run's wall time covers only the rounds it ran
+        if est.measured and est.seconds > 0 and share > 0:
+            ratio = float(prov.wall_s) / (est.seconds * share)
+            if prov.machine == machine:
+                here.setdefault(rec.job.KIND, []).append(ratio)
+            else:
+                kin.setdefault(rec.job.KIND, []).append(ratio)
+                kin_machines.setdefault(rec.job.KIND, set()).add(prov.machine)
+    factors = {k: (statistics.median(v), len(v)) for k, v in here.items()}
+    borrowed: dict[str, str] = {}
+    for kind, ratios in kin.items():
+        if len(here.get(kind, ())) < CALIBRATION_MIN_RUNS and len(ratios) >= CALIBRATION_MIN_RUNS:
+            factors[kind] = (statistics.median(ratios), len(ratios))
+            borrowed[kind] = " / ".join(sorted(kin_machines[kind]))
+    return Calibration(factors, borrowed)

@@ -18,7 +18,7 @@ import pytest
 
 from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
-from benchmark.harvest import Progress, Unit, group_units, harvest, manifest
+from benchmark.harvest import Progress, Unit, group_units, harvest, last_round, manifest
 from benchmark.harvest_estimate import Estimate, job_estimate
 from benchmark.jobs import Job, checkpoint_for
 from benchmark.ledger import read_record
@@ -213,6 +213,51 @@ def test_estimates_are_scaled_by_the_recorded_runs_of_this_machine():
     assert "pfl_train x3.00 (median of 3)" in cal.describe()
     assert calibrate(records[:1], "cpu", here).factor("pfl_train") == 1.0  # one run: not scaled
     assert calibrate(records, "cuda", here).factors == {}  # no GPU rate of the 4convNet: nothing to scale
+
+
+def test_a_new_machine_borrows_the_factor_of_its_family_and_says_so():
+    """A fresh machine of the same family (architecture, cores, CPU model; other vector extensions) starts from its
+    siblings' recorded slowdown; its own runs win once there are enough; another family is never used."""
+    from types import SimpleNamespace as NS
+
+    from benchmark.harvest_estimate import calibrate, machine_family
+
+    job = _pfl(selection="last", participation="0.1", local_epochs=4, rounds=80)
+    est = job_estimate(job, "cpu").seconds
+    old, new = "x86_64 2 cpu (AMD EPYC; avx512f avx2)", "x86_64 2 cpu (AMD EPYC; avx2)"
+    assert machine_family(old) == machine_family(new) == "x86_64 2 cpu (AMD EPYC)"
+    gpu = "x86_64 16 cpu (Intel(R) Xeon(R) Processor; amx_tile avx512f avx2); NVIDIA H200"
+    assert machine_family(gpu) == "x86_64 16 cpu (Intel(R) Xeon(R) Processor); NVIDIA H200"
+
+    def rec(wall, machine):
+        return NS(job=job, provenance=NS(machine=machine, device="cpu", wall_s=wall, notes=()))
+
+    records = [rec(4 * est, old), rec(6 * est, old), rec(50 * est, "x86_64 2 cpu (Intel Xeon; avx2)")]
+    cal = calibrate(records, "cpu", new)
+    assert cal.factor("pfl_train") == 5.0 and cal.borrowed == {"pfl_train": old}
+    assert f"pfl_train x5.00 (median of 2 on {old}, none here yet)" in cal.describe()
+    mine = calibrate([*records, rec(2 * est, new), rec(2 * est, new)], "cpu", new)
+    assert mine.factor("pfl_train") == 2.0 and mine.borrowed == {}  # enough runs of its own
+    assert calibrate(records[2:], "cpu", new).factors == {}  # another CPU model: not this family
+
+
+def test_a_resumed_run_is_compared_with_the_share_of_the_estimate_it_ran():
+    from types import SimpleNamespace as NS
+
+    from benchmark.harvest_estimate import RESUMED_NOTE, calibrate, resumed_fraction
+
+    job = _pfl(selection="last", participation="0.1", local_epochs=4, rounds=80)
+    est = job_estimate(job, "cpu").seconds
+    here = "x86_64 2 cpu (AMD EPYC; avx2)"
+    note = RESUMED_NOTE.format(done=60, rounds=80)
+    assert resumed_fraction([note]) == 0.25 and resumed_fraction(["another note"]) == 1.0
+
+    def rec(wall, notes=()):
+        return NS(job=job, provenance=NS(machine=here, device="cpu", wall_s=wall, notes=notes))
+
+    # 20 of 80 rounds in a quarter of twice the estimate: the same x2 as the whole runs
+    cal = calibrate([rec(2 * est), rec(0.5 * est, (note,))], "cpu", here)
+    assert cal.factors == {"pfl_train": (2.0, 2)}
 
 
 def test_estimates_come_from_the_measured_rates_else_a_stated_default():
@@ -442,6 +487,22 @@ def _checkpoint(job: PFLTrainJob) -> Path:
     return Path("results/checkpoints/" + job.path.removeprefix("results/").removesuffix(".json") + ".pt")
 
 
+def test_the_bar_shows_the_latest_round_each_worker_printed(tmp_path) -> None:
+    out = tmp_path / "unit001.log"
+    assert last_round(out) is None  # no output yet
+    out.write_text("loading\n[pfl fedbabu] round 4/80  0.02 rounds/s  ETA 00:59:00  acc 0.3100\n"
+                   "[pfl fedbabu] round 8/80  0.02 rounds/s  ETA 00:55:00  acc 0.4200\nnoise round 9/9\n")  # fmt: skip
+    assert last_round(out) == "8/80"
+    out.write_text("x" * 10_000 + "\n[ncm] round 2/5  1.00 rounds/s  ETA 00:00:03  acc 0.5000\n")
+    assert last_round(out) == "2/5"  # read from the end of a long file
+    shown = []
+    bar = harvest_cli._Bar(100.0)
+    bar.bar.set_postfix_str = lambda text, refresh=False: shown.append(text)
+    bar.tick(Progress(0, 3, 0, 2, 10.0, 100.0, ("8/80", "2/5")))
+    bar.close()
+    assert shown == ["units 0/3 (running 2: round 8/80, 2/5), cells 0"]
+
+
 def _run(units, config, budget_s: float, clock=None):
     return harvest_cli.run_harvest(units, config, budget_s, out=Path("runs"), stamp=f"s{time.time_ns()}",
                                    print_fn=lambda s: None, clock=clock)  # fmt: skip
@@ -462,13 +523,15 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
 
     job = _pfl()
     units = group_units([("T:cell", job)], lambda j: 10.0)
-    config = {"device": "cpu", "data_root": str(real_data_root), "checkpoint_every": 1, "progress": False,
+    config = {"device": "cpu", "data_root": str(real_data_root), "checkpoint_every": 1, "progress": True,
               "pfl_eval_clients": 10, "threads_per_worker": 1, "pfl_both_selections": False, "tf32": False}  # fmt: skip
 
     (tmp_path / "whole").mkdir()
     monkeypatch.chdir(tmp_path / "whole")
     whole = _run(units, config, 600.0)
     assert [e["status"] for e in whole.entries] == ["done"] and len(whole.records) == 1
+    (output,) = Path("results/harvest").glob("*/unit001.log")  # the worker's round lines, what the bar shows
+    assert last_round(output) == "3/3"
     want = json.loads((read_record(whole.records[0].folder).folder / "files" / job.path).read_text())
 
     (tmp_path / "cut").mkdir()
@@ -487,7 +550,10 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
 
     third = _run(units, config, 600.0)
     assert [e["status"] for e in third.entries] == ["done"] and not ckpt.exists()
+    assert third.entries[0]["resumed_from"] == [state["round"], 3] and "resumed_from" not in whole.entries[0]
     rec = read_record(third.records[0].folder)
+    assert rec.provenance.notes == (f"resumed from its checkpoint at round {state['round']}/3: the wall time covers "
+                                    "the rounds after it",)  # fmt: skip
     got = json.loads((rec.folder / "files" / job.path).read_text())
     kept = lambda rows: [(h["round"], h["train_loss"], h["wall_s"]) for h in rows]  # the loop's rows in the checkpoint
     assert kept(got["history"][: state["round"]]) == kept(state["history"])  # resumed, not restarted
