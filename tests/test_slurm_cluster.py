@@ -29,6 +29,7 @@ Everything else (``retries``, ``rerun-incomplete``, ``latency-wait``, the profil
 Skipped, with the reason, where SLURM or munge is not installed, where this process is not root (slurmd must be),
 where the cluster does not start, or without the slurm executor plug-in (``pip install -e '.[cluster]'``). Opt
 in with ``FLB_SLURM_TEST=1``: it starts daemons as root and links /etc/slurm/slurm.conf (tools/slurm_single_node.py);
+``FLB_REQUIRE_SLURM=1`` (the SLURM stage of ``.ci/run``) turns every such skip into a failure;
 about 2.5 min on a 2-core machine (a minute of it the plug-in's growing status-check intervals).
 """
 
@@ -59,20 +60,28 @@ CKPT = "results/checkpoints/" + TARGET.removeprefix("results/").removesuffix(".j
 CONFIG = ["device=cpu", "cpu_training=true", "checkpoint_every=1", "pfl_measure_exec=false"]
 
 
+def _unavailable(reason: str) -> None:
+    """Skip with ``reason``; a failure where a stage requires the cluster (``FLB_REQUIRE_SLURM=1``, .ci/run)."""
+    if os.environ.get("FLB_REQUIRE_SLURM") == "1":
+        pytest.fail(f"FLB_REQUIRE_SLURM=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     if os.environ.get("FLB_SLURM_TEST") != "1":
-        pytest.skip("starts a SLURM cluster as root on this machine: opt in with FLB_SLURM_TEST=1")
+        _unavailable("starts a SLURM cluster as root on this machine: opt in with FLB_SLURM_TEST=1")
     if reason := missing_reason():
-        pytest.skip(reason)
-    pytest.importorskip(
-        "snakemake_executor_plugin_slurm", reason="the cluster extra: pip install -e '.[cluster]'"
-    )
+        _unavailable(reason)
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ModuleNotFoundError:
+        _unavailable("the slurm executor plug-in is not installed: pip install -e '.[cluster]'")
     c = SingleNodeSlurm(tmp_path_factory.mktemp("slurm"))
     try:
         c.start()
     except SlurmUnavailable as err:
-        pytest.skip(f"single-node SLURM does not start here: {err}")
+        _unavailable(f"single-node SLURM does not start here: {err}")
     yield c
     c.stop()
 
