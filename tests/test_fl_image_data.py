@@ -117,6 +117,39 @@ def test_fetch_batch_and_local_sgd_on_an_image_set_equal_the_preprocessed_tensor
     assert all(torch.equal(u, v) for u, v in zip(*weights, strict=True))
 
 
+# ------------------------------------------------------------------------------------------------ kept preprocessed
+@pytest.mark.parametrize(("dtype", "channels_last"), [(torch.float32, False), (torch.float64, True)])
+def test_kept_preprocessed_batches_are_the_same_bits_for_every_view(dtype, channels_last) -> None:
+    """keep_preprocessed (issue 28: resized once, flips frozen): every batch of the set and of its client views,
+    in any order and any batch size, equals the per-batch preprocessing bit for bit, in the same dtype and layout;
+    the kept tensor is computed once, in chunks of another size than the batches, and shared by the views."""
+    images = nhwc(13)
+    per_batch = image_set(images, dtype=dtype, channels_last=channels_last)
+    kept = image_set(images, dtype=dtype, channels_last=channels_last)
+    client = kept.subset(np.array([12, 4, 7, 0]))  # a view taken before keeping sees the kept tensor too
+    kept.KEEP_CHUNK = 5  # 13 images: chunks of 5, 5, 3
+    assert not kept.kept and kept.preprocessed_bytes() == 13 * 3 * 224 * 224 * (8 if dtype == torch.float64 else 4)
+    kept.keep_preprocessed()
+    assert kept.kept and client.kept and kept.subset([1]).kept
+    for idx in (np.arange(13), np.array([7, 2, 2, 11, 0]), np.array([5])):
+        x, y = kept.batch(idx)
+        want, want_y = per_batch.batch(idx)
+        assert torch.equal(x, want) and torch.equal(y, want_y) and x.dtype == dtype
+        assert x.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    assert torch.equal(client.batch([3, 1])[0], per_batch.subset(np.array([12, 4, 7, 0])).batch([3, 1])[0])
+
+
+def test_keep_if_fits_keeps_on_a_cpu_only_when_told(monkeypatch) -> None:
+    from benchmark.fl.image_data import keep_if_fits
+
+    data = image_set(nhwc(3))
+    assert keep_if_fits(data, "auto").startswith("not kept (0.0 GiB): auto keeps only on a CUDA device")
+    assert keep_if_fits(data, "off").endswith("keep_preprocessed=off") and not data.kept
+    assert keep_if_fits(data, "on").startswith("kept (") and data.kept
+    with pytest.raises(ConfigError, match="keep_preprocessed must be one of auto, on, off"):
+        keep_if_fits(data, "yes")
+
+
 def test_to_device_index() -> None:
     cpu = torch.device("cpu")
     t = to_device_index(np.array([3, 1], dtype=np.int32), cpu)

@@ -99,6 +99,31 @@ def test_a_training_job_runs_through_the_rule_command_and_writes_its_outputs(
     assert "client lr 0.001" in cell.note and "GB measured" in cell.note, cell.note
 
 
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_a_training_run_on_kept_preprocessed_images_is_the_same_run(
+    tmp_path, real_data_root, real_weights_dir, monkeypatch
+) -> None:
+    """The reduced FT run through the runner's request with the images preprocessed once and kept
+    (keep_preprocessed=on) and without (off): the same accuracies every round, the same communication, bit for
+    bit; the record says which it was."""
+    from benchmark.fl import jobs
+
+    monkeypatch.chdir(tmp_path)  # the partition job writes under results/
+    decided = []
+    real_keep = jobs.keep_if_fits
+    monkeypatch.setattr(jobs, "keep_if_fits", lambda images, mode: decided.append(real_keep(images, mode)) or decided[-1])
+    runs = {
+        mode: reduced.run_via_runner(
+            "ft", 0, data_root=real_data_root, weights_dir=real_weights_dir, keep_preprocessed=mode
+        )
+        for mode in ("on", "off")
+    }
+    assert [d.split(" (")[0] for d in decided] == ["kept", "kept", "not kept", "not kept"]  # train and test sets
+    assert reduced.summary(runs["on"][0]) == reduced.summary(runs["off"][0])
+    assert runs["on"][1] == runs["off"][1]  # the same inputs (hashed preprocessed images, partition, weights)
+
+
 _KILLED_JOB = """
 import os, signal, sys
 from benchmark.fl import engine

@@ -19,6 +19,7 @@ def test_fl_train_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
             "--out", str(tmp_path), "--device", "cpu", "--clients", "3", "--per-client", "10", "--batch", "4",
             "--image-size", "32", "--stored-size", "8", "--test-size", "8", "--rounds", "1", "--central-steps", "1",
             "--chunks", "2,3,9", "--threads", "1", "--total-rounds", "8", "--eval-every", "4",
+            "--modes", "loop,kept,vectorised",
         ])  # fmt: skip
     finally:
         torch.set_num_threads(before)
@@ -27,9 +28,12 @@ def test_fl_train_bench_runs_on_cpu_and_records_everything(tmp_path) -> None:
     res = doc["results"]
     # bf16 is CUDA-only (FLConfig.amp): a CPU run times fp32; chunks larger than the round are skipped
     assert [(r["mode"], r["chunk"], r["precision"]) for r in res] == [
-        ("central", None, "fp32"), ("loop", None, "fp32"), ("vectorised", 2, "fp32"), ("vectorised", 3, "fp32")
+        ("central", None, "fp32"), ("loop", None, "fp32"), ("kept", None, "fp32"), ("vectorised", 2, "fp32"),
+        ("vectorised", 3, "fp32"),
     ]  # fmt: skip
+    assert res[2]["kept_check"] is True  # kept batches are the per-batch preprocessing, bit for bit
     assert all(r["status"] == "ok" and r["images_per_s"] > 0 and r["ratio_to_central"] > 0 for r in res)
+    assert all(r["tf32"] is False for r in res)  # fp32 is TF32 off (the suite's numerics), recorded per row
     assert res[0]["batch"] == 12 and all(r["images_per_round"] == 30 for r in res[1:])
     for r in res[1:]:  # 8 rounds + (8 / 4 + 1) evaluations of 10,000 images (scaled from the 8 timed)
         want = (8 * sum(r["round_s"]) / len(r["round_s"]) + 3 * r["eval_s"] * 10_000 / 8) / 60

@@ -22,9 +22,14 @@ What one run measures, on synthetic uint8 images at ``--stored-size`` (32: CIFAR
   client sampled (``clients`` of ``per-client`` images, batch ``batch``, one local epoch: with 500 images and
   batch 64 that is 7 full batches and one of 52);
 * ``eval``: :meth:`ModelTrainer.evaluate` on ``--test-size`` test images (the reference batch 128).
+* ``kept`` (with ``--modes ...,kept``): the ``loop`` round on images preprocessed once and kept on the device
+  (:meth:`ImageSet.keep_preprocessed`, issue 28), and ``kept_check``: whether its batches equal the per-batch
+  preprocessing bit for bit on this device (``torch.equal`` over every client's first batch and the test set).
 
-Per precision (``fp32``: float32 with PyTorch's default TF32 convolutions, recorded; ``bf16``: bfloat16
-autocast, ``FLConfig.amp``) and memory layout, each mode reports images/s over ``--rounds`` timed rounds
+Per precision (``fp32``: float32 with TF32 off, the suite's numerics for paper tables, ``flb harvest``'s default
+``tf32=false``; ``tf32``: float32 weights with TF32 convolutions and matmuls, PyTorch's default for
+convolutions; ``bf16``: bfloat16 autocast, ``FLConfig.amp``, TF32 off; each row records its ``tf32`` flag; before
+2026-11-26 ``fp32`` meant what ``tf32`` means now, and the machine's ``tf32`` field says so) and memory layout, each mode reports images/s over ``--rounds`` timed rounds
 after one warm-up round (the device synchronised around each), its ratio to ``central`` at the same
 precision and layout, the peak GPU memory (``torch.cuda.max_memory_allocated``) or ``oom``, and the projected
 wall time of one CIFAR-10 FT seed: ``--total-rounds`` rounds plus an evaluation of ``--eval-images`` test
@@ -41,8 +46,8 @@ import copy
 import json
 import math
 import sys
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +70,21 @@ from benchmark.models.backbones import create_backbone
 from benchmark.provenance import git_commit, package_versions
 from benchmark.timing import bench_machine, cuda_properties, peak_gib, reset_peak_memory, timed
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "tf32", "bf16")
 LAYOUTS = ("contiguous", "channels_last")
+
+
+@contextmanager
+def numerics(precision: str) -> Iterator[bool]:
+    """TF32 for convolutions and matmuls on only under ``tf32`` (module docstring); restored after. Yields the
+    flag the timed code ran with."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    on = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
+    try:
+        yield on
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -172,10 +190,20 @@ def time_federated(
     train, test = data
     rec: dict[str, Any] = {"mode": mode, "chunk": chunk if mode == "vectorised" else None}
     rec.update(precision=precision, layout=layout)
+    if mode == "kept":  # fresh copies of the same images (same seed), kept preprocessed; the shared sets stay as they are
+        fresh = synthetic_sets(args, device, layout)
+        for d in fresh:
+            d.keep_preprocessed()
+        rows = torch.arange(0, len(train), args.per_client, device=device)
+        rec["kept_check"] = bool(
+            torch.equal(fresh[0].batch_rows(rows)[0], train.batch_rows(rows)[0])
+            and torch.equal(fresh[1].batch(np.arange(len(test)))[0], test.batch(np.arange(len(test)))[0])
+        )
+        train, test = fresh
     clients = [
         train.subset(np.arange(k * args.per_client, (k + 1) * args.per_client)) for k in range(args.clients)
     ]
-    cfg = fl_config(args, device, precision, layout, client_exec=mode, vector_chunk=chunk)
+    cfg = fl_config(args, device, precision, layout, client_exec="loop" if mode == "kept" else mode, vector_chunk=chunk)
     reset_peak_memory(device)
     try:
         cls = VectorisedTrainer if mode == "vectorised" else ModelTrainer
@@ -317,26 +345,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, got, allowed in (("precision", precisions, PRECISIONS), ("layout", layouts, LAYOUTS)):
         if not set(got) <= set(allowed):
             ap.error(f"{name} must be among {allowed}, got {got}")
-    if not set(modes) <= {"loop", "vectorised"}:
-        ap.error(f"modes must be among loop, vectorised, got {modes}")
-    if device.type != "cuda" and "bf16" in precisions:
-        print("bf16 autocast applies on CUDA only (FLConfig.amp): timing fp32 only on this device")
-        precisions = [p for p in precisions if p != "bf16"] or ["fp32"]
+    if not set(modes) <= {"loop", "vectorised", "kept"}:
+        ap.error(f"modes must be among loop, vectorised, kept, got {modes}")
+    if device.type != "cuda" and {"bf16", "tf32"} & set(precisions):
+        print("bf16 autocast and TF32 apply on CUDA only (FLConfig.amp): timing fp32 only on this device")
+        precisions = [p for p in precisions if p not in ("bf16", "tf32")] or ["fp32"]
     results: list[dict[str, Any]] = []
     for layout in layouts:
         data = synthetic_sets(args, device, layout)
         for precision in precisions:
-            central = time_central(args, device, precision, layout, data[0])
-            batch = [central]
-            if "loop" in modes:
-                batch.append(time_federated(args, device, precision, layout, "loop", 1, data))
-            if "vectorised" in modes:
-                batch += [
-                    time_federated(args, device, precision, layout, "vectorised", c, data)
-                    for c in chunks
-                    if c <= args.clients
-                ]
+            with numerics(precision) as tf32:
+                central = time_central(args, device, precision, layout, data[0])
+                batch = [central]
+                if "loop" in modes:
+                    batch.append(time_federated(args, device, precision, layout, "loop", 1, data))
+                if "kept" in modes:
+                    batch.append(time_federated(args, device, precision, layout, "kept", 1, data))
+                if "vectorised" in modes:
+                    batch += [
+                        time_federated(args, device, precision, layout, "vectorised", c, data)
+                        for c in chunks
+                        if c <= args.clients
+                    ]
             for r in batch:
+                r["tf32"] = tf32
                 if r["status"] == "ok" and central["status"] == "ok":
                     r["ratio_to_central"] = round(r["images_per_s"] / central["images_per_s"], 4)
                 print(json.dumps(r), flush=True)
@@ -365,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"check: {json.dumps(check)}")
     print(f"wrote {out / 'fl_train_bench.json'}")
     ok = check.get("status") != "ok" or (math.isfinite(check["relative"]) and check["relative"] < 1e-3)
+    ok = ok and all(r.get("kept_check", True) for r in results)
     return 0 if ok else 1
 
 

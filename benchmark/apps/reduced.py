@@ -282,11 +282,13 @@ def run_via_runner(
     data_root: str | Path | None = None,
     weights_dir: str | Path | None = None,
     init_ulps: int = 0,
+    keep_preprocessed: str = "auto",
 ) -> tuple[RunResult, dict[str, Any]]:
     """One reduced run of ``method`` (``ft`` or ``fedncm_ft``) through the ``fl_train`` runner's job
     (:func:`runner_job`): its partition job is run (or reused), then the job's own request is trained in this
     process, in ``rc.dtype`` on ``rc.threads`` threads; ``init_ulps`` moves every initial parameter that many
-    ulps (:func:`benchmark.fl.jobs.nudge_parameters`; tolerance measurement only). Returns the result and
+    ulps (:func:`benchmark.fl.jobs.nudge_parameters`; tolerance measurement only); ``keep_preprocessed``: the
+    request's (:func:`benchmark.fl.image_data.keep_if_fits`; the same result either way). Returns the result and
     the run identity, after checking that the runner saw exactly the inputs :func:`load_reduced_data`
     describes."""
     from benchmark.fl.jobs import run_training  # local: heavy import (pandas)
@@ -308,6 +310,7 @@ def run_via_runner(
         req = replace(
             job.request(config), weights_dir=str(weights_dir) if weights_dir else None, init_ulps=init_ulps,
             dtype=rc.dtype, client_lr=rc.client_lr, hash_inputs=True, checkpoint=None,
+            keep_preprocessed=keep_preprocessed,
         )  # fmt: skip
         out = run_training(req)
     seen = out.record["inputs"]

@@ -5,15 +5,33 @@ H100 and on this project's 2-core CPU), scaled to another backbone by its measur
 another image size by the pixel count (an estimate, stated as one). A run processes, per round, the sampled
 clients' images for ``local_epochs`` (legate2023 App. A: 3F each) and evaluates the test set every
 ``eval_every`` rounds (1F per image).
+
+A rate in ``throughput.yaml`` is either a number with its ``source``, or a reference to the suite's own benchmark
+JSON (issue 28: "the throughput table is refreshed from the suite's own benchmark, not a hand-copied number")::
+
+    training:
+      h100:
+        squeezenet1_1: {bench: measured/fl_train_bench_h100.json, mode: loop, precision: fp32}
+
+read by :func:`bench_rates` from ``tools/fl_train_bench.py``'s output (the path relative to ``throughput.yaml``'s
+folder). The reference is checked when it is read: the benchmark's model is SqueezeNet 1.1 at the reference
+224 px, its device is the table's machine (an H100 for ``h100``, a CPU for ``cpu``), the row of that mode and
+precision exists and ran, and ``fp32`` means TF32 off (the suite's numerics for paper tables); anything else is
+one :class:`~benchmark.errors.ConfigError` naming the file and the field. The same row's evaluation images/s is
+then the evaluation rate; a plain number keeps the 1F = 1/3 of a training image rule.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from benchmark.errors import ConfigError
 
 THROUGHPUT_FILE = Path(__file__).with_name("throughput.yaml")
 REFERENCE_SIZE = 224
@@ -24,13 +42,85 @@ def _table() -> dict:
     return yaml.safe_load(THROUGHPUT_FILE.read_text())
 
 
+@dataclass(frozen=True)
+class BenchRates:
+    """SqueezeNet 1.1 at 224 px on one machine: training and evaluation images/s, and where they come from."""
+
+    training: float
+    evaluation: float | None
+    source: str
+
+
+#: The GPU name a ``cuda`` benchmark must report to stand for a machine of the table.
+GPU_OF_MACHINE = {"h100": "H100"}
+
+
+def bench_rates(entry: Any, machine: str, table_file: Path = THROUGHPUT_FILE) -> BenchRates:
+    """The rates an entry of ``training.<machine>.squeezenet1_1`` gives: a number (evaluation then unknown), or a
+    ``{bench, mode, precision}`` reference to a ``tools/fl_train_bench.py`` JSON, checked (module docstring)."""
+    where = f"{table_file}: training.{machine}.squeezenet1_1"
+    if not isinstance(entry, dict):
+        return BenchRates(float(entry), None, where)
+    unknown = set(entry) - {"bench", "mode", "precision"}
+    if "bench" not in entry or unknown:
+        raise ConfigError(f"{where}: a benchmark reference has the keys bench, mode, precision "
+                          f"(got {sorted(entry)}); or give a number")  # fmt: skip
+    mode, precision = entry.get("mode", "loop"), entry.get("precision", "fp32")
+    path = table_file.parent / str(entry["bench"])
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot read the benchmark {path} ({exc}); run tools/fl_train_bench.py --out "
+                          f"{path.parent} on that machine, or give a number") from exc  # fmt: skip
+    cfg, info = doc.get("config", {}), doc.get("machine", {})
+    problems = []
+    if "squeezenet1_1" not in str(doc.get("model", "")):
+        problems.append(f"model is {doc.get('model')!r}, not squeezenet1_1")
+    if cfg.get("image_size") != REFERENCE_SIZE:
+        problems.append(f"config.image_size is {cfg.get('image_size')}, not {REFERENCE_SIZE}")
+    on_gpu = str(cfg.get("device", "")).startswith("cuda")
+    gpu = GPU_OF_MACHINE.get(machine)
+    if gpu is not None and not (on_gpu and gpu in json.dumps(info)):
+        problems.append(f"it did not run on an {gpu} (config.device {cfg.get('device')!r})")
+    if gpu is None and on_gpu:
+        problems.append(f"it ran on a GPU, the table's {machine!r} is a CPU")
+    rows = [r for r in doc.get("results", [])
+            if r.get("mode") == mode and r.get("precision") == precision and r.get("layout", "contiguous") == "contiguous"]  # fmt: skip
+    if len(rows) != 1 or rows[0].get("status") != "ok":
+        problems.append(f"no single finished row of mode {mode!r}, precision {precision!r}, contiguous layout")
+    elif precision == "fp32" and on_gpu and rows[0].get("tf32") is not False:
+        problems.append("its fp32 row does not record TF32 off (a benchmark from before the tf32 precision)")
+    if problems:
+        raise ConfigError(f"{where}: benchmark {path}: " + "; ".join(problems))
+    row = rows[0]
+    commit = str(info.get("git_commit") or "?")[:10]
+    evaluation = row.get("eval_images_per_s")
+    return BenchRates(float(row["images_per_s"]), None if evaluation is None else float(evaluation),
+                      f"{path.name} ({mode}, {precision}, commit {commit})")  # fmt: skip
+
+
+def _rates(machine: str) -> BenchRates:
+    return bench_rates(_table()["training"][machine]["squeezenet1_1"], machine)
+
+
+def _backbone_scale(machine: str, backbone: str, image_size: int) -> float:
+    fwd = _table()["forward"][machine]
+    scale = float(fwd.get(backbone, fwd["squeezenet1_1"])) / float(fwd["squeezenet1_1"])
+    return scale * max(1.0, (REFERENCE_SIZE / max(int(image_size), 1)) ** 2) ** 0.5
+
+
 def training_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float:
     """Estimated training images/s of ``backbone`` on ``machine`` (``h100`` | ``cpu``)."""
-    t = _table()
-    base = float(t["training"][machine]["squeezenet1_1"])
-    fwd = t["forward"][machine]
-    rate = base * float(fwd.get(backbone, fwd["squeezenet1_1"])) / float(fwd["squeezenet1_1"])
-    return rate * max(1.0, (REFERENCE_SIZE / max(int(image_size), 1)) ** 2) ** 0.5
+    return _rates(machine).training * _backbone_scale(machine, backbone, image_size)
+
+
+def evaluation_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float:
+    """Estimated evaluation images/s: the benchmark's measured rate where the table refers to one, else three
+    times the training rate (1F against 3F)."""
+    measured = _rates(machine).evaluation
+    if measured is None:
+        return 3.0 * training_rate(machine, backbone, image_size)
+    return measured * _backbone_scale(machine, backbone, image_size)
 
 
 def native_rate(machine: str, model: str) -> float | None:
@@ -48,8 +138,8 @@ class RunCost:
     eval_images: float
 
     def seconds(self, machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float:
-        rate = training_rate(machine, backbone, image_size)
-        return (self.train_images + self.eval_images / 3.0) / rate
+        return (self.train_images / training_rate(machine, backbone, image_size)
+                + self.eval_images / evaluation_rate(machine, backbone, image_size))  # fmt: skip
 
     def __add__(self, other: RunCost) -> RunCost:
         return RunCost(self.train_images + other.train_images, self.eval_images + other.eval_images)

@@ -18,6 +18,17 @@ Folder datasets (image files of varying size) are decoded and brought to the pre
 the set is built (:meth:`ImageSet.from_registry`), and stored as uint8 at that size. Departure, documented:
 the resized pixels are rounded to uint8 (under half a grey level; the feature path keeps them in float) and
 the frozen flip is applied after the resize / crop instead of before (the same image for a symmetric crop).
+
+Preprocessed once (issue 28: "the 224 px training images resized once and kept on the GPU when they fit"). The
+flips are frozen, so every image's preprocessed tensor is the same in every round: :meth:`ImageSet.keep_preprocessed`
+computes them all once, in chunks, with the same per-batch call, and :meth:`ImageSet.batch_rows` then gathers
+rows of that tensor instead of resizing again. Every step of the preset is per image (flip, resize, crop,
+normalise: no value depends on the other images of its batch), so the batches are the same bits (tested on the
+CPU; the GPU check is ``tools/fl_train_bench.py``'s ``--check-kept``). The price is memory: CIFAR-10's 50,000
+training images at 224 px in float32 are 30 GB. :func:`keep_if_fits` decides: ``auto`` keeps them on a CUDA
+device when at least :data:`KEEP_RESERVE_FRACTION` of the GPU (and :data:`KEEP_RESERVE_BYTES`) stays free after,
+never on a CPU (host memory is the machine's, shared); ``on`` / ``off`` force it. All client views of a set share
+its kept tensor.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ class ImageSet(DeviceImages):
     """
 
     DEVICE_TENSORS = (*DeviceImages.DEVICE_TENSORS, "_flips")
+    KEEP_CHUNK = 512
 
     def __init__(
         self,
@@ -80,6 +92,13 @@ class ImageSet(DeviceImages):
         self.split = str(split)
         self.channels_last = bool(channels_last)
         self.source: dict[str, object] = {}
+        self._kept: dict[str, torch.Tensor] = {}  # shared by every view of this storage (keep_preprocessed)
+
+    def _view(self, index: np.ndarray | None, device: torch.device | None = None) -> ImageSet:
+        out = super()._view(index, device)
+        if out.device != self.device:  # a copy on another device keeps nothing (yet)
+            out._kept = {}
+        return out
 
     @property
     def flips(self) -> torch.Tensor:
@@ -88,7 +107,47 @@ class ImageSet(DeviceImages):
 
     def batch_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch of ``rows`` of :attr:`root`: ``x`` flipped where frozen and preprocessed on the device in
-        :attr:`dtype` (channels-last when set), ``y`` int64."""
+        :attr:`dtype` (channels-last when set), ``y`` int64; gathered from the kept tensor when there is one
+        (:meth:`keep_preprocessed`)."""
+        kept = self._kept.get("x")
+        if kept is None:
+            x = self._preprocess_rows(rows)
+        else:
+            x = kept.index_select(0, rows)
+            x = x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
+        return x, self._labels.index_select(0, rows)
+
+    @property
+    def kept(self) -> bool:
+        """Whether the preprocessed images are kept (:meth:`keep_preprocessed`)."""
+        return "x" in self._kept
+
+    def preprocessed_bytes(self) -> int:
+        """Bytes of every image of :attr:`root` preprocessed (what :meth:`keep_preprocessed` allocates)."""
+        n = int(self._store.shape[0])
+        if n == 0:
+            return 0
+        one = self._preprocess_rows(torch.zeros(1, dtype=torch.int64, device=self.device))
+        return n * one[0].numel() * one.element_size()
+
+    @torch.no_grad()
+    def keep_preprocessed(self) -> None:
+        """Preprocess every image of :attr:`root` once, :data:`KEEP_CHUNK` at a time, and keep the result on the
+        device for every view of this storage (module docstring)."""
+        if self.kept:
+            return
+        n = int(self._store.shape[0])
+        out: torch.Tensor | None = None
+        for s in range(0, n, self.KEEP_CHUNK):  # filled in place: the peak is the kept tensor plus one chunk
+            x = self._preprocess_rows(torch.arange(s, min(n, s + self.KEEP_CHUNK), device=self.device))
+            if out is None:
+                fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+                out = torch.empty((n, *x.shape[1:]), dtype=x.dtype, device=self.device, memory_format=fmt)
+            out[s : s + len(x)] = x
+        if out is not None:
+            self._kept["x"] = out
+
+    def _preprocess_rows(self, rows: torch.Tensor) -> torch.Tensor:
         raw = self.gather(rows)
         if self._any_flip:
             flip = self._flips.index_select(0, rows).view(-1, 1, 1, 1)
@@ -96,8 +155,7 @@ class ImageSet(DeviceImages):
         x = self.preprocess.transform(raw, self.mean, self.std)  # constants on the device: no sync
         if x.dtype != self.dtype:
             x = x.to(self.dtype)
-        x = x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
-        return x, self._labels.index_select(0, rows)
+        return x.contiguous(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
 
     def __repr__(self) -> str:
         h, w = self._store.shape[1:3]
@@ -156,6 +214,32 @@ class ImageSet(DeviceImages):
             "preprocess": pre.key(),
         }
         return out
+
+
+#: ``keep_if_fits``'s ``auto``: the share of the GPU's memory, and the bytes, that must stay free after keeping.
+KEEP_RESERVE_FRACTION = 0.25
+KEEP_RESERVE_BYTES = 8 * 2**30
+KEEP_MODES = ("auto", "on", "off")
+
+
+def keep_if_fits(images: ImageSet, mode: str = "auto") -> str:
+    """Keep ``images`` preprocessed (:meth:`ImageSet.keep_preprocessed`) per ``mode`` (module docstring); returns
+    what was decided and why, for the run's record."""
+    if mode not in KEEP_MODES:
+        raise ConfigError(f"keep_preprocessed must be one of {', '.join(KEEP_MODES)}, got {mode!r}")
+    need = images.preprocessed_bytes()
+    size = f"{need / 2**30:.1f} GiB"
+    if mode == "off":
+        return f"not kept ({size}): keep_preprocessed=off"
+    if mode == "auto":
+        if images.device.type != "cuda":
+            return f"not kept ({size}): auto keeps only on a CUDA device"
+        free, total = torch.cuda.mem_get_info(images.device)
+        reserve = max(KEEP_RESERVE_BYTES, int(KEEP_RESERVE_FRACTION * total))
+        if free - need < reserve:
+            return f"not kept ({size}): {free / 2**30:.1f} GiB free, {reserve / 2**30:.1f} GiB must stay free"
+    images.keep_preprocessed()
+    return f"kept ({size} on {images.device})"
 
 
 def stored_preprocess(pre: Preprocess) -> Preprocess:

@@ -84,7 +84,7 @@ from benchmark.federated.history import Costs, RoundRecord
 from benchmark.federated.precision import precision_from
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import RunResult, resolve_device
-from benchmark.fl.image_data import ImageSet
+from benchmark.fl.image_data import ImageSet, keep_if_fits
 from benchmark.fl.lp_features import CachedFeatures, run_lp_features
 from benchmark.fl.methods import closed_form_head, init_head, run_method
 from benchmark.fl.protocols import MethodSpec, Protocol, get_protocol
@@ -449,6 +449,10 @@ class TrainRequest:
     """Move every initial parameter this many float ulps (the pinned guard's tolerance measurement only)."""
     hash_inputs: bool = False
     """Record the sha256 of the preprocessed float32 inputs (small configurations: it preprocesses every image)."""
+    keep_preprocessed: str = "auto"
+    """Preprocess the images once and keep them on the device (:func:`benchmark.fl.image_data.keep_if_fits`:
+    ``auto`` where they fit on a GPU, ``on``, ``off``); the same batches either way, so not part of the result's
+    identity; the decision is in the record's ``meta.kept_preprocessed``."""
     preprocess: str | None = None
     """The run's preprocessing (:class:`benchmark.features.preprocess.PreprocessName`: the protocol's preset with
     ``@seedflip`` / ``@pil``); ``None``: the protocol's preset as it is (the ``fixed`` flip stream, float resize)."""
@@ -557,6 +561,9 @@ def run_training(req: TrainRequest) -> JobOutcome:
     device = resolve_device(cfg)
     wall0 = time.perf_counter()
     train_set, eval_set, clients_idx, ident, num_classes = _training_data(req, proto, device)
+    kept = {"train": keep_if_fits(train_set, req.keep_preprocessed)}
+    if not eval_set.shares_storage(train_set):
+        kept["eval"] = keep_if_fits(eval_set, req.keep_preprocessed)
     clients = [train_set.subset(c) for c in clients_idx]
     model, weights = create_backbone(
         proto.backbone, req.weights if spec.pretrained else "random", num_classes=num_classes,
@@ -590,6 +597,7 @@ def run_training(req: TrainRequest) -> JobOutcome:
     peak_gpu = round(torch.cuda.max_memory_allocated(device) / 2**20, 1) if device.type == "cuda" else None
     meta = {**res.meta, "train_wall_s": round(train_s, 3), "train_images_per_s": round(throughput, 1)}
     meta["peak_gpu_mb"] = peak_gpu
+    meta["kept_preprocessed"] = kept
     costs = res.costs
     rows = tidy_rows(
         res, cfg.rounds,
