@@ -63,6 +63,7 @@ from benchmark.harvest import (
     written_by,
 )
 from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration, calibrate, job_estimate
+from benchmark.harvest_park import PARK_DIR, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
@@ -341,10 +342,11 @@ class HarvestOutcome:
 def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: float, *, workers: int = 1,
                 out: Path = LEDGER_DIR, root: Path = Path("."), stamp: str | None = None,
                 print_fn: Callable[[str], None] = print, on_tick: Callable[[Progress], None] | None = None,
-                clock: Callable[[], float] | None = None) -> HarvestOutcome:  # fmt: skip
+                clock: Callable[[], float] | None = None, park: Path | None = None) -> HarvestOutcome:  # fmt: skip
     """Run ``units`` for ``budget_s`` (:func:`benchmark.harvest.harvest`, work folder
     ``results/harvest/<stamp>/``), write the manifest beside it and a record into ``out`` for every finished
-    job (:func:`record_finished`). The jobs write under the current directory (``root``: ``.``)."""
+    job (:func:`record_finished`); with ``park``, the checkpoints of the stopped trainings are parked there
+    (:func:`benchmark.harvest_park.park_checkpoints`). The jobs write under the current directory (``root``: ``.``)."""
     stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     work = root / HARVEST_DIR / stamp
     missing_before = {j.path for u in units for j in u.jobs if not (root / j.path).exists()}
@@ -361,6 +363,11 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
     atomic_write_json(manifest_path, run)
     records = record_finished(units, entries, missing_before, config, run, out,
                               f"flb harvest ({manifest_path})", root, print_fn)  # fmt: skip
+    if park is not None:
+        parking = park_checkpoints(units, park, root)
+        if parking.parked:
+            print_fn(f"[harvest] parked {len(parking.parked)} checkpoint(s) in {park}: commit them with the records, "
+                     "and the next harvest on any machine resumes from them")  # fmt: skip
     if interrupted is not None:
         raise interrupted
     return HarvestOutcome(entries, records, manifest_path)
@@ -409,6 +416,8 @@ def parser() -> argparse.ArgumentParser:
                     help="config overrides, as snakemake --config (plus tf32=, threads_per_worker=)")  # fmt: skip
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the estimate; run nothing")
     ap.add_argument("--nice", action="store_true", help="lowest priority, one torch thread per worker on a CPU")
+    ap.add_argument("--no-park", action="store_true",
+                    help="do not park the stopped trainings' checkpoints in <out>/parked/ (nor restore them)")
     return ap
 
 
@@ -435,6 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover
         pass
+    park = None if args.no_park else args.out / PARK_DIR
+    if park is not None and (restored := restore_parked(park)):
+        print(f"flb harvest: restored {len(restored)} parked checkpoint(s) from {park}", flush=True)
     calibration = calibrate(ledger_records(ledgers), args.device, machine(), config)
     plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration),
                      args.only)  # fmt: skip
@@ -447,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bar = _Bar(budget_s)
     try:
         outcome = run_harvest(plan.units, config, budget_s, workers=args.workers, out=args.out,
-                              print_fn=bar.write, on_tick=bar.tick)  # fmt: skip
+                              print_fn=bar.write, on_tick=bar.tick, park=park)  # fmt: skip
     finally:
         bar.close()
     statuses = [e.get("status", "") for e in outcome.entries]

@@ -20,6 +20,7 @@ from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
 from benchmark.harvest import Progress, Unit, group_units, harvest, last_round, manifest
 from benchmark.harvest_estimate import Estimate, job_estimate
+from benchmark.harvest_park import restore_parked
 from benchmark.jobs import Job, checkpoint_for
 from benchmark.ledger import read_record
 from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
@@ -503,9 +504,9 @@ def test_the_bar_shows_the_latest_round_each_worker_printed(tmp_path) -> None:
     assert shown == ["units 0/3 (running 2: round 8/80, 2/5), cells 0"]
 
 
-def _run(units, config, budget_s: float, clock=None):
+def _run(units, config, budget_s: float, clock=None, park=None):
     return harvest_cli.run_harvest(units, config, budget_s, out=Path("runs"), stamp=f"s{time.time_ns()}",
-                                   print_fn=lambda s: None, clock=clock)  # fmt: skip
+                                   print_fn=lambda s: None, clock=clock, park=park)  # fmt: skip
 
 
 @pytest.mark.slow
@@ -542,13 +543,21 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
 
     ckpt = _checkpoint(job)
     stop_at_checkpoint = lambda: time.time() + (1e6 if ckpt.exists() else 0.0)
-    second = _run(units, config, 600.0, clock=stop_at_checkpoint)
+    second = _run(units, config, 600.0, clock=stop_at_checkpoint, park=Path("runs/parked"))
     assert [e["status"] for e in second.entries] == ["stopped"] and second.records == []
-    assert not Path(job.path).exists() and ckpt.is_file() and not Path("runs").exists()
+    assert not Path(job.path).exists() and ckpt.is_file() and not list(Path("runs").glob("*/*/record.json"))
     state = torch.load(io.BytesIO(read_sealed(ckpt)), weights_only=True)
     assert 1 <= state["round"] <= 2
+    parked = Path("runs/parked") / ckpt
+    assert parked.read_bytes() == ckpt.read_bytes()  # parked in the ledger folder, to be committed
 
-    third = _run(units, config, 600.0)
+    # another machine: a fresh checkout (no results/) with the ledger; the parked checkpoint is restored
+    ckpt.unlink()
+    assert restore_parked(Path("runs/parked")) == [ckpt] and ckpt.read_bytes() == parked.read_bytes()
+    assert restore_parked(Path("runs/parked")) == []  # the local one is as far on: nothing to do
+
+    third = _run(units, config, 600.0, park=Path("runs/parked"))
+    assert not parked.exists()  # the training finished: its parked checkpoint is cleared
     assert [e["status"] for e in third.entries] == ["done"] and not ckpt.exists()
     assert third.entries[0]["resumed_from"] == [state["round"], 3] and "resumed_from" not in whole.entries[0]
     rec = read_record(third.records[0].folder)
@@ -676,3 +685,28 @@ def test_a_pfl_clients_images_are_the_split_shared_among_its_clients():
                                                                            local_epochs=10, clients=500)  # fmt: skip
     assert training_images(k100) == 32 * 10 * 10 * 500 and training_images(k500) == 32 * 50 * 10 * 100
     assert pfl_job_seconds(k500, "cpu", {}) < pfl_job_seconds(k100, "cpu", {}) * 1.01
+
+
+def test_parked_checkpoints_restore_only_when_further_on_and_never_damaged(tmp_path):
+    """restore_parked copies a parked checkpoint where the local one is missing or behind, keeps a local one that
+    is as far or further, and leaves a damaged parked file alone (not restored)."""
+    import torch
+
+    from benchmark.io import write_sealed
+
+    def ckpt(path: Path, done: int) -> None:
+        buf = io.BytesIO()
+        torch.save({"round": done, "run": {"rounds": 80}}, buf)
+        write_sealed(path, buf.getvalue())
+
+    park, root = tmp_path / "runs" / "parked", tmp_path / "work"
+    rel = Path("results/checkpoints/pfl/a.pt"), Path("results/checkpoints/pfl/b.pt"), Path("results/checkpoints/pfl/c.pt")
+    ckpt(park / rel[0], 60)  # local missing: restored
+    ckpt(park / rel[1], 20)  # local further on: kept
+    ckpt(root / rel[1], 40)
+    (park / rel[2]).write_bytes(b"flb-sealed 1 sha256=00 bytes=3\nabc")  # damaged: ignored
+    assert restore_parked(park, root) == [root / rel[0]]
+    assert (root / rel[0]).read_bytes() == (park / rel[0]).read_bytes() and not (root / rel[2]).exists()
+    from benchmark.federated.checkpoint import checkpoint_progress
+
+    assert checkpoint_progress(root / rel[1]) == (40, 80)

@@ -115,6 +115,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "workflow",
             "harvest",
             "harvest_estimate",
+            "harvest_park",
             "ledger_import",
             "peers",
         ),

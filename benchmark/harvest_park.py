@@ -1,0 +1,85 @@
+"""Checkpoints that outlive the machine: a harvest parks the checkpoints of the units it stopped in the ledger
+folder, and the next harvest, on any machine, restores them before it plans.
+
+A harvest stopped by its budget keeps each running training's last checkpoint in ``results/checkpoints/``, and
+the next harvest resumes from it. That only helps on the same machine: this suite's sessions land on a fresh
+machine of a pool each time, whose ``results/`` is empty, so a unit longer than one session never finished
+(2026-11-26: a FedBABU unit needs about 90 CPU-minutes of one core, and a session's harvest shares the cores).
+
+* :func:`park_checkpoints` (after a harvest): for every unit of the harvest's plan, the root training's
+  checkpoint is copied to ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked
+  copy is removed once its training's output exists. The files are the checkpoints as written
+  (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
+  (a 4convNet checkpoint is well under a megabyte), committed with the records.
+* :func:`restore_parked` (before a harvest plans): every parked checkpoint that is further on than the local one
+  (or has none locally) is copied into ``results/checkpoints/``. Resuming then checks the run's identity as for
+  any checkpoint (:func:`benchmark.federated.checkpoint.load_checkpoint`): a parked checkpoint of another
+  configuration is refused there, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmark.io import read_sealed, write_sealed
+
+#: The folder under the ledger (``runs/``) that holds the parked checkpoints.
+PARK_DIR = "parked"
+
+
+@dataclass
+class Parking:
+    """What :func:`park_checkpoints` did: checkpoints copied in, parked copies removed (training finished)."""
+
+    parked: list[Path] = field(default_factory=list)
+    cleared: list[Path] = field(default_factory=list)
+
+
+def _progress(path: Path) -> tuple[int, int] | None:
+    from benchmark.federated.checkpoint import checkpoint_progress  # local: torch, only when there are files
+
+    return checkpoint_progress(path)
+
+
+def _copy(src: Path, dest: Path) -> None:
+    """Copy a sealed checkpoint, verified on the way (a damaged one raises, nothing is written)."""
+    write_sealed(dest, read_sealed(src, kind="checkpoint"))
+
+
+def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -> Parking:
+    """Park the checkpoint of each unit's unfinished root training (module docstring); clear those finished."""
+    done = Parking()
+    for unit in units:
+        job = unit.root
+        ckpt = job.checkpoint_file()
+        if ckpt is None:
+            continue
+        parked, local = park / ckpt, root / ckpt
+        if (root / job.path).exists():
+            if parked.is_file():
+                parked.unlink()
+                done.cleared.append(parked)
+        elif local.is_file() and _progress(local) is not None:
+            if not parked.is_file() or parked.read_bytes() != local.read_bytes():
+                _copy(local, parked)
+                done.parked.append(parked)
+    return done
+
+
+def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
+    """Copy every parked checkpoint that is further on than the local one, or has none, into place; returns the
+    local paths written. An unreadable parked file is left where it is and not restored."""
+    restored = []
+    for parked in sorted(p for p in park.rglob("*") if p.is_file()) if park.is_dir() else []:
+        theirs = _progress(parked)
+        if theirs is None:
+            continue
+        local = root / parked.relative_to(park)
+        mine = _progress(local) if local.is_file() else None
+        if mine is None or mine[0] < theirs[0]:
+            _copy(parked, local)
+            restored.append(local)
+    return restored
