@@ -18,6 +18,7 @@ import pytest
 
 from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
+from benchmark.fl.estimate import native_rate
 from benchmark.harvest import Progress, Unit, group_units, harvest, last_round, manifest
 from benchmark.harvest_estimate import Estimate, job_estimate
 from benchmark.harvest_park import restore_parked
@@ -213,7 +214,8 @@ def test_estimates_are_scaled_by_the_recorded_runs_of_this_machine():
     assert cal.factors == {"pfl_train": (3.0, 3)} and cal.factor("pfl_train") == 3.0 and cal.factor("pfl_eval") == 1.0
     assert "pfl_train x3.00 (median of 3)" in cal.describe()
     assert calibrate(records[:1], "cpu", here).factor("pfl_train") == 1.0  # one run: not scaled
-    assert calibrate(records, "cuda", here).factors == {}  # no GPU rate of the 4convNet: nothing to scale
+    gpu = calibrate(records, "cuda", here)  # the GPU record alone counts there (native.h100.4convnet is measured)
+    assert set(gpu.factors) == {"pfl_train"} and gpu.factors["pfl_train"][1] == 1 and gpu.factor("pfl_train") == 1.0
 
 
 def test_a_new_machine_borrows_the_factor_of_its_family_and_says_so():
@@ -268,7 +270,11 @@ def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     assert est.measured and est.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 32 * 100 * 100 / (3 * rate))
     last = job_estimate(_pfl(rounds=32, participation="0.1", local_epochs=10, selection="last"), "cpu")
     assert last.seconds == pytest.approx(32 * 10 * 10 * 500 / rate + 1 * 100 * 100 / (3 * rate))  # evaluated once
-    assert job_estimate(job, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
+    gpu = job_estimate(job, "cuda")  # native.h100.4convnet: the measured H100 loop
+    assert gpu.measured and gpu.seconds == pytest.approx(est.seconds * rate / native_rate("h100", "4convnet"))
+    mobilenet = _pfl(rounds=32, participation="0.1", local_epochs=10)
+    mobilenet = dataclasses.replace(mobilenet, model="mobilenet_cifar")
+    assert job_estimate(mobilenet, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
 
 
 # --------------------------------------------------------------------------- the parent's bookkeeping

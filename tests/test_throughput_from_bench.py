@@ -82,3 +82,68 @@ def test_a_benchmark_that_measures_something_else_is_refused(cpu_bench, tmp_path
 def test_a_missing_benchmark_names_the_file_and_the_command(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"cannot read the benchmark .*nope\.json.*tools/fl_train_bench\.py"):
         bench_rates({"bench": "nope.json"}, "cpu", _table(tmp_path, None))
+
+
+# -- native rates (the pfl runner's CIFAR networks) from tools/pfl_bench.py ------------------------------------------
+
+pfl_bench = load_tool("pfl_bench")
+
+
+@pytest.fixture(scope="module")
+def cpu_pfl_bench(tmp_path_factory) -> Path:
+    """A real run of tools/pfl_bench.py on this CPU (4convNet, toy client count)."""
+    out = tmp_path_factory.mktemp("pfl_bench")
+    before = torch.get_num_threads()
+    try:
+        rc = pfl_bench.main([
+            "--out", str(out), "--device", "cpu", "--model", "4convnet", "--clients", "2",
+            "--images-per-client", "20", "--rounds", "1", "--num-classes", "10", "--batch-size", "10",
+            "--modes", "loop", "--no-check", "--threads", "1",
+            "--peak-batch", "2", "--peak-matmul", "64", "--peak-repeats", "1",
+        ])  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert rc == 0
+    return out / "pfl_bench.json"
+
+
+def test_a_native_rate_is_read_from_the_pfl_benchmark_it_names(cpu_pfl_bench: Path) -> None:
+    doc = json.loads(cpu_pfl_bench.read_text())
+    got = estimate.native_bench_rate({"bench": cpu_pfl_bench.name}, "cpu", "4convnet", cpu_pfl_bench.parent / "t.yaml")
+    assert got == doc["results"]["loop"]["images_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "entry", "machine", "model", "says"),
+    [
+        (None, {}, "cpu", "mobilenet_cifar", "config.model is '4convnet', not 'mobilenet_cifar'"),
+        (None, {}, "h100", "4convnet", "did not run on an H100"),
+        (lambda d: d["config"].update(device="cuda"), {}, "cpu", "4convnet", "ran on a GPU"),
+        (None, {"mode": "vectorised"}, "cpu", "4convnet", "no finished row of mode 'vectorised'"),
+        (lambda d: d["results"]["loop"].update(layout="channels_last"), {}, "cpu", "4convnet", "not contiguous"),
+        (None, {"precision": "fp32"}, "cpu", "4convnet", "a benchmark reference has the keys bench, mode"),
+    ],
+)
+def test_a_pfl_benchmark_that_measures_something_else_is_refused(cpu_pfl_bench, tmp_path, change, entry, machine,
+                                                                  model, says) -> None:  # fmt: skip
+    doc = json.loads(cpu_pfl_bench.read_text())
+    if change is not None:
+        change(doc)
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as err:
+        estimate.native_bench_rate({"bench": "p.json", **entry}, machine, model, tmp_path / "throughput.yaml")
+    assert says in str(err.value) and "native." in str(err.value)
+
+
+def test_the_repository_rates_come_from_the_h100_benchmarks() -> None:
+    """The H100 rates are the measured files' rows (benchmark/fl/measured/, from a lent H100), not typed numbers."""
+    folder = estimate.THROUGHPUT_FILE.parent
+    table = yaml.safe_load(estimate.THROUGHPUT_FILE.read_text())
+    ft = json.loads((folder / table["training"]["h100"]["squeezenet1_1"]["bench"]).read_text())
+    kept = next(r for r in ft["results"] if r["mode"] == "kept" and r["precision"] == "fp32")
+    assert kept["tf32"] is False and "H100" in ft["machine"]["gpu"]
+    assert estimate.training_rate("h100", "squeezenet1_1") == kept["images_per_s"]
+    assert estimate.evaluation_rate("h100", "squeezenet1_1") == kept["eval_images_per_s"]
+    pfl = json.loads((folder / table["native"]["h100"]["4convnet"]["bench"]).read_text())
+    assert estimate.native_rate("h100", "4convnet") == pfl["results"]["loop"]["images_per_s"]
+    assert estimate.native_rate("h100", "mobilenet_cifar") is None

@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "provenance",
             "timing",
             "devices",
+            "gpu_slots",
             "suggest",
             "papers",
             "build_lock",

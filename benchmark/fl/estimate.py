@@ -125,9 +125,48 @@ def evaluation_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZ
 
 def native_rate(machine: str, model: str) -> float | None:
     """Measured training images/s of a network trained at its own input size (``native`` in throughput.yaml:
-    the pfl runner's CIFAR networks), or ``None`` where it was not measured on ``machine``."""
-    rate = _table().get("native", {}).get(machine, {}).get(model)
-    return None if rate is None else float(rate)
+    the pfl runner's CIFAR networks), or ``None`` where it was not measured on ``machine``. An entry is a number
+    or a ``{bench, mode}`` reference to a ``tools/pfl_bench.py`` JSON (:func:`native_bench_rate`)."""
+    entry = _table().get("native", {}).get(machine, {}).get(model)
+    if entry is None:
+        return None
+    return native_bench_rate(entry, machine, model) if isinstance(entry, dict) else float(entry)
+
+
+def native_bench_rate(entry: dict, machine: str, model: str, table_file: Path = THROUGHPUT_FILE) -> float:
+    """The training images/s of ``native.<machine>.<model>`` read from the ``tools/pfl_bench.py`` JSON it names,
+    checked like :func:`bench_rates`: the benchmark trained ``model`` at the contiguous layout (the runner's
+    default, ``channels_last: false``), on the table's machine (an H100 for ``h100``, a CPU for ``cpu``), and
+    its row of ``mode`` (default ``loop``, the per-client loop) finished; else one :class:`ConfigError`."""
+    where = f"{table_file}: native.{machine}.{model}"
+    unknown = set(entry) - {"bench", "mode"}
+    if "bench" not in entry or unknown:
+        raise ConfigError(f"{where}: a benchmark reference has the keys bench, mode (got {sorted(entry)}); "
+                          "or give a number")  # fmt: skip
+    mode = str(entry.get("mode", "loop"))
+    path = table_file.parent / str(entry["bench"])
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot read the benchmark {path} ({exc}); run tools/pfl_bench.py --model "
+                          f"{model} on that machine, or give a number") from exc  # fmt: skip
+    cfg, problems = doc.get("config", {}), []
+    if cfg.get("model") != model:
+        problems.append(f"config.model is {cfg.get('model')!r}, not {model!r}")
+    on_gpu = str(cfg.get("device", "")).startswith("cuda")
+    gpu = GPU_OF_MACHINE.get(machine)
+    if gpu is not None and not (on_gpu and gpu in json.dumps(doc.get("device", {}))):
+        problems.append(f"it did not run on an {gpu} (config.device {cfg.get('device')!r})")
+    if gpu is None and on_gpu:
+        problems.append(f"it ran on a GPU, the table's {machine!r} is a CPU")
+    row = doc.get("results", {}).get(mode)
+    if not isinstance(row, dict) or row.get("status") != "ok":
+        problems.append(f"no finished row of mode {mode!r}")
+    elif row.get("layout", "contiguous") != "contiguous":
+        problems.append(f"its {mode!r} row ran at layout {row.get('layout')!r}, not contiguous")
+    if problems:
+        raise ConfigError(f"{where}: benchmark {path}: " + "; ".join(problems))
+    return float(row["images_per_s"])
 
 
 @dataclass(frozen=True)

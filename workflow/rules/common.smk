@@ -4,6 +4,7 @@ from pathlib import Path
 from benchmark import workflow as wf
 from benchmark.closed_form.protocols import PROTOCOLS
 from benchmark.fl.protocols import list_protocols
+from benchmark.gpu_slots import SLOTS_PER_GPU, job_gpu_slots, uses_gpu
 from benchmark.jobs import ClosedFormJob, ExtractJob, FLRunJob, PartitionJob
 from benchmark.ledger import LEDGER_DIR
 from benchmark.tables.records import plan_inputs

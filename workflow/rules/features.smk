@@ -6,7 +6,7 @@ rule extract:
     output: ExtractJob.PATTERN
     log: "results/logs/extract/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.log"
     conda: CONDA_ENV
-    resources: gpu=1
+    resources: gpu=1, gpu_slots=SLOTS_PER_GPU if uses_gpu(config.get("device")) else 0
     params:
         device=f"--device {wf.shell_word(config['device'])}" if config.get("device") else "",
         data=DATA,  # another data root (config or FLB_DATA_ROOT) re-runs the job (params trigger)

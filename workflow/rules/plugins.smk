@@ -4,7 +4,8 @@
 #     RESOURCES: ClassVar[dict] = {"gpu": 1}
 # (Snakemake resource name -> an int or str, or a callable taking the job instance and returning one). Hardware
 # needs belong there, so that every executor sees them: the local profile's `resources: gpu=1` runs such jobs one
-# at a time, the SLURM executor plug-in turns `gpu: 1` into `sbatch --gpus=1`. Cluster-specific values
+# at a time, the SLURM executor plug-in turns `gpu: 1` into `sbatch --gpus=1`. Every such rule also asks for
+# `gpu_slots` (benchmark/gpu_slots.py): the local and default profiles offer 4 per GPU, small pfl jobs take 1. Cluster-specific values
 # (partition, runtime, memory) belong in workflow/profiles/slurm/config.yaml, whose set-resources override these.
 # The job runs with the whole validated config of this workflow (`flb job --config-json`, one shell-quoted JSON
 # word): every key the user set (checkpoint_every, train_exec, train_chunk, ...) reaches it as typed. It is part of
@@ -19,8 +20,12 @@ def _per_job(cls, fn):
 
 
 def plugin_job_resources(cls):
-    """The rule resources a plug-in job class declares in ``RESOURCES`` (none when it declares none)."""
-    return {k: _per_job(cls, v) if callable(v) else v for k, v in getattr(cls, "RESOURCES", {}).items()}
+    """The rule resources a plug-in job class declares in ``RESOURCES`` (none when it declares none); a GPU job
+    also asks for its share of the GPU (``gpu_slots``, benchmark/gpu_slots.py)."""
+    res = {k: _per_job(cls, v) if callable(v) else v for k, v in getattr(cls, "RESOURCES", {}).items()}
+    if "gpu" in res:
+        res["gpu_slots"] = _per_job(cls, lambda job: job_gpu_slots(job, config.get("device")))
+    return res
 
 
 for _kind, _cls in wf.plugin_job_types().items():

@@ -24,6 +24,7 @@ rule fl_run:
         method=r"[a-z0-9_]+",
     threads: 1
     conda: CONDA_ENV
+    resources: gpu_slots=1 if uses_gpu(config.get("device")) else 0  # a head on cached features: a small job
     params:
         device=f"--device {wf.shell_word(config['device'])}" if config.get("device") else "",
     shell:
