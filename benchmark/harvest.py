@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from benchmark.harvest_park import progress_of
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
 from benchmark.ledger import MARKER_SUFFIX
 from benchmark.provenance import git_commit, machine, package_versions
@@ -205,10 +206,7 @@ def resume_point(job: Job, root: Path = Path(".")) -> tuple[int, int] | None:
     path = job.checkpoint_file()
     if path is None or not (root / path).is_file():
         return None
-    # local import: torch, only when a checkpoint exists
-    from benchmark.federated.checkpoint import checkpoint_progress
-
-    return checkpoint_progress(root / path)
+    return progress_of(root / path)
 
 
 def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any]], None]) -> None:

@@ -63,7 +63,7 @@ from benchmark.harvest import (
     written_by,
 )
 from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration, calibrate, job_estimate
-from benchmark.harvest_park import PARK_DIR, park_checkpoints, restore_parked
+from benchmark.harvest_park import PARK_DIR, clear_recorded, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
@@ -445,9 +445,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:  # pragma: no cover
         pass
     park = None if args.no_park else args.out / PARK_DIR
+    records = ledger_records(ledgers)
+    if park is not None and (cleared := clear_recorded(park, (r.job for r in records))):
+        print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}", flush=True)
     if park is not None and (restored := restore_parked(park)):
         print(f"flb harvest: restored {len(restored)} parked checkpoint(s) from {park}", flush=True)
-    calibration = calibrate(ledger_records(ledgers), args.device, machine(), config)
+    calibration = calibrate(records, args.device, machine(), config)
     plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration),
                      args.only)  # fmt: skip
     for line in describe_plan(plan, args.device, budget_s, args.workers):

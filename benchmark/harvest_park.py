@@ -8,7 +8,8 @@ machine of a pool each time, whose ``results/`` is empty, so a unit longer than 
 
 * :func:`park_checkpoints` (after a harvest): for every unit of the harvest's plan, the root training's
   checkpoint is copied to ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked
-  copy is removed once its training's output exists. The files are the checkpoints as written
+  copy is removed once its training's output exists; :func:`clear_recorded` (before a harvest plans) removes those
+  of trainings recorded in the ledger, finished elsewhere. The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
   (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records.
 * :func:`restore_parked` (before a harvest plans): every parked checkpoint that is further on than the local one
@@ -38,7 +39,8 @@ class Parking:
     cleared: list[Path] = field(default_factory=list)
 
 
-def _progress(path: Path) -> tuple[int, int] | None:
+def progress_of(path: Path) -> tuple[int, int] | None:
+    """(rounds done, rounds) of the checkpoint file ``path``, or None when it cannot be read."""
     from benchmark.federated.checkpoint import checkpoint_progress  # local: torch, only when there are files
 
     return checkpoint_progress(path)
@@ -62,11 +64,24 @@ def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -
             if parked.is_file():
                 parked.unlink()
                 done.cleared.append(parked)
-        elif local.is_file() and _progress(local) is not None:
+        elif local.is_file() and progress_of(local) is not None:
             if not parked.is_file() or parked.read_bytes() != local.read_bytes():
                 _copy(local, parked)
                 done.parked.append(parked)
     return done
+
+
+def clear_recorded(park: Path, recorded: Iterable[Any]) -> list[Path]:
+    """Remove the parked checkpoints of trainings that are recorded in the ledger (``recorded``: their jobs): such
+    a training finished, on this machine or another, so its checkpoint is never needed again (and a harvest whose
+    plan skips the recorded unit would otherwise never clear it). Returns the files removed."""
+    cleared = []
+    for job in recorded:
+        ckpt = job.checkpoint_file() if hasattr(job, "checkpoint_file") else None
+        if ckpt is not None and (park / ckpt).is_file():
+            (park / ckpt).unlink()
+            cleared.append(park / ckpt)
+    return cleared
 
 
 def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
@@ -74,11 +89,11 @@ def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
     local paths written. An unreadable parked file is left where it is and not restored."""
     restored = []
     for parked in sorted(p for p in park.rglob("*") if p.is_file()) if park.is_dir() else []:
-        theirs = _progress(parked)
+        theirs = progress_of(parked)
         if theirs is None:
             continue
         local = root / parked.relative_to(park)
-        mine = _progress(local) if local.is_file() else None
+        mine = progress_of(local) if local.is_file() else None
         if mine is None or mine[0] < theirs[0]:
             _copy(parked, local)
             restored.append(local)

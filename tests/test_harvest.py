@@ -716,3 +716,19 @@ def test_parked_checkpoints_restore_only_when_further_on_and_never_damaged(tmp_p
     from benchmark.federated.checkpoint import checkpoint_progress
 
     assert checkpoint_progress(root / rel[1]) == (40, 80)
+
+
+def test_parked_checkpoints_of_recorded_trainings_are_cleared(tmp_path):
+    """clear_recorded removes the parked checkpoint of a training the ledger records (it finished, here or on
+    another machine, so no plan of a harvest contains it any more) and keeps the others'."""
+    from benchmark.harvest_park import clear_recorded
+
+    park = tmp_path / "parked"
+    done, running = _pfl(rounds=32, local_epochs=10), _pfl(rounds=80, local_epochs=4)
+    for job in (done, running):
+        (park / job.checkpoint_file()).parent.mkdir(parents=True, exist_ok=True)
+        (park / job.checkpoint_file()).write_bytes(b"x")
+    evaluation = _Eval("a", 0, "e")  # a recorded job without a checkpoint
+    assert clear_recorded(park, [done, evaluation]) == [park / done.checkpoint_file()]
+    assert not (park / done.checkpoint_file()).exists() and (park / running.checkpoint_file()).is_file()
+    assert clear_recorded(park, [done]) == []
