@@ -13,6 +13,8 @@ build also scaled by the recorded runs of this machine, :func:`benchmark.harvest
   DEFAULT_JOB_S` each assumed);
 * with several targets, the hours the shared jobs save against building each target alone;
 * the jobs this checkout already has (outputs in ``results/`` or recorded in ``runs/``) and what is left;
+* on a GPU build with small pfl jobs (``benchmark/gpu_slots.py``: one slot each), the GPU hours of the first
+  build when they share the GPU, their hours divided by the measured gain (``throughput.yaml`` ``sharing``);
 * as the last line, ``H100-hours: first build <x>, with recorded choices <y>`` (``CPU-hours: ...`` for a CPU
   build): the first build runs every job; with recorded choices the learning-rate grids
   (:data:`CHOICE_KINDS`) are read from the ledger instead of run. The GPU hours are the throughput table's H100
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmark.fl.estimate import sharing_gain
+from benchmark.gpu_slots import SLOTS_PER_GPU, job_gpu_slots
 from benchmark.harvest_cli import ledger_records, recorded_paths
 from benchmark.harvest_estimate import DEFAULT_JOB_S, Calibration, calibrate, job_estimate, machine_key
 from benchmark.jobs import Job, job_closure
@@ -66,6 +70,7 @@ class BuildEstimate:
     left_s: float  # the jobs a build here still runs (below a done job, nothing is run)
     unplanned_training: int = 0  # cells that need training the config does not plan (device=cpu without cpu_training)
     shared: tuple[tuple[str, int], ...] = ()  # (kind, jobs) of the jobs two or more targets hold
+    slot_shared_s: float | None = None  # first build's GPU wall clock with the one-slot jobs sharing (gpu_slots)
 
     @property
     def first_s(self) -> float:
@@ -137,7 +142,11 @@ def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: 
     unplanned = sum(n for *_, n in planned.values())
     holders = Counter(p for jobs in per_target.values() for p in {j.path for j in jobs})
     shared = Counter(union[p].KIND for p, n in holders.items() if n > 1)
-    return BuildEstimate(tuple(targets), device, kinds, alone, len(done), left, unplanned, tuple(sorted(shared.items())))
+    slot_shared = None
+    if (gain := sharing_gain(machine_key(device))) is not None and any(job_gpu_slots(j, device) == 1 for j in union.values()):
+        slot_shared = sum(seconds(j)[0] / (gain if job_gpu_slots(j, device) == 1 else 1.0) for j in union.values())
+    return BuildEstimate(tuple(targets), device, kinds, alone, len(done), left, unplanned, tuple(sorted(shared.items())),
+                         slot_shared)  # fmt: skip
 
 
 def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list[str]:
@@ -163,6 +172,10 @@ def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list
                      "(--config device=cuda, or device=cpu cpu_training=true)")  # fmt: skip
     lines.append(f"this checkout: {est.done} of {est.jobs} jobs done (results/ or recorded); "
                  f"{est.left_s / 3600:.2f} hours left")  # fmt: skip
+    if est.slot_shared_s is not None:
+        lines.append(f"with {SLOTS_PER_GPU} small pfl jobs sharing the GPU (gpu_slots; measured gain "
+                     f"{sharing_gain(machine_key(est.device)):.2f}, throughput.yaml sharing): first build "
+                     f"{est.slot_shared_s / 3600:.1f} hours of the GPU")  # fmt: skip
     lines.append(f"{unit}: first build {est.first_s / 3600:.1f}, with recorded choices {est.with_choices_s / 3600:.1f}")
     return lines
 

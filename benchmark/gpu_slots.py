@@ -9,7 +9,7 @@ network asks for one, so four of them share the GPU. On a CPU build a job asks f
 What shares, from the measurements on a lent H100 (``benchmark/fl/measured/``, ``docs/performance.md``):
 
 * the pfl runner's 4convNet (fedbabu's CIFAR-10 network, 0.3 GiB a job): the training loop's images/s summed
-  over the copies were 1.78x one job's with 2 copies and 2.61x with 4 (whole processes, start-up included: 2.22x
+  over the copies were 1.80x one job's with 2 copies and 2.63x with 4 (whole processes, start-up included: 2.22x
   and 3.23x). Its jobs ask for one slot.
 * SqueezeNet FT at 224 px (legate2023): 2 copies summed to 0.95x one job's loop (the GPU is already busy) and
   their centralised steps ran out of memory: FT jobs, feature extraction and every network not measured ask for

@@ -93,3 +93,30 @@ def test_the_real_table3_plan_on_a_gpu(real_data_root, real_weights_dir, monkeyp
     assert out[-1].startswith("H100-hours: first build ") and any(line.lstrip().startswith("fl_tune") for line in out)
     first, choices = (float(x.split()[-1]) for x in out[-1].removeprefix("H100-hours: ").split(", "))
     assert first > 3 * choices > 0
+
+
+@dataclass(frozen=True)
+class _Pfl(Job):
+    KIND: ClassVar[str] = "pfl_train"
+    PATTERN: ClassVar[str] = "results/pfl/{name}.json"
+    name: str
+    model: str = "4convnet"
+
+
+def test_small_pfl_jobs_sharing_the_gpu_are_counted_at_the_measured_gain(monkeypatch):
+    """gpu_slots: a one-slot job (4convNet pfl) costs its hours / the measured sharing gain of GPU wall clock; the
+    whole-GPU jobs their hours. The hours line itself stays the unshared sum; a CPU build prints no sharing line."""
+    from benchmark.fl.estimate import sharing_gain
+
+    plans = {"P": [NS(jobs=[_Pfl("a"), _Pfl("b"), _Train("t")], not_run=None)]}  # _Train reads a _Tune: 4 jobs
+    monkeypatch.setattr(estimate_cli, "plan_target", lambda target, config: plans[target])
+    monkeypatch.setattr(estimate_cli, "job_estimate", lambda job, device, config: Estimate(3600.0, True))
+    gain = sharing_gain("h100")
+    assert gain is not None and gain > 1
+    est = estimate_cli.estimate_build(["P"], {"device": "cuda"}, set())
+    assert est.first_s == 4 * 3600.0 and est.slot_shared_s == pytest.approx(2 * 3600.0 / gain + 2 * 3600.0)
+    lines = estimate_cli.describe(est)
+    assert f"measured gain {gain:.2f}" in lines[-2] and f"first build {est.slot_shared_s / 3600:.1f} hours" in lines[-2]
+    assert lines[-1] == "H100-hours: first build 4.0, with recorded choices 3.0"  # its grid (_Tune) a choice
+    cpu = estimate_cli.estimate_build(["P"], {"device": "cpu"}, set())
+    assert cpu.slot_shared_s is None and not any("sharing" in line for line in estimate_cli.describe(cpu))

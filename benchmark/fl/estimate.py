@@ -196,3 +196,25 @@ def describe(cost: RunCost, backbone: str, image_size: int = REFERENCE_SIZE) -> 
     gpu_h = cost.seconds("h100", backbone, image_size) / 3600.0
     cpu_d = cost.seconds("cpu", backbone, image_size) / 86400.0
     return f"≈ {gpu_h:.2g} GPU-hours on one H100, ≈ {cpu_d:.2g} days on this CPU"
+
+
+def sharing_gain(machine: str, table_file: Path = THROUGHPUT_FILE) -> float | None:
+    """How much more one GPU trains when :data:`benchmark.gpu_slots.SLOTS_PER_GPU` small jobs share it
+    (``sharing.<machine>`` in throughput.yaml: a ``tools/gpu_share_bench.py`` folder and the copies to read): the
+    training loop's images/s summed over the K copies, over one copy's alone. None where nothing was measured."""
+    entry = yaml.safe_load(table_file.read_text()).get("sharing", {}).get(machine)
+    if entry is None:
+        return None
+    where = f"{table_file}: sharing.{machine}"
+    folder, copies = table_file.parent / str(entry.get("bench", "")), int(entry.get("copies", 0))
+
+    def loop_rates(k: int) -> list[float]:
+        files = sorted((folder / f"copies-{k}").glob("copy-*/pfl_bench.json"))
+        rates = [json.loads(f.read_text()).get("results", {}).get("loop", {}).get("images_per_s") for f in files]
+        if len(files) != k or any(not isinstance(r, (int, float)) for r in rates):
+            raise ConfigError(f"{where}: {folder}/copies-{k}/ does not hold {k} finished pfl_bench loop rows; "
+                              "run tools/gpu_share_bench.py with --copies 1," + str(k))  # fmt: skip
+        return [float(r) for r in rates]
+
+    return sum(loop_rates(copies)) / loop_rates(1)[0]
+
