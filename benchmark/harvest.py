@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from benchmark.harvest_park import progress_of
 from benchmark.jobs import Job, job_closure, job_from_dict, job_to_dict
-from benchmark.ledger import MARKER_SUFFIX
+from benchmark.ledger import MARKER_SUFFIX, weight_files
 from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.runners import load_runners
 from benchmark.runners.pfl import planning_configs
@@ -158,11 +158,13 @@ def plan_units(targets: Iterable[str], config: Mapping[str, Any], seconds: Calla
 def must_run(job: Job, unit: Unit, root: Path = Path(".")) -> bool:
     """Whether running ``unit`` runs ``job``: its output is not on disk, or it is there only as a materialised
     record (``<output>.recorded``: the ledger keeps no weights) that a later job of the unit, still to run,
-    reads (an evaluation needs the trained model itself). A job recorded in the ledger but not on disk is run
-    again when its unit runs: the estimate counts it (:func:`benchmark.harvest_cli.plan_harvest`)."""
+    reads (an evaluation needs the trained model itself), and the weights are not on disk beside it either
+    (:func:`benchmark.ledger.weight_files`: restored from ``runs/parked/``, :mod:`benchmark.harvest_park`). A job
+    recorded in the ledger but not on disk is run again when its unit runs: the estimate counts it
+    (:func:`benchmark.harvest_cli.plan_harvest`)."""
     if not (root / job.path).exists():
         return True
-    if not (root / (job.path + MARKER_SUFFIX)).exists():
+    if not (root / (job.path + MARKER_SUFFIX)).exists() or weight_files(job, root):
         return False
     later = unit.jobs[unit.jobs.index(job) + 1 :]
     return any(job.path in {d.path for d in j.inputs()} and not (root / j.path).exists() for j in later)

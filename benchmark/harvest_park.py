@@ -12,6 +12,11 @@ machine of a pool each time, whose ``results/`` is empty, so a unit longer than 
   of trainings recorded in the ledger, finished elsewhere. The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
   (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records.
+* The weights of a finished training whose unit still has evaluations to run (the budget stopped it between
+  them) are parked too, at their own path (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet):
+  the ledger keeps no weights, so without them the next harvest would train again to evaluate. They are removed
+  once every job of the unit is done. Restored, they let the recorded training fill its output
+  (:meth:`benchmark.tables.records._Ledger.choose`, :func:`benchmark.harvest.must_run`).
 * :func:`restore_parked` (before a harvest plans): every parked checkpoint that is further on than the local one
   (or has none locally) is copied into ``results/checkpoints/``. Resuming then checks the run's identity as for
   any checkpoint (:func:`benchmark.federated.checkpoint.load_checkpoint`): a parked checkpoint of another
@@ -25,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmark.io import read_sealed, write_sealed
+from benchmark.io import atomic_write_bytes, read_sealed, write_sealed
+from benchmark.ledger import weight_files
 
 #: The folder under the ledger (``runs/``) that holds the parked checkpoints.
 PARK_DIR = "parked"
+#: Where the checkpoints are (``results/checkpoints/...``); any other parked file is a training's weights.
+CHECKPOINT_PARTS = ("results", "checkpoints")
 
 
 @dataclass
@@ -51,10 +59,31 @@ def _copy(src: Path, dest: Path) -> None:
     write_sealed(dest, read_sealed(src, kind="checkpoint"))
 
 
+def _park_weights(unit: Any, park: Path, root: Path, done: Parking) -> None:
+    """The weights of a finished training whose unit has evaluations still to run: parked (the ledger keeps no
+    weights, so without them the next harvest trains again); cleared once every job of the unit is done."""
+    job = unit.root
+    if not (root / job.path).exists():
+        return
+    files = weight_files(job, root)
+    if all((root / j.path).exists() for j in unit.jobs):
+        for rel in files:
+            if (park / rel).is_file():
+                (park / rel).unlink()
+                done.cleared.append(park / rel)
+        return
+    for rel in files:
+        if not (park / rel).is_file() or (park / rel).read_bytes() != (root / rel).read_bytes():
+            atomic_write_bytes(park / rel, (root / rel).read_bytes())
+            done.parked.append(park / rel)
+
+
 def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -> Parking:
-    """Park the checkpoint of each unit's unfinished root training (module docstring); clear those finished."""
+    """Park the checkpoint of each unit's unfinished root training, and the weights of a finished one whose
+    evaluations are not all done (module docstring); clear those no longer needed."""
     done = Parking()
     for unit in units:
+        _park_weights(unit, park, root, done)
         job = unit.root
         ckpt = job.checkpoint_file()
         if ckpt is None:
@@ -85,10 +114,18 @@ def clear_recorded(park: Path, recorded: Iterable[Any]) -> list[Path]:
 
 
 def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
-    """Copy every parked checkpoint that is further on than the local one, or has none, into place; returns the
-    local paths written. An unreadable parked file is left where it is and not restored."""
+    """Copy every parked checkpoint that is further on than the local one, or has none, into place, and every
+    parked weight file that is missing here; returns the local paths written. An unreadable parked checkpoint is
+    left where it is and not restored; weights are checked by the evaluation that reads them (the training
+    record's sha256)."""
     restored = []
     for parked in sorted(p for p in park.rglob("*") if p.is_file()) if park.is_dir() else []:
+        rel = parked.relative_to(park)
+        if rel.parts[:2] != CHECKPOINT_PARTS:
+            if not (root / rel).exists():
+                atomic_write_bytes(root / rel, parked.read_bytes())
+                restored.append(root / rel)
+            continue
         theirs = progress_of(parked)
         if theirs is None:
             continue

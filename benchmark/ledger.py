@@ -98,6 +98,18 @@ def job_outputs(job: Job, root: Path = Path(".")) -> list[str]:
     return sorted(out)
 
 
+def weight_files(job: Job, root: Path = Path(".")) -> list[str]:
+    """The weight files beside ``job``'s output under ``root`` (``<stem>.<...>`` ending in a
+    :data:`WEIGHT_SUFFIXES`: a training's selected model), which the ledger does not keep; paths relative to
+    ``root``, sorted. A record of ``job`` with these on disk can fill it for a dependant that reads them."""
+    main = Path(job.path)
+    stem, folder = main.name.rsplit(".", 1)[0], root / main.parent
+    if not folder.is_dir():
+        return []
+    return sorted(str(main.parent / p.name) for p in folder.iterdir()
+                  if p.is_file() and p.name.startswith(stem + ".") and p.name.endswith(WEIGHT_SUFFIXES))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where, when and how a recorded run was made."""

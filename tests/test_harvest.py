@@ -732,3 +732,37 @@ def test_parked_checkpoints_of_recorded_trainings_are_cleared(tmp_path):
     assert clear_recorded(park, [done, evaluation]) == [park / done.checkpoint_file()]
     assert not (park / done.checkpoint_file()).exists() and (park / running.checkpoint_file()).is_file()
     assert clear_recorded(park, [done]) == []
+
+
+def test_the_weights_of_a_trained_unit_with_evaluations_left_are_parked_and_restored(tmp_path):
+    """A unit stopped between its training and its evaluations: the training's weights are parked, restored on
+    a fresh machine, and with the recorded training materialised beside them the training is not run again;
+    once every job of the unit is done the parked weights are removed."""
+    from benchmark.harvest import must_run
+    from benchmark.harvest_park import park_checkpoints
+    from benchmark.ledger import MARKER_SUFFIX
+
+    unit = group_units([("T:a", _Eval("a", 0, "e"))], lambda job: 1.0)[0]
+    train, evaluation = _Train("a", 0), _Eval("a", 0, "e")
+    here, fresh, park = tmp_path / "here", tmp_path / "fresh", tmp_path / "runs" / "parked"
+    model = Path(train.path).with_name("seed0.model.pt")
+    for rel, data in ((_Part("a").path, "{}"), (train.path, "{}"), (str(model), "weights")):
+        (here / rel).parent.mkdir(parents=True, exist_ok=True)
+        (here / rel).write_text(data)
+    parking = park_checkpoints([unit], park, here)
+    assert parking.parked == [park / model] and (park / model).read_text() == "weights"
+
+    # a fresh machine: the training only as a materialised record (no weights): it would run again ...
+    for rel in (_Part("a").path, train.path, train.path + MARKER_SUFFIX):
+        (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fresh / rel).write_text("{}")
+    assert must_run(train, unit, fresh)
+    # ... until the parked weights are restored
+    assert restore_parked(park, fresh) == [fresh / model] and (fresh / model).read_text() == "weights"
+    assert not must_run(train, unit, fresh) and must_run(evaluation, unit, fresh)
+    (fresh / model).write_text("newer")  # weights present here are never overwritten
+    assert restore_parked(park, fresh) == [] and (fresh / model).read_text() == "newer"
+
+    (here / evaluation.path).parent.mkdir(parents=True, exist_ok=True)
+    (here / evaluation.path).write_text("{}")  # the unit is done: the parked weights go
+    assert park_checkpoints([unit], park, here).cleared == [park / model] and not (park / model).exists()

@@ -254,6 +254,32 @@ def test_a_record_whose_dependants_must_run_is_not_used(tmp_path, recorded, toy,
     assert executed(work) == []
 
 
+def test_a_record_whose_weights_are_on_disk_fills_its_output_for_a_dependant(tmp_path, recorded, toy, monkeypatch):
+    """The training run is recorded and its weights are on disk beside its output (a run here, or restored by
+    ``flb harvest`` from ``runs/parked/``): the record fills the training and only the evaluation runs."""
+    import dataclasses
+
+    from benchmark.jobs import run_jobs
+    from benchmark.ledger import materialised_from
+    from benchmark.tables.plan import make_plan
+    from benchmark.tables.records import apply_ledger
+
+    ev = toy.ToyEvalJob("toy_ncm", 0)
+    work = tmp_path / "weights"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    cfg = {**load_config(), "cpu_training": True}
+    weights = Path(OUTPUTS[0]).with_suffix(".model.pt")
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    weights.write_bytes(b"weights")
+    p = make_plan("toy_ledger", cfg, tmp_path / "specs")
+    cells = tuple(dataclasses.replace(c, jobs=(ev,)) if c.cell.id == CELL else c for c in p.cells)
+    p = apply_ledger(dataclasses.replace(p, cells=cells), cfg, recorded)
+    assert Path(OUTPUTS[0]).is_file() and materialised_from(OUTPUTS[0]) is not None
+    run_jobs(p.jobs, cfg)
+    assert executed(work) == [ev.path]
+
+
 def test_a_record_under_a_dependant_computed_here_is_dated_before_it(tmp_path, recorded, toy, monkeypatch):
     """The evaluation was computed here and its training run's output is gone: the training comes from its record,
     dated before the evaluation (Snakemake does not run the evaluation again), and nothing runs."""

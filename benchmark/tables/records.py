@@ -46,6 +46,7 @@ from benchmark.ledger import (
     read_record,
     record_folder,
     unmaterialise,
+    weight_files,
 )
 from benchmark.tables.availability import training_allowed
 from benchmark.tables.plan import TargetPlan, make_plan, plan_cell, write_plan
@@ -104,7 +105,9 @@ class _Ledger:
     def choose(self, jobs: list[Job]) -> tuple[dict[str, RunRecord], dict[str, list[str]]]:
         """The records used for ``jobs`` (a closure, inputs first), and the planned dependants of every job: a
         job with planned dependants is filled only when each dependant is filled too or already computed here
-        (a dependant that runs may read files a record does not keep, such as a training run's weights)."""
+        (a dependant that runs may read files a record does not keep, such as a training run's weights), or when
+        those weights are on disk beside its output (:func:`~benchmark.ledger.weight_files`: left by a run here,
+        or restored by ``flb harvest`` from ``runs/parked/``); the dependant checks them against the record."""
         dependants: dict[str, list[str]] = {}
         for j in jobs:
             for dep in j.inputs():
@@ -112,7 +115,8 @@ class _Ledger:
         chosen: dict[str, RunRecord] = {}
         for j in reversed(jobs):  # dependants before their inputs
             rec = self.usable(j)
-            if rec is not None and all(d in chosen or self.computed(d) for d in dependants.get(j.path, [])):
+            if rec is not None and (all(d in chosen or self.computed(d) for d in dependants.get(j.path, []))
+                                    or weight_files(j, self.root)):  # fmt: skip
                 chosen[j.path] = rec
         return chosen, dependants
 
