@@ -66,7 +66,17 @@ from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration,
 from benchmark.harvest_park import PARK_DIR, clear_recorded, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
-from benchmark.ledger import LEDGER_DIR, Provenance, RunRecord, read_record, record_folders, write_record
+from benchmark.ledger import (
+    LEDGER_DIR,
+    Provenance,
+    RunRecord,
+    materialise,
+    read_record,
+    record_folder,
+    record_folders,
+    weight_files,
+    write_record,
+)
 from benchmark.provenance import machine
 from benchmark.runners import load_runners
 from benchmark.tables.spec import list_specs, load_spec
@@ -149,9 +159,29 @@ class HarvestPlan:
         return sum(u.est_s for u in self.units)
 
 
+def fill_weighted_trainings(units: Sequence[Unit], ledgers: Sequence[Path], root: Path = Path(".")) -> list[str]:
+    """Materialise the recorded training of each unit whose weights are on disk (restored from ``runs/parked/``,
+    :mod:`benchmark.harvest_park`) and whose output is not: the unit then runs only its evaluations
+    (:func:`benchmark.harvest.must_run`). Returns the outputs filled."""
+    filled = []
+    for unit in units:
+        job = unit.root
+        if (root / job.path).exists() or not weight_files(job, root):
+            continue
+        for ledger in ledgers:
+            folder = record_folder(job, ledger)
+            if (folder / "record.json").is_file():
+                rec = read_record(folder)
+                if not rec.stale:
+                    materialise(rec, root)
+                    filled.append(job.path)
+                break
+    return filled
+
+
 def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
                  root: Path = Path("."), seeds: tuple[int, ...] | None = None,
-                 calibration: Calibration | None = None) -> HarvestPlan:  # fmt: skip
+                 calibration: Calibration | None = None, ledgers: Sequence[Path] = ()) -> HarvestPlan:  # fmt: skip
     """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
     ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
     (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
@@ -160,7 +190,8 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     job of no measured rate on the device come after every measured one: their assumed minutes say nothing of
     their cost (a ResNet-50 training on a CPU would rank first on an assumed 10 minutes). A training
     that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
-    a nearly finished unit ranks as the cheap one it is."""
+    a nearly finished unit ranks as the cheap one it is. With ``ledgers``, a recorded training whose weights are on
+    disk is materialised first (:func:`fill_weighted_trainings`): only its evaluations are estimated and run."""
     unmeasured: set[str] = set()
     calibration = calibration or Calibration()
 
@@ -175,6 +206,7 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         return est.seconds * calibration.factor(job.KIND)
 
     units = plan_units(targets, config, lambda job: 0.0, seeds)
+    fill_weighted_trainings(units, ledgers, root)
     todo = []
     for u in units:
         if all(done(j) for j in u.jobs):
@@ -451,7 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if park is not None and (restored := restore_parked(park)):
         print(f"flb harvest: restored {len(restored)} parked checkpoint(s) from {park}", flush=True)
     calibration = calibrate(records, args.device, machine(), config)
-    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration),
+    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration,
+                                  ledgers=ledgers),
                      args.only)  # fmt: skip
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)

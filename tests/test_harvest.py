@@ -766,3 +766,36 @@ def test_the_weights_of_a_trained_unit_with_evaluations_left_are_parked_and_rest
     (here / evaluation.path).parent.mkdir(parents=True, exist_ok=True)
     (here / evaluation.path).write_text("{}")  # the unit is done: the parked weights go
     assert park_checkpoints([unit], park, here).cleared == [park / model] and not (park / model).exists()
+
+
+def test_a_recorded_training_with_its_weights_on_disk_is_filled_and_only_evaluated(tmp_path, monkeypatch):
+    """plan_harvest with the ledgers: a recorded training whose weights were restored (runs/parked/) is
+    materialised from its record before the estimate, so its unit costs only the evaluation; without the weights
+    (or without a record) it is trained again."""
+    from types import SimpleNamespace as NS
+
+    from benchmark.ledger import MARKER_SUFFIX
+
+    planned = [("T:c", _Eval("c", 0, "e")), ("T:d", _Eval("d", 0, "e"))]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    ledger = tmp_path / "runs"
+    for name in ("c", "d"):
+        (ledger / name / "record.json").parent.mkdir(parents=True)
+        (ledger / name / "record.json").write_text("{}")
+    monkeypatch.setattr(harvest_cli, "record_folder", lambda job, led: led / job.name)
+    monkeypatch.setattr(harvest_cli, "read_record", lambda folder: NS(stale=False, job=_Train(folder.name, 0)))
+
+    def materialise(rec, root):
+        (root / rec.job.path).write_text("{}")
+        (root / (rec.job.path + MARKER_SUFFIX)).write_text("runs/x")
+
+    monkeypatch.setattr(harvest_cli, "materialise", materialise)
+    for rel in (_Part("c").path, _Part("d").path, _Train("c", 0).path.replace(".json", ".model.pt")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("w")  # c: its weights restored; d: none
+    recorded = {_Train("c", 0).path, _Train("d", 0).path}
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, recorded, root=tmp_path, ledgers=[ledger])
+    est = {u.root.name: u.est_s for u in plan.units}
+    assert est == {"c": 60.0, "d": 120.0}  # c: the evaluation only; d: trained again, then evaluated
+    assert (tmp_path / _Train("c", 0).path).is_file() and not (tmp_path / _Train("d", 0).path).exists()
