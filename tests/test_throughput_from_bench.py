@@ -19,20 +19,24 @@ from benchmark.fl.estimate import bench_rates
 fl_train_bench = load_tool("fl_train_bench")
 
 
+def _run_tool(main, argv: list[str]) -> None:
+    """Run a benchmark tool's ``main`` in this process; torch's thread count is restored afterwards."""
+    before = torch.get_num_threads()
+    try:
+        assert main(argv) == 0
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def cpu_bench(tmp_path_factory) -> Path:
     """A real run of tools/fl_train_bench.py on this CPU at the reference 224 px (toy client count)."""
     out = tmp_path_factory.mktemp("bench")
-    before = torch.get_num_threads()
-    try:
-        rc = fl_train_bench.main([
+    _run_tool(fl_train_bench.main, [
             "--out", str(out), "--device", "cpu", "--clients", "2", "--per-client", "4", "--batch", "4",
             "--image-size", "224", "--stored-size", "8", "--test-size", "4", "--rounds", "1", "--central-steps", "1",
             "--modes", "loop", "--threads", "1", "--no-check",
-        ])  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
-    assert rc == 0
+    ])  # fmt: skip
     return out / "fl_train_bench.json"
 
 
@@ -93,17 +97,12 @@ pfl_bench = load_tool("pfl_bench")
 def cpu_pfl_bench(tmp_path_factory) -> Path:
     """A real run of tools/pfl_bench.py on this CPU (4convNet, toy client count)."""
     out = tmp_path_factory.mktemp("pfl_bench")
-    before = torch.get_num_threads()
-    try:
-        rc = pfl_bench.main([
+    _run_tool(pfl_bench.main, [
             "--out", str(out), "--device", "cpu", "--model", "4convnet", "--clients", "2",
             "--images-per-client", "20", "--rounds", "1", "--num-classes", "10", "--batch-size", "10",
             "--modes", "loop", "--no-check", "--threads", "1",
             "--peak-batch", "2", "--peak-matmul", "64", "--peak-repeats", "1",
-        ])  # fmt: skip
-    finally:
-        torch.set_num_threads(before)
-    assert rc == 0
+    ])  # fmt: skip
     return out / "pfl_bench.json"
 
 

@@ -55,23 +55,41 @@ class BenchRates:
 GPU_OF_MACHINE = {"h100": "H100"}
 
 
+def _read_reference(entry: dict, keys: tuple[str, ...], where: str, table_file: Path, tool: str) -> tuple[Path, dict]:
+    """The benchmark JSON a ``{bench, ...}`` reference of ``throughput.yaml`` names (path relative to the table's
+    folder), after checking the reference's keys; one :class:`ConfigError` naming ``where`` otherwise."""
+    if "bench" not in entry or set(entry) - set(keys):
+        raise ConfigError(f"{where}: a benchmark reference has the keys {', '.join(keys)} (got {sorted(entry)}); "
+                          "or give a number")  # fmt: skip
+    path = table_file.parent / str(entry["bench"])
+    try:
+        return path, json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: cannot read the benchmark {path} ({exc}); run {tool} on that machine, "
+                          "or give a number") from exc  # fmt: skip
+
+
+def _device_problems(device: Any, info: Any, machine: str) -> list[str]:
+    """Why a benchmark run on ``device`` (``info``: its recorded machine / GPU) does not stand for the table's
+    ``machine``: an H100 row needs a CUDA run on an H100, a CPU row a CPU run."""
+    on_gpu = str(device or "").startswith("cuda")
+    gpu = GPU_OF_MACHINE.get(machine)
+    if gpu is not None and not (on_gpu and gpu in json.dumps(info)):
+        return [f"it did not run on an {gpu} (config.device {device!r})"]
+    if gpu is None and on_gpu:
+        return [f"it ran on a GPU, the table's {machine!r} is a CPU"]
+    return []
+
+
 def bench_rates(entry: Any, machine: str, table_file: Path = THROUGHPUT_FILE) -> BenchRates:
     """The rates an entry of ``training.<machine>.squeezenet1_1`` gives: a number (evaluation then unknown), or a
     ``{bench, mode, precision}`` reference to a ``tools/fl_train_bench.py`` JSON, checked (module docstring)."""
     where = f"{table_file}: training.{machine}.squeezenet1_1"
     if not isinstance(entry, dict):
         return BenchRates(float(entry), None, where)
-    unknown = set(entry) - {"bench", "mode", "precision"}
-    if "bench" not in entry or unknown:
-        raise ConfigError(f"{where}: a benchmark reference has the keys bench, mode, precision "
-                          f"(got {sorted(entry)}); or give a number")  # fmt: skip
+    path, doc = _read_reference(entry, ("bench", "mode", "precision"), where, table_file,
+                                "tools/fl_train_bench.py --out <folder>")  # fmt: skip
     mode, precision = entry.get("mode", "loop"), entry.get("precision", "fp32")
-    path = table_file.parent / str(entry["bench"])
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{where}: cannot read the benchmark {path} ({exc}); run tools/fl_train_bench.py --out "
-                          f"{path.parent} on that machine, or give a number") from exc  # fmt: skip
     cfg, info = doc.get("config", {}), doc.get("machine", {})
     problems = []
     if "squeezenet1_1" not in str(doc.get("model", "")):
@@ -79,11 +97,7 @@ def bench_rates(entry: Any, machine: str, table_file: Path = THROUGHPUT_FILE) ->
     if cfg.get("image_size") != REFERENCE_SIZE:
         problems.append(f"config.image_size is {cfg.get('image_size')}, not {REFERENCE_SIZE}")
     on_gpu = str(cfg.get("device", "")).startswith("cuda")
-    gpu = GPU_OF_MACHINE.get(machine)
-    if gpu is not None and not (on_gpu and gpu in json.dumps(info)):
-        problems.append(f"it did not run on an {gpu} (config.device {cfg.get('device')!r})")
-    if gpu is None and on_gpu:
-        problems.append(f"it ran on a GPU, the table's {machine!r} is a CPU")
+    problems += _device_problems(cfg.get("device"), info, machine)
     rows = [r for r in doc.get("results", [])
             if r.get("mode") == mode and r.get("precision") == precision and r.get("layout", "contiguous") == "contiguous"]  # fmt: skip
     if len(rows) != 1 or rows[0].get("status") != "ok":
@@ -139,26 +153,12 @@ def native_bench_rate(entry: dict, machine: str, model: str, table_file: Path = 
     default, ``channels_last: false``), on the table's machine (an H100 for ``h100``, a CPU for ``cpu``), and
     its row of ``mode`` (default ``loop``, the per-client loop) finished; else one :class:`ConfigError`."""
     where = f"{table_file}: native.{machine}.{model}"
-    unknown = set(entry) - {"bench", "mode"}
-    if "bench" not in entry or unknown:
-        raise ConfigError(f"{where}: a benchmark reference has the keys bench, mode (got {sorted(entry)}); "
-                          "or give a number")  # fmt: skip
+    path, doc = _read_reference(entry, ("bench", "mode"), where, table_file, f"tools/pfl_bench.py --model {model}")
     mode = str(entry.get("mode", "loop"))
-    path = table_file.parent / str(entry["bench"])
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{where}: cannot read the benchmark {path} ({exc}); run tools/pfl_bench.py --model "
-                          f"{model} on that machine, or give a number") from exc  # fmt: skip
     cfg, problems = doc.get("config", {}), []
     if cfg.get("model") != model:
         problems.append(f"config.model is {cfg.get('model')!r}, not {model!r}")
-    on_gpu = str(cfg.get("device", "")).startswith("cuda")
-    gpu = GPU_OF_MACHINE.get(machine)
-    if gpu is not None and not (on_gpu and gpu in json.dumps(doc.get("device", {}))):
-        problems.append(f"it did not run on an {gpu} (config.device {cfg.get('device')!r})")
-    if gpu is None and on_gpu:
-        problems.append(f"it ran on a GPU, the table's {machine!r} is a CPU")
+    problems += _device_problems(cfg.get("device"), doc.get("device", {}), machine)
     row = doc.get("results", {}).get(mode)
     if not isinstance(row, dict) or row.get("status") != "ok":
         problems.append(f"no finished row of mode {mode!r}")
