@@ -15,7 +15,7 @@ import torch
 from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.pfl import executor, run
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.trainer import PFLConfig
+from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from benchmark.runners.pfl import measured_executor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -134,3 +134,36 @@ def test_train_step_runs_and_records_the_measured_executor(monkeypatch, tmp_path
     assert rec["executor_choice"]["vectorised_images_per_s"] == vec
     plain = run.train_step(_cfg(), {}, tmp_path / "p.json", device="cpu", progress=False)
     assert plain["executor_choice"] is None and plain["config"]["client_exec"] == "loop"
+
+
+def test_a_resumed_run_keeps_the_executor_of_its_checkpoint(monkeypatch, tmp_path) -> None:
+    """A checkpoint parked on a machine that chose the loop resumes with the loop on one that would measure
+    lock-step faster (an H200 refused a CPU-parked checkpoint on 2026-11-27 before this rule)."""
+    split = ClientSplit(tuple(np.arange(i * 4, (i + 1) * 4) for i in range(4)),
+                        tuple(np.arange(i * 2, (i + 1) * 2) for i in range(4)))  # fmt: skip
+    meta = {"data_checksum": {}, "partition_hash": "x", "num_classes": 10}
+    monkeypatch.setattr(run, "load_run_data", lambda *a: (_images(16, 0), _images(8, 1), split, meta))
+    ck = tmp_path / "ck.pt"
+    _fake(monkeypatch, 100.0, 10.0)  # the first machine measures the loop faster
+    real_round = PFLTrainer.train_round
+
+    def stopped_in_round_two(self, round_idx, clients, lr):  # the harvest's budget stops the run after round 1
+        if round_idx >= 1:
+            raise KeyboardInterrupt
+        return real_round(self, round_idx, clients, lr)
+
+    monkeypatch.setattr(PFLTrainer, "train_round", stopped_in_round_two)
+    with pytest.raises(KeyboardInterrupt):
+        run.train_step(_cfg(rounds=2), {}, tmp_path / "a.json", device="cpu", progress=False, checkpoint=ck,
+                       checkpoint_every=1, choose_exec=True, exec_cache=tmp_path / "c1")  # fmt: skip
+    assert ck.is_file() and executor.resumed_choice(_cfg(rounds=2), CPU, ck).executor == "loop"
+    assert executor.resumed_choice(_cfg(rounds=2), CPU, tmp_path / "none.pt") is None
+    monkeypatch.setattr(PFLTrainer, "train_round", real_round)
+    _fake(monkeypatch, 100.0, 300.0)  # the second machine would choose lock-step
+    again = run.train_step(_cfg(rounds=2), {}, tmp_path / "b.json", device="cpu", progress=False, checkpoint=ck,
+                           checkpoint_every=1, choose_exec=True, exec_cache=tmp_path / "c2")  # fmt: skip
+    assert again["config"]["client_exec"] == "loop"
+    assert again["executor_choice"]["source"] == "resumed" and str(ck) in again["executor_choice"]["reason"]
+    fresh = run.train_step(_cfg(rounds=2), {}, tmp_path / "c.json", device="cpu", progress=False,
+                           choose_exec=True, exec_cache=tmp_path / "c2")  # fmt: skip
+    assert fresh["config"]["client_exec"] == "vectorised"

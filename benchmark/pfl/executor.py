@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmark.federated.checkpoint import peek_checkpoint
 from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.io import atomic_write_json
 from benchmark.pfl.models import pfl_model_info
@@ -50,8 +51,9 @@ CAL_VERSION = 1  # bump when the measurement changes: older cached choices are t
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """The executor a run uses and why: ``source`` ``measured`` / ``cached`` (then both images/s are set) or
-    ``ineligible`` (the loop, ``reason`` says why lock-step cannot run)."""
+    """The executor a run uses and why: ``source`` ``measured`` / ``cached`` (then both images/s are set),
+    ``ineligible`` (the loop, ``reason`` says why lock-step cannot run) or ``resumed`` (the executor of the
+    checkpoint the run resumes: :func:`resumed_choice`)."""
 
     executor: str
     source: str
@@ -139,6 +141,24 @@ def measure(cfg: PFLConfig, device: torch.device, num_classes: int) -> dict[str,
             if r > 0:
                 best[mode] = min(best[mode], sec)
     return {f"{mode}_images_per_s": round(images / sec, 2) for mode, sec in best.items()}
+
+
+def resumed_choice(cfg: PFLConfig, device: torch.device, checkpoint: Path | None) -> ExecutorChoice | None:
+    """The executor of the run that ``checkpoint`` resumes, or None when there is none to resume.
+
+    A run keeps the executor it started with: a checkpoint's identity holds ``client_exec``, and the measured
+    choice can differ between the machine that parked it and the one that resumes it (a CPU picks the loop, a
+    GPU lock-step; seen 2026-11-27 when an H200 harvest refused a checkpoint parked on a CPU). Both executors
+    train the same model to rounding, so continuing with the checkpoint's executor is the run the checkpoint
+    began, only slower or faster where it ends."""
+    state = None if checkpoint is None else peek_checkpoint(checkpoint)
+    if state is None:
+        return None
+    executor = state["run"].get("config", {}).get("client_exec")
+    if executor not in ("loop", "vectorised"):
+        return None
+    return ExecutorChoice(executor, "resumed", calibration_key(cfg, device),
+                          reason=f"the checkpoint {checkpoint} that this run resumes was trained with it")  # fmt: skip
 
 
 def choose_executor(

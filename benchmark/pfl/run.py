@@ -41,7 +41,7 @@ from benchmark.federated.history import RoundRecord
 from benchmark.federated.images import DeviceImages
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
-from benchmark.pfl.executor import choose_executor
+from benchmark.pfl.executor import choose_executor, resumed_choice
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model, place_model
@@ -98,7 +98,9 @@ def train_step(
 
     ``choose_exec`` (the workflow's ``train_exec: auto``): the client executor is the one measured fastest for
     this model, batch size and device (:func:`benchmark.pfl.executor.choose_executor`, cached under
-    the first writable of the ``exec_cache`` folders), not ``cfg.client_exec``; the record's ``executor_choice`` says which and from what.
+    the first writable of the ``exec_cache`` folders), not ``cfg.client_exec``; a run that resumes a checkpoint
+    keeps the checkpoint's executor (:func:`benchmark.pfl.executor.resumed_choice`). The record's
+    ``executor_choice`` says which and from what.
 
     ``sibling_out``: also write the outputs of the job that differs only by its model selection (``best`` /
     ``last``) to that record path. Training does not depend on the selection (it only decides which of the two
@@ -108,7 +110,7 @@ def train_step(
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
     choice = None
     if choose_exec and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
-        choice = choose_executor(cfg, dev, meta["num_classes"], exec_cache)
+        choice = resumed_choice(cfg, dev, checkpoint) or choose_executor(cfg, dev, meta["num_classes"], exec_cache)
         cfg = replace(cfg, client_exec=choice.executor)
     trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
     if cfg.algorithm in CENTRALISED:
