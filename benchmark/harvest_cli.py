@@ -159,23 +159,33 @@ class HarvestPlan:
         return sum(u.est_s for u in self.units)
 
 
+def _recorded(job: Job, ledgers: Sequence[Path]) -> RunRecord | None:
+    """The first ledger's usable (not stale) record of ``job``, or None."""
+    for ledger in ledgers:
+        folder = record_folder(job, ledger)
+        if (folder / "record.json").is_file():
+            rec = read_record(folder)
+            return None if rec.stale else rec
+    return None
+
+
 def fill_weighted_trainings(units: Sequence[Unit], ledgers: Sequence[Path], root: Path = Path(".")) -> list[str]:
     """Materialise the recorded training of each unit whose weights are on disk (restored from ``runs/parked/``,
-    :mod:`benchmark.harvest_park`) and whose output is not: the unit then runs only its evaluations
-    (:func:`benchmark.harvest.must_run`). Returns the outputs filled."""
+    :mod:`benchmark.harvest_park`) and whose output is not, with the unit's recorded evaluations of that
+    training: the unit then runs only the evaluations still missing (:func:`benchmark.harvest.must_run`). Returns
+    the outputs filled."""
     filled = []
     for unit in units:
         job = unit.root
         if (root / job.path).exists() or not weight_files(job, root):
             continue
-        for ledger in ledgers:
-            folder = record_folder(job, ledger)
-            if (folder / "record.json").is_file():
-                rec = read_record(folder)
-                if not rec.stale:
-                    materialise(rec, root)
-                    filled.append(job.path)
-                break
+        rec = _recorded(job, ledgers)
+        if rec is None:
+            continue
+        for one in (rec, *(_recorded(j, ledgers) for j in unit.jobs if j is not job and not (root / j.path).exists())):
+            if one is not None:
+                materialise(one, root)
+                filled.append(one.job.path)
     return filled
 
 

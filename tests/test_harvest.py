@@ -799,3 +799,37 @@ def test_a_recorded_training_with_its_weights_on_disk_is_filled_and_only_evaluat
     est = {u.root.name: u.est_s for u in plan.units}
     assert est == {"c": 60.0, "d": 120.0}  # c: the evaluation only; d: trained again, then evaluated
     assert (tmp_path / _Train("c", 0).path).is_file() and not (tmp_path / _Train("d", 0).path).exists()
+
+
+def test_a_filled_training_brings_its_recorded_evaluations_so_only_the_missing_ones_run(tmp_path, monkeypatch):
+    """A recorded training materialised from its restored weights brings the unit's recorded evaluations of it
+    along: the harvest runs only the evaluation no record holds (an H200 and a CPU harvest of 2026-11-27 re-ran
+    a recorded NCM evaluation of FedAvg s = 2, tau = 1 before this)."""
+    from types import SimpleNamespace as NS
+
+    train, done_eval, open_eval = _Train("c", 0), _Eval("c", 0, "ncm"), _Eval("c", 0, "personalised")
+    planned = [("T:a", done_eval), ("T:b", open_eval)]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    ledger = tmp_path / "runs"
+    folders = {}
+    for job in (train, done_eval):
+        folder = ledger / job.KIND / job.path.replace("/", "_")
+        (folder / "record.json").parent.mkdir(parents=True)
+        (folder / "record.json").write_text("{}")
+        folders[folder] = job
+    monkeypatch.setattr(harvest_cli, "record_folder", lambda job, led: led / job.KIND / job.path.replace("/", "_"))
+    monkeypatch.setattr(harvest_cli, "read_record", lambda folder: NS(stale=False, job=folders[folder]))
+    def materialise(rec, root):
+        (root / rec.job.path).parent.mkdir(parents=True, exist_ok=True)
+        (root / rec.job.path).write_text("{}")
+
+    monkeypatch.setattr(harvest_cli, "materialise", materialise)
+    for rel in (_Part("c").path, train.path.replace(".json", ".model.pt")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("w")
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, {train.path, done_eval.path}, root=tmp_path,
+                                    ledgers=[ledger])  # fmt: skip
+    assert [u.est_s for u in plan.units] == [60.0]  # the open evaluation only
+    assert (tmp_path / train.path).is_file() and (tmp_path / done_eval.path).is_file()
+    assert not (tmp_path / open_eval.path).exists()
