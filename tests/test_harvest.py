@@ -9,6 +9,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -833,3 +835,14 @@ def test_a_filled_training_brings_its_recorded_evaluations_so_only_the_missing_o
     assert [u.est_s for u in plan.units] == [60.0]  # the open evaluation only
     assert (tmp_path / train.path).is_file() and (tmp_path / done_eval.path).is_file()
     assert not (tmp_path / open_eval.path).exists()
+
+
+def test_the_harvester_and_its_runners_import_no_snakemake() -> None:
+    """A lent GPU machine has no snakemake (its image; ``tools/gpu_harvest.sh`` carries only jsonschema's wheels):
+    the harvester, its worker module and every runner plug-in must load without it."""
+    code = ("import sys; import benchmark.cli, benchmark.harvest_cli, benchmark.harvest; "
+            "from benchmark.runners import load_runners; load_runners(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'snakemake'}))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    assert out.stdout.strip() == "[]"
