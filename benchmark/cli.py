@@ -41,6 +41,19 @@ from benchmark.workflow import parse_kv
 T = TypeVar("T")
 
 
+def batch_size_arg(text: str) -> int | str:
+    """``--batch-size``: ``auto`` (the device's, :func:`benchmark.features.extract.resolve_batch_size`) or an integer >= 1."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a positive integer, got {text!r}")
+    return value
+
+
 def _common_paths(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="dataset root (default: $FLB_DATA_ROOT or ./data)")
     p.add_argument("--weights-dir", default=None, help="local weight files (default: $FLB_WEIGHTS_DIR)")
@@ -70,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--subset", default="all", help="'all' or 'stratified<N>' samples per class")
     p.add_argument("--subset-seed", type=int, default=0)
     p.add_argument("--flip-seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=batch_size_arg, default="auto",
+                   help="images per forward pass: auto (8 on a CPU, 64 on a GPU) or a number")
     p.add_argument("--device", default=None)
     p.add_argument("--out", required=True, help="pointer JSON to write")
     _common_paths(p)

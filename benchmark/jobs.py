@@ -217,7 +217,7 @@ class ExtractJob(Job):
         pipeline.extract_step(
             dataset=self.dataset, split=self.split, backbone=self.backbone, weights=self.weights,
             preprocess=self.preprocess, precision=self.precision, subset=self.subset, out=self.path,
-            batch_size=int(config.get("batch_size", 64)), device=config.get("device"),
+            batch_size=config.get("batch_size", "auto"), device=config.get("device"),
             data_root=config.get("data_root"), weights_dir=config.get("weights_dir"),
             cache_dir=config.get("cache_dir"),
         )  # fmt: skip

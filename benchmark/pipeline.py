@@ -44,7 +44,7 @@ def extract_step(
     subset: str = "all",
     subset_seed: int = 0,
     flip_seed: int = 0,
-    batch_size: int = 64,
+    batch_size: int | str = "auto",
     device: str | None = None,
     data_root: str | None = None,
     weights_dir: str | None = None,
