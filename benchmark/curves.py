@@ -15,16 +15,19 @@ Drawing is :mod:`benchmark.curve_plots` (matplotlib). These moved here from ``be
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from benchmark.errors import ConfigError, DataMissingError
-from benchmark.fl.engine import RunResult
 from benchmark.io import atomic_path, read_verified_csv
+
+if TYPE_CHECKING:
+    from benchmark.fl.engine import RunResult
 
 CURVE_COLUMNS: tuple[str, ...] = (
     "round", "stage", "accuracy", "test_loss", "train_loss", "uplink_bytes", "downlink_bytes", "compute_f",
@@ -93,13 +96,20 @@ AXIS_LABELS = {
 }
 INIT_STAGE = "init"
 
-CurveLike = RunResult | pd.DataFrame | str | Path
+CurveLike: TypeAlias = "RunResult | pd.DataFrame | str | Path"
+
+
+def _is_run_result(obj: object) -> bool:
+    """Whether ``obj`` is a :class:`~benchmark.fl.engine.RunResult`, without importing the engine (torch): an
+    instance exists only once its module is loaded, and the table step, which plots curve files, never loads it."""
+    engine = sys.modules.get("benchmark.fl.engine")
+    return engine is not None and isinstance(obj, engine.RunResult)
 
 
 def as_frame(curve: CurveLike) -> pd.DataFrame:
     """A curve as a DataFrame with ``round, stage, accuracy`` (percent), ``uplink_bytes, downlink_bytes,
     compute_f, wall_s``: from a :class:`RunResult`, a frame, or a curve CSV path."""
-    if isinstance(curve, RunResult):
+    if _is_run_result(curve):
         return curve_frame(curve, method="", seed=0)
     if isinstance(curve, str | Path):
         return read_curve(curve)

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args, get_origin
 
 from benchmark.errors import ConfigError
-from benchmark.federated.server_opt import SERVER_OPTIMIZERS
 from benchmark.fl.method_registry import FL_METHODS
 from benchmark.seeding import RunSeeds, check_seed
 
@@ -221,6 +220,8 @@ class FLConfig:
         for f in dataclasses.fields(self):  # a number given as text ('abc', from an override) fails here
             if f.type in ("float", "float | None"):
                 _number(f.name, getattr(self, f.name), optional=f.type != "float")
+        from benchmark.federated.server_opt import SERVER_OPTIMIZERS  # local: torch
+
         _choice("method", self.method, FL_METHODS.names())
         _choice("server_opt", self.server_opt, SERVER_OPTIMIZERS.names())  # a registry: plug-ins add names
         for f in dataclasses.fields(self):  # a Literal field (head, bn_stats, ...) holds one of its values

@@ -21,20 +21,38 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
-from benchmark.closed_form.registry import METHODS as CLOSED_FORM_METHODS
 from benchmark.data.partition import available_partitioners
 from benchmark.data.registry import DATASETS
 from benchmark.errors import UnknownNameError
-from benchmark.features.preprocess import PRESETS
 from benchmark.fl.config import Selection, clients_per_round
-from benchmark.models.backbones import BACKBONES
 from benchmark.protocols import Where, check_mapping, check_name, coerce, hint_name, load_catalogue
 from benchmark.schema import YamlFile
 
 RoundsUnit = Literal["flsim_epochs", "rounds"]
 EvalEvery = int | Literal["flsim_epoch"]
-#: The closed-form heads a method may start from: every registered federated closed-form method.
-INIT_METHODS: tuple[str, ...] = tuple(m for m, info in CLOSED_FORM_METHODS.items() if info.federated)
+
+
+def init_methods() -> tuple[str, ...]:
+    """The closed-form heads a method may start from: every registered federated closed-form method.
+
+    The registries of this module's names (closed-form methods, backbones, preprocessing presets) import torch,
+    so they are read when a protocol is checked, never at import: the table, plan and verdict steps load every
+    runner plug-in, and most of them never need torch (``tests/test_runner_plugins.py``)."""
+    from benchmark.closed_form.registry import METHODS  # local: numpy, scipy, torch
+
+    return tuple(m for m, info in METHODS.items() if info.federated)
+
+
+def _backbones() -> Any:
+    from benchmark.models.backbones import BACKBONES  # local: torch, torchvision
+
+    return BACKBONES
+
+
+def _presets() -> Any:
+    from benchmark.features.preprocess import PRESETS  # local: torch
+
+    return PRESETS
 
 P = TypeVar("P")
 
@@ -178,10 +196,10 @@ def check_names(kw: Mapping[str, Any], where: Where) -> None:
     and a method's closed-form ``init``, whichever ``kw`` holds."""
     registries: dict[str, tuple[Callable[[], Any], str]] = {
         "dataset": (lambda: DATASETS, "dataset"),
-        "backbone": (lambda: BACKBONES, "backbone"),
-        "preprocess": (lambda: PRESETS, "preprocessing preset"),
+        "backbone": (_backbones, "backbone"),
+        "preprocess": (_presets, "preprocessing preset"),
         "partition_scheme": (available_partitioners, "partition scheme"),
-        "init": (lambda: INIT_METHODS, "federated closed-form method"),
+        "init": (init_methods, "federated closed-form method"),
     }
     for key, (known, kind) in registries.items():
         if kw.get(key) is not None:

@@ -50,9 +50,9 @@ from typing import Any
 from benchmark.errors import ConfigError
 from benchmark.fl.config import FLConfig, HeadKind, ServerOpt
 from benchmark.fl.protocol_base import (
-    INIT_METHODS,
     Catalogue,
     FederatedProtocol,
+    init_methods,
     parse_entries,
     parse_fields,
     read_catalogue,
@@ -174,10 +174,10 @@ class Protocol(FederatedProtocol):
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ConfigError(f"rounds must be a non-negative integer, got {self.rounds!r}", "e.g. 200")
         for name, spec in self.methods.items():
-            if spec.init is not None and spec.init not in INIT_METHODS:
+            if spec.init is not None and spec.init not in init_methods():
                 raise ConfigError(
                     f"method {name!r}: init must be a federated closed-form method or None, got {spec.init!r}",
-                    f"use one of: {', '.join(INIT_METHODS)}",
+                    f"use one of: {', '.join(init_methods())}",
                 )
             if spec.init and spec.head != "linear":
                 raise ConfigError(f"method {name!r}: a closed-form init needs head='linear'", "")

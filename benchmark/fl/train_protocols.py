@@ -22,10 +22,9 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from benchmark.errors import ConfigError
-from benchmark.federated.precision import Precision, precision_from
 from benchmark.fl.config import FEDPROX_DEFAULT_MU, BNStats, FLConfig, HeadBias, ServerOpt
 from benchmark.fl.protocol_base import (
     Catalogue,
@@ -36,6 +35,9 @@ from benchmark.fl.protocol_base import (
 )
 from benchmark.fl.protocol_base import RoundsUnit as RoundsUnit  # re-exported (its old home)
 from benchmark.protocols import Where, check_mapping, coerce
+
+if TYPE_CHECKING:
+    from benchmark.federated.precision import Precision
 
 __all__ = [
     "FEDPROX_DEFAULT_MU",
@@ -120,6 +122,8 @@ class TrainProtocol(FederatedProtocol):
     def precision(self) -> Precision:
         """:attr:`dtype` as the one precision policy (:func:`benchmark.federated.precision.precision_from`; an
         unknown dtype is a :class:`ConfigError` naming the field)."""
+        from benchmark.federated.precision import precision_from  # local: torch
+
         return precision_from(dtype=self.dtype)
 
     def method(self, name: str) -> TrainMethod:

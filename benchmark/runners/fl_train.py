@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 from benchmark.data.registry import load_dataset
 from benchmark.data.subsets import parse_subset
 from benchmark.errors import BenchmarkError, ConfigError
-from benchmark.federated.precision import precision_from
 from benchmark.fl.estimate import describe, run_cost
 from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
 from benchmark.fl.train_tuning import choose_lr
@@ -168,6 +167,8 @@ class _TrainRun(_TrainFields):
         exec_ = config.get("train_exec", "auto")
         if exec_ == "auto":
             exec_ = "vectorised" if str(device).startswith("cuda") else "loop"
+        from benchmark.federated.precision import precision_from  # local: torch
+
         checkpoint = self.checkpoint_file()
         return TrainRequest(
             protocol=self.protocol, method=self.method, algorithm=self.algorithm, weights=self.weights,
@@ -392,6 +393,8 @@ class FLTrainRunner(ProtocolRunner):
             return plan
         lr_from = lr_source(proto, algorithm, method, config)
         train_precision = str(config.get("train_precision", "fp32"))
+        from benchmark.federated.precision import precision_from  # local: torch (the table step never plans)
+
         precision_from(train_precision=train_precision)  # an unknown value is a ConfigError naming the field
         plan.jobs = tuple(
             FLTrainJob(
