@@ -30,6 +30,13 @@ SHARED_DATA = Path(os.environ.get("FLB_SHARED_DATA", ROOT.parent / "shared" / "d
 # Tests never reach for the network: the download path is exercised with monkeypatching only.
 os.environ.setdefault("FLB_OFFLINE", "1")
 
+# Under pytest-xdist (``-n``, the README's command: pyproject's addopts) each worker computes with one thread, and
+# so do the processes it starts: workers of several OpenMP threads each on as many cores spin against each other
+# (two SqueezeNet forwards of two threads each on 2 cores ran 5x slower than of one thread each).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
+
 # Property-based tests keep no example database, and hypothesis' own caches (unicode data, constants) go to
 # the temporary folder: it would otherwise write .hypothesis/ into the checkout (tests write only to temporary
 # folders; the session guard below checks it).
@@ -178,6 +185,15 @@ def checkout_changes(before: dict[str, tuple[str, int, int]], after: dict[str, t
 
 
 _CHECKOUT_BEFORE = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Benchmarks (``--benchmark-only``) time one process: pyproject's ``-n auto`` (pytest-xdist) is turned off for
+    them, as pytest-benchmark would otherwise skip every benchmark under xdist. Runs before xdist reads ``-n``."""
+    if config.getoption("benchmark_only", default=False):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

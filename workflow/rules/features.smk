@@ -7,6 +7,9 @@ rule extract:
     log: "results/logs/extract/{dataset}/{backbone}-{weights}/{preprocess}-{precision}/{subset}/{split}.log"
     conda: CONDA_ENV
     resources: gpu=1, gpu_slots=SLOTS_PER_GPU if uses_gpu(config.get("device")) else 0
+    # First whenever ready: on a CPU the extractions of the CIFAR train splits (about 15 min each on a 2-core
+    # EPYC) are a build's longest path, and the partitions, class counts and FedMeZO runs fill the other cores.
+    priority: 10
     params:
         device=f"--device {wf.shell_word(config['device'])}" if config.get("device") else "",
         data=DATA,  # another data root (config or FLB_DATA_ROOT) re-runs the job (params trigger)
