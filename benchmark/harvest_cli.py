@@ -488,14 +488,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     park = None if args.no_park else args.out / PARK_DIR
     records = ledger_records(ledgers)
-    if park is not None and (cleared := clear_recorded(park, (r.job for r in records))):
-        print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}", flush=True)
     if park is not None and (restored := restore_parked(park)):
         print(f"flb harvest: restored {len(restored)} parked checkpoint(s) from {park}", flush=True)
     calibration = calibrate(records, args.device, machine(), config)
-    plan = keep_only(plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration,
-                                  ledgers=ledgers),
-                     args.only)  # fmt: skip
+    whole = plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration,
+                         ledgers=ledgers)  # fmt: skip
+    plan = keep_only(whole, args.only)
+    running = [job for unit in whole.units for job in unit.jobs]  # --only aside: a later harvest may want them
+    if park is not None and (cleared := clear_recorded(park, (r.job for r in records), running)):
+        print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}", flush=True)
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)
     if args.dry_run or not plan.units:

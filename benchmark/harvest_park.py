@@ -100,14 +100,17 @@ def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -
     return done
 
 
-def clear_recorded(park: Path, recorded: Iterable[Any]) -> list[Path]:
+def clear_recorded(park: Path, recorded: Iterable[Any], running: Iterable[Any] = ()) -> list[Path]:
     """Remove the parked checkpoints of trainings that are recorded in the ledger (``recorded``: their jobs): such
     a training finished, on this machine or another, so its checkpoint is never needed again (and a harvest whose
-    plan skips the recorded unit would otherwise never clear it). Returns the files removed."""
+    plan skips the recorded unit would otherwise never clear it). Except the trainings in ``running`` (the jobs of
+    the harvest's planned units): a recorded training whose unit still lacks an evaluation, with no parked weights,
+    is trained again for them, and its parked checkpoint is that retraining's progress. Returns the files removed."""
+    keep = {str(job.checkpoint_file()) for job in running if hasattr(job, "checkpoint_file")}
     cleared = []
     for job in recorded:
         ckpt = job.checkpoint_file() if hasattr(job, "checkpoint_file") else None
-        if ckpt is not None and (park / ckpt).is_file():
+        if ckpt is not None and str(ckpt) not in keep and (park / ckpt).is_file():
             (park / ckpt).unlink()
             cleared.append(park / ckpt)
     return cleared

@@ -736,6 +736,21 @@ def test_parked_checkpoints_of_recorded_trainings_are_cleared(tmp_path):
     assert clear_recorded(park, [done]) == []
 
 
+def test_a_recorded_training_retrained_for_its_missing_evaluation_keeps_its_parked_checkpoint(tmp_path):
+    """A recorded training whose unit still lacks an evaluation (no parked weights) is trained again in a planned
+    unit; its parked checkpoint is that retraining's progress and stays (a harvest of 2026-11-27 lost FedBABU
+    s = 5, tau = 4 at round 32/80 so). Once no planned unit runs it, it goes."""
+    from benchmark.harvest_park import clear_recorded
+
+    park = tmp_path / "parked"
+    retrained = _pfl(rounds=80, local_epochs=4)
+    (park / retrained.checkpoint_file()).parent.mkdir(parents=True, exist_ok=True)
+    (park / retrained.checkpoint_file()).write_bytes(b"x")
+    assert clear_recorded(park, [retrained], running=[retrained]) == []
+    assert (park / retrained.checkpoint_file()).is_file()
+    assert clear_recorded(park, [retrained], running=[]) == [park / retrained.checkpoint_file()]
+
+
 def test_the_weights_of_a_trained_unit_with_evaluations_left_are_parked_and_restored(tmp_path):
     """A unit stopped between its training and its evaluations: the training's weights are parked, restored on
     a fresh machine, and with the recorded training materialised beside them the training is not run again;
