@@ -123,7 +123,8 @@ def extract_features(
     """Features of ``data`` through ``backbone``'s body, from the cache when present.
 
     ``batch_size`` is the number of images per forward pass, ``"auto"`` for the device's
-    (:func:`resolve_batch_size`). ``seed`` only matters for ``weights="random"`` (the init stream). A cache hit performs no forward pass.
+    (:func:`resolve_batch_size`). ``seed`` only matters for ``weights="random"`` (the init stream). A cache hit
+    performs no forward pass.
     With ``progress``, images done / total, img/s and the time left go to ``progress_stream`` (default
     stderr): a bar on a terminal, else a line every ``progress_every_s`` seconds
     (:class:`benchmark.federated.progress.CountProgress`). The device is checked (:func:`pick_device`) before the

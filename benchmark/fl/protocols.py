@@ -173,11 +173,12 @@ class Protocol(FederatedProtocol):
             )
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise ConfigError(f"rounds must be a non-negative integer, got {self.rounds!r}", "e.g. 200")
+        inits = init_methods()
         for name, spec in self.methods.items():
-            if spec.init is not None and spec.init not in init_methods():
+            if spec.init is not None and spec.init not in inits:
                 raise ConfigError(
                     f"method {name!r}: init must be a federated closed-form method or None, got {spec.init!r}",
-                    f"use one of: {', '.join(init_methods())}",
+                    f"use one of: {', '.join(inits)}",
                 )
             if spec.init and spec.head != "linear":
                 raise ConfigError(f"method {name!r}: a closed-form init needs head='linear'", "")
