@@ -5,10 +5,13 @@ A **unit** is one training job, the jobs it reads that are not done yet (partiti
 the jobs that read it (its evaluations), run in that order in one worker process: the unit fills the cells of
 every job in it. Units are ordered by cells filled per estimated minute (jobs that fill many cells and short
 jobs first; for equal value the lowest seed first). A worker that is still running when the budget ends is
-stopped (SIGTERM: the job unwinds, its atomic writes leave no partial file); its checkpoint (every
-``checkpoint_every`` rounds, sealed and renamed into place) stays under ``results/checkpoints/`` and the next
-harvest resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption
-guarantee; ``tests/test_harvest.py``).
+stopped by SIGTERM: a training in its round loop ends the round in progress, writes its checkpoint there (due
+or not: :func:`benchmark.federated.loop.request_stop`) and exits, within the stop's grace (``--grace``, default 5
+minutes after the budget); any other job, or a training still running after the grace (a second SIGTERM), unwinds
+where it is (its atomic writes leave no partial file) and keeps its last checkpoint (every ``checkpoint_every``
+rounds, sealed and renamed into place). Its checkpoint stays under ``results/checkpoints/`` and the next harvest
+resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption guarantee;
+``tests/test_harvest.py``).
 
 Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (:func:`manifest`;
 ``flb harvest`` writes it to ``results/harvest/harvest-<stamp>.json``) lists every job with its start and end
@@ -186,6 +189,12 @@ class _Stopped(BaseException):
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    """The first SIGTERM of a worker inside a round loop asks the loop to stop after its round, checkpoint
+    written (:func:`~benchmark.federated.loop.request_stop`); outside one, or a second time, the job stops where it
+    is (:class:`_Stopped`)."""
+    loop = sys.modules.get("benchmark.federated.loop")  # never an import inside a signal handler
+    if loop is not None and hasattr(loop, "stop_requested") and not loop.stop_requested() and loop.request_stop():
+        return
     raise _Stopped
 
 
@@ -213,11 +222,16 @@ def resume_point(job: Job, root: Path = Path(".")) -> tuple[int, int] | None:
 
 def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any]], None]) -> None:
     """Run the unit's jobs in this process, skipping those whose output exists; ``log`` gets one entry per job
-    (``status``: ``done``, ``stopped`` (SIGTERM: the budget) or ``error: ...``)."""
+    (``status``: ``done``, ``stopped`` (SIGTERM: the budget; ``stopped_after_round``: the round a training ended
+    and checkpointed, asked to stop) or ``error: ...``)."""
+    from benchmark.federated.loop import StopRequested, stop_requested  # torch: only in a worker
+
     worker_numerics(config)
     for job in unit.jobs:
         if not must_run(job, unit):
             continue
+        if stop_requested():  # the budget ended while the previous job finished: start no other
+            raise _Stopped
         for stale in (Path(job.path + MARKER_SUFFIX), Path(job.path)):  # a materialised record without weights
             stale.unlink(missing_ok=True)
         start = time.time()
@@ -227,9 +241,10 @@ def run_unit(unit: Unit, config: Mapping[str, Any], log: Callable[[dict[str, Any
             entry["resumed_from"] = list(resumed)
         try:
             job.execute(config)
-        except _Stopped:
-            log({**entry, "end": time.time(), "wall_s": time.time() - start, "status": "stopped"})
-            raise
+        except (_Stopped, StopRequested) as stop:
+            stopped = {"stopped_after_round": stop.rounds} if isinstance(stop, StopRequested) else {}
+            log({**entry, "end": time.time(), "wall_s": time.time() - start, "status": "stopped", **stopped})
+            raise _Stopped from None
         except BaseException as exc:  # recorded, then re-raised: the parent sees the exit status
             log({**entry, "end": time.time(), "wall_s": time.time() - start,
                  "status": f"error: {type(exc).__name__}: {exc}"})  # fmt: skip
@@ -259,8 +274,8 @@ def worker_main(argv: list[str]) -> int:
 
     SIGTERM (the parent's budget) ends the job by an exception, so every write in progress is abandoned the
     way :func:`benchmark.io.atomic_path` guarantees (no partial file, the previous checkpoint intact: pfl, fl and
-    zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`); exit status
-    :data:`STOPPED`."""
+    zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`), except in a round
+    loop, which first ends its round and writes its checkpoint (:func:`_on_sigterm`); exit status :data:`STOPPED`."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     if os.nice(0) >= 19 and os.getsid(0) == os.getpid():  # a --nice worker in its own session
         lower_autogroup()
@@ -346,16 +361,31 @@ def _open_paths(unit: Unit) -> set[str]:
     return {j.path for j in unit.jobs if not Path(j.path).exists()}
 
 
-def _stop(running: list[Running]) -> list[Running]:
-    """Stop the running workers: SIGTERM to all, then SIGKILL to those still alive after 20 s; each output file
-    is closed. Returns them, in order."""
+#: Seconds a worker is given to end a round and write its checkpoint when the harvest is interrupted (Ctrl-C, a
+#: stop signal), and to unwind after the second SIGTERM before SIGKILL.
+INTERRUPT_GRACE_S = 20.0
+#: The default grace at the end of the budget (``flb harvest --grace``): a round of a 4convNet unit at τ = 10
+#: takes about 3 minutes on one core of this suite's CPU.
+STOP_GRACE_S = 300.0
+
+
+def _stop(running: list[Running], grace_s: float = INTERRUPT_GRACE_S) -> list[Running]:
+    """Stop the running workers: SIGTERM to all (a training ends its round and writes its checkpoint, any other
+    job stops at once: :func:`_on_sigterm`); a second SIGTERM to those still alive after ``grace_s`` (they stop
+    where they are), and SIGKILL after :data:`INTERRUPT_GRACE_S` more. Each output file is closed. Returns them,
+    in order."""
     for r in running:
         r.proc.terminate()
+    end = time.time() + grace_s
     for r in running:
         try:
-            r.proc.wait(timeout=20)
+            r.proc.wait(timeout=max(0.0, end - time.time()))
         except subprocess.TimeoutExpired:
-            r.proc.kill()
+            r.proc.terminate()
+            try:
+                r.proc.wait(timeout=INTERRUPT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
         r.finish()
     return list(running)
 
@@ -397,22 +427,22 @@ def stop_signals_interrupt() -> Iterator[None]:
 def harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
             print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
             on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
-            poll_s: float = 1.0) -> list[dict[str, Any]]:  # fmt: skip
+            poll_s: float = 1.0, grace_s: float = STOP_GRACE_S) -> list[dict[str, Any]]:  # fmt: skip
     """:func:`_harvest` with SIGTERM, SIGHUP and SIGINT stopping it as Ctrl-C does (:func:`stop_signals_interrupt`:
     the workers are stopped, :class:`Terminated` is raised)."""
     with stop_signals_interrupt():
         return _harvest(units, config, budget_s, workers, work, print_fn=print_fn, min_left_s=min_left_s,
-                        on_tick=on_tick, clock=clock, poll_s=poll_s)  # fmt: skip
+                        on_tick=on_tick, clock=clock, poll_s=poll_s, grace_s=grace_s)  # fmt: skip
 
 
 def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, workers: int, work: Path,
              print_fn: Callable[[str], None] = print, min_left_s: float = 0.0,
              on_tick: Callable[[Progress], None] | None = None, clock: Callable[[], float] = time.time,
-             poll_s: float = 1.0) -> list[dict[str, Any]]:  # fmt: skip
+             poll_s: float = 1.0, grace_s: float = STOP_GRACE_S) -> list[dict[str, Any]]:  # fmt: skip
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
     started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
-    budget is stopped (SIGTERM, then SIGKILL after 20 s): its last checkpoint stays and the next harvest resumes
-    it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
+    budget is stopped (:func:`_stop`: a training ends its round and checkpoints there within ``grace_s``, other
+    jobs stop at once): its last checkpoint stays and the next harvest resumes it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
     starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
     harvest at a chosen moment with it). Returns the per-job log entries of this harvest (``work`` must be this
     harvest's own folder)."""
@@ -471,7 +501,10 @@ def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, work
                     print_fn(f"[harvest] {what} {r.unit.root.path} in {(clock() - r.started) / 60:.1f} min")
             tick()
             if clock() >= deadline:
-                for r in _stop(running):
+                if running:
+                    print_fn(f"[harvest] budget spent: stopping {len(running)} unit(s), each training after its round "
+                             f"in progress (at most {grace_s:.0f} s)")  # fmt: skip
+                for r in _stop(running, grace_s):
                     print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
                              "its last checkpoint)")  # fmt: skip
                 running.clear()
@@ -502,7 +535,8 @@ def precision_of(config: Mapping[str, Any]) -> str:
     return f"{config.get('train_precision', 'fp32')}; tf32 {'on' if config.get('tf32', False) else 'off'}"
 
 
-def manifest(entries: list[dict[str, Any]], config: Mapping[str, Any], budget_s: float) -> dict[str, Any]:
+def manifest(entries: list[dict[str, Any]], config: Mapping[str, Any], budget_s: float,
+             grace_s: float | None = None) -> dict[str, Any]:
     """What a harvest ran, where and how: the jobs' log entries, the machine, the device, the threads per worker
     and the precision the workers were given (:func:`worker_numerics`, from ``config``)."""
     try:
@@ -516,7 +550,7 @@ def manifest(entries: list[dict[str, Any]], config: Mapping[str, Any], budget_s:
     return {"kind": "harvest", "machine": machine(), "versions": package_versions(), "git_commit": git_commit(),
             "device": config.get("device"), "cuda": {**cuda, "cudnn_allow_tf32": tf32, "matmul_allow_tf32": tf32},
             "threads_per_worker": config.get("threads_per_worker"), "precision": precision_of(config),
-            "budget_s": budget_s,
+            "budget_s": budget_s, "stop_grace_s": grace_s,
             "config": {k: v for k, v in config.items() if k not in ("data_root", "weights_dir", "cache_dir")},
             "jobs": entries}  # fmt: skip
 

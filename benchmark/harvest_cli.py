@@ -2,7 +2,7 @@
 planned training jobs that fill the most cells per estimated minute, and bring every finished job back as a
 recorded run (issue 24).
 
-    flb harvest --device cuda|cpu --budget 25m [--targets T ...] [--only REGEX ...] [--out DIR] [--workers N]
+    flb harvest --device cuda|cpu --budget 25m [--grace 5m] [--targets T ...] [--only REGEX ...] [--out DIR] [--workers N]
                 [--config key=value ...] [--dry-run] [--nice]
 
 1. The config is ``config/config.yaml`` overlaid by ``--config`` and validated as ``flb run`` does
@@ -16,7 +16,8 @@ recorded run (issue 24).
 3. The plan is printed before anything runs: units, cells, estimated minutes, and what fits in the budget.
    ``--dry-run`` stops there.
 4. The units run in ``--workers`` processes with a progress bar (units done, cells filled, elapsed vs budget).
-   A unit still running when the budget ends is stopped; its checkpoint stays and the next harvest resumes it.
+   A unit still running when the budget ends is stopped: a training ends the round in progress and writes its
+   checkpoint there (within ``--grace``, default 5 min; other jobs stop at once), and the next harvest resumes it.
 5. Every job that finished is written as a record (:func:`benchmark.ledger.write_record`) into ``--out``
    (default ``runs/``), with its provenance; the harvest's manifest goes to
    ``results/harvest/harvest-<UTC stamp>.json`` beside its work folder.
@@ -51,6 +52,7 @@ from tqdm import tqdm
 
 from benchmark.errors import BenchmarkError, ConfigError
 from benchmark.harvest import (
+    STOP_GRACE_S,
     Progress,
     Unit,
     harvest,
@@ -92,13 +94,14 @@ _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
 INPUT_KEYS = ("data_checksum", "partition_hash", "weights_sha256", "encoder_sha256", "dataset_sha256")
 
 
-def parse_budget(text: str) -> float:
-    """Seconds of a budget written ``90s``, ``25m`` or ``2h`` (a positive number and a unit); anything else is
-    one :class:`ConfigError`."""
+def parse_budget(text: str, option: str = "--budget", allow_zero: bool = False) -> float:
+    """Seconds of a duration written ``90s``, ``25m`` or ``2h`` (a positive number, or zero with ``allow_zero``,
+    and a unit); anything else is one :class:`ConfigError` naming ``option``."""
     m = _BUDGET.fullmatch(str(text).strip().lower())
-    seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else 0.0
-    if seconds <= 0:
-        raise ConfigError(f"--budget {text!r} is not a time budget", "write a positive number and s, m or h: 90s, 25m, 2h")
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)] if m else -1.0
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ConfigError(f"{option} {text!r} is not a time budget",
+                          f"write a {'' if allow_zero else 'positive '}number and s, m or h: 90s, 25m, 2h")  # fmt: skip
     return seconds
 
 
@@ -384,7 +387,8 @@ class HarvestOutcome:
 def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: float, *, workers: int = 1,
                 out: Path = LEDGER_DIR, root: Path = Path("."), stamp: str | None = None,
                 print_fn: Callable[[str], None] = print, on_tick: Callable[[Progress], None] | None = None,
-                clock: Callable[[], float] | None = None, park: Path | None = None) -> HarvestOutcome:  # fmt: skip
+                clock: Callable[[], float] | None = None, park: Path | None = None,
+                grace_s: float = STOP_GRACE_S) -> HarvestOutcome:  # fmt: skip
     """Run ``units`` for ``budget_s`` (:func:`benchmark.harvest.harvest`, work folder
     ``results/harvest/<stamp>/``), write the manifest beside it and a record into ``out`` for every finished
     job (:func:`record_finished`); with ``park``, the checkpoints of the stopped trainings are parked there
@@ -395,12 +399,12 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
     interrupted = None
     try:
         entries = harvest(list(units), config, budget_s, workers, work, print_fn=print_fn, on_tick=on_tick,
-                          clock=clock or time.time)  # fmt: skip
+                          clock=clock or time.time, grace_s=grace_s)  # fmt: skip
     except KeyboardInterrupt as stop:  # its workers are stopped; the jobs that finished are still recorded
         interrupted, entries = stop, logged_entries(work)
         print_fn(f"[harvest] interrupted ({stop or 'Ctrl-C'}): recording the {sum(e.get('status') == 'done' for e in entries)} job(s) "
                  "that finished")  # fmt: skip
-    run = manifest(entries, config, budget_s)
+    run = manifest(entries, config, budget_s, grace_s)
     manifest_path = root / HARVEST_DIR / f"harvest-{stamp}.json"
     atomic_write_json(manifest_path, run)
     records = record_finished(units, entries, missing_before, config, run, out,
@@ -446,6 +450,9 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="flb harvest", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, choices=["cuda", "cpu"], help="where the training jobs run")
     ap.add_argument("--budget", required=True, help="wall-clock budget: 90s, 25m, 2h")
+    ap.add_argument("--grace", default=f"{STOP_GRACE_S / 60:g}m",
+                    help="at the end of the budget, how long a running training may take to end its round and write "
+                         "its checkpoint there before it is stopped where it is (default %(default)s; 0s: at once)")
     ap.add_argument("--targets", nargs="+", default=None, help="paper-table targets (default: every table)")
     ap.add_argument("--only", nargs="+", action="extend", default=[], metavar="REGEX",
                     help="keep only the units whose training output path matches one of these (re.search)")
@@ -468,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     1 when one failed; bad input is one :class:`BenchmarkError` (one line)."""
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     budget_s = parse_budget(args.budget)
+    grace_s = parse_budget(args.grace, "--grace", allow_zero=True)
     if args.workers < 1:
         raise ConfigError(f"--workers {args.workers} is not a number of worker processes", "use 1 or more")
     targets = args.targets or list_specs()
@@ -506,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bar = _Bar(budget_s)
     try:
         outcome = run_harvest(plan.units, config, budget_s, workers=args.workers, out=args.out,
-                              print_fn=bar.write, on_tick=bar.tick, park=park)  # fmt: skip
+                              print_fn=bar.write, on_tick=bar.tick, park=park, grace_s=grace_s)  # fmt: skip
     finally:
         bar.close()
     statuses = [e.get("status", "") for e in outcome.entries]

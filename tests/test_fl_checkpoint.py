@@ -27,6 +27,7 @@ from torch.utils.data import TensorDataset
 import benchmark.fl.engine as engine
 from benchmark.errors import ConfigError, CorruptFileError
 from benchmark.federated.checkpoint import CheckpointSpec, save_checkpoint
+from benchmark.federated.loop import StopRequested, clear_stop_request, request_stop
 from benchmark.federated.progress import RoundProgress, format_eta, progress_line
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import ModelTrainer, RunResult, run_federated
@@ -96,10 +97,16 @@ def round_hook(hook: Callable[[int], None]) -> Iterator[None]:
 
 
 def run_case(
-    case: str, ckpt: Path | None, *, kill_at: int | None = None, raise_at: int | None = None
+    case: str,
+    ckpt: Path | None,
+    *,
+    kill_at: int | None = None,
+    raise_at: int | None = None,
+    ask_stop_at: int | None = None,
 ) -> tuple[RunResult, Classifier, list[int]]:
     """Run ``CASES[case]`` through :func:`run_method` with a checkpoint every 2 rounds; ``kill_at``: SIGKILL
-    this process once that (absolute) round is complete and checkpointed; ``raise_at``: raise instead.
+    this process once that (absolute) round is complete and checkpointed; ``raise_at``: raise instead;
+    ``ask_stop_at``: :func:`request_stop` then, as a harvest's SIGTERM would (checked to find the loop running).
     Returns the result, the trained model and the rounds completed by this call."""
     torch.set_num_threads(1)
     model = make_model()
@@ -112,6 +119,8 @@ def run_case(
             os.kill(os.getpid(), signal.SIGKILL)
         if r == raise_at:
             raise KeyboardInterrupt(f"interrupted after round {r}")
+        if r == ask_stop_at:
+            assert request_stop()  # a round loop is running
 
     spec = CheckpointSpec(ckpt, every=2) if ckpt is not None else None
     with round_hook(hook):
@@ -176,6 +185,40 @@ def test_resume_after_sigkill_is_bit_identical(
     if case.startswith("lp_ft"):
         assert {"run.lp.ckpt", "run.ft.ckpt"} <= set(p.name for p in tmp_path.iterdir())
         assert [r.stage for r in res.history].count("lp") == 5  # round 0 + 4 LP rounds, recorded once
+
+
+@pytest.mark.parametrize(
+    ("case", "ask_at", "stopped", "resumed_rounds"),
+    [
+        ("ft_fedavg", 2, ("run.ckpt", 3), [4, 5, 6]),  # round 3: no periodic checkpoint (every 2)
+        ("lp_ft_fedadam", 2, ("run.lp.ckpt", 3), [4, 5, 6, 7, 8, 9, 10]),  # in the LP stage (4 rounds)
+        ("lp_ft_fedadam", 4, ("run.lp.ckpt", 4), [5, 6, 7, 8, 9, 10]),  # LP done: FT does not begin
+    ],
+)
+def test_a_stop_request_ends_the_round_checkpoints_it_and_resumes_bit_identically(
+    tmp_path: Path, case: str, ask_at: int, stopped: tuple[str, int], resumed_rounds: list[int]
+) -> None:
+    """A stop asked for during a round (a harvest's SIGTERM at its budget) ends the run after that round, with
+    its checkpoint written there although none is due; the run started again resumes after it and equals an
+    uninterrupted run bit for bit. Asked for during a stage's last round, the stage ends and the next one stops
+    before its first round."""
+    from benchmark.io import read_sealed
+
+    ckpt = tmp_path / "run.ckpt"
+    assert not request_stop()  # no round loop running: the caller has to stop by itself
+    clear_stop_request()
+    try:
+        with pytest.raises(StopRequested):
+            run_case(case, ckpt, ask_stop_at=ask_at)
+    finally:
+        clear_stop_request()
+    name, rounds = stopped
+    state = torch.load(io.BytesIO(read_sealed(tmp_path / name)), weights_only=True)
+    assert state["round"] == rounds
+    assert not (tmp_path / "run.ft.ckpt").exists()
+    res, model, seen = run_case(case, ckpt)
+    assert seen == resumed_rounds
+    assert_same_run((res, model), run_case(case, None)[:2])
 
 
 def test_finished_checkpoint_returns_without_training(tmp_path: Path) -> None:

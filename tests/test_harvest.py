@@ -339,6 +339,56 @@ def test_the_parent_closes_every_worker_log_and_stops_workers_at_the_budget(tmp_
     assert ticks[-1].units_done == 1 and ticks[-1].cells_filled == 2 and ticks[-1].units_total == 3
 
 
+class _TrainingProc(_FakeProc):
+    """A worker in a training's round loop: the first SIGTERM lets it end its round (``round_s``) and exit with
+    STOPPED; a second stops it at once."""
+
+    def __init__(self, round_s: float) -> None:
+        super().__init__(harvest_mod.STOPPED, None)
+        self.round_s, self.terms = round_s, 0
+
+    def terminate(self):
+        self.terms += 1
+        if self.terms == 1:
+            self.until = time.time() + self.round_s
+        else:
+            self.returncode = -15
+
+
+def test_at_the_budget_a_training_gets_the_grace_to_end_its_round_then_a_second_sigterm(tmp_path, monkeypatch):
+    """At the end of the budget every worker gets SIGTERM; one whose round ends within the grace exits by itself
+    (its checkpoint written there), one still running after the grace gets a second SIGTERM."""
+    made = [_TrainingProc(0.05), _TrainingProc(60.0)]
+    procs = iter(made)
+    monkeypatch.setattr(harvest_mod.subprocess, "Popen", lambda *a, **k: next(procs))
+    units = [Unit((_Train(n, 0),), (f"T:{n}",), 60.0) for n in ("a", "b")]
+    t0 = time.time()
+    harvest(units, {}, budget_s=0.2, workers=2, work=tmp_path / "w", print_fn=lambda s: None, poll_s=0.01,
+            grace_s=0.5)  # fmt: skip
+    assert (made[0].terms, made[0].returncode) == (1, harvest_mod.STOPPED)
+    assert (made[1].terms, made[1].returncode) == (2, -15)
+    assert time.time() - t0 < 5.0
+
+
+def test_a_workers_first_sigterm_in_a_round_loop_asks_for_the_rounds_end_and_a_second_stops_it():
+    """Outside a round loop SIGTERM stops the job at once; inside one the first asks the loop to stop after its
+    round (benchmark.federated.loop.request_stop) and a second stops it where it is."""
+    from benchmark.federated import loop
+
+    try:
+        with pytest.raises(harvest_mod._Stopped):
+            harvest_mod._on_sigterm(signal.SIGTERM, None)
+        loop.clear_stop_request()
+        loop._STOP.loops += 1  # as inside run_rounds
+        harvest_mod._on_sigterm(signal.SIGTERM, None)  # returns: the round goes on
+        assert loop.stop_requested()
+        with pytest.raises(harvest_mod._Stopped):
+            harvest_mod._on_sigterm(signal.SIGTERM, None)
+    finally:
+        loop._STOP.loops = 0
+        loop.clear_stop_request()
+
+
 def test_two_workers_never_run_the_same_job(tmp_path, monkeypatch):
     """Units sharing an unfinished job (two seeds' learning-rate grid) do not run at the same time: the next unit
     that shares none starts instead."""
@@ -521,9 +571,10 @@ def _run(units, config, budget_s: float, clock=None, park=None):
 def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrupted_run(
     real_data_root, tmp_path, monkeypatch
 ):
-    """A real pfl training (CIFAR-10, 4convNet, 3 rounds, checkpoint every round) harvested three times: a 1 s
-    budget stops the worker before anything is written; a budget that ends once the first checkpoint is on disk
-    stops it after round 1 or 2 (no output, no record, the checkpoint kept); the next harvest resumes from that
+    """A real pfl training (CIFAR-10, 4convNet, 3 rounds, no periodic checkpoint before the last round) harvested
+    three times: a 1 s budget stops the worker before anything is written; a budget that ends once round 1 is done
+    stops it after round 2, the round in progress, with its checkpoint written there (no output, no record, the
+    checkpoint kept); the next harvest resumes from that
     checkpoint (its rows, wall times included, are the first rows of the final history) and ends with the same
     per-client accuracies, selected round, history (wall times aside) and model as one uninterrupted harvest."""
     import torch
@@ -532,7 +583,7 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
 
     job = _pfl()
     units = group_units([("T:cell", job)], lambda j: 10.0)
-    config = {"device": "cpu", "data_root": str(real_data_root), "checkpoint_every": 1, "progress": True,
+    config = {"device": "cpu", "data_root": str(real_data_root), "checkpoint_every": 100, "progress": True,
               "pfl_eval_clients": 10, "threads_per_worker": 1, "pfl_both_selections": False, "tf32": False}  # fmt: skip
 
     (tmp_path / "whole").mkdir()
@@ -550,12 +601,17 @@ def test_a_harvest_stopped_by_its_budget_resumes_to_the_numbers_of_an_uninterrup
     assert time.time() - t0 < 30 and first.records == [] and not Path(job.path).exists()
 
     ckpt = _checkpoint(job)
-    stop_at_checkpoint = lambda: time.time() + (1e6 if ckpt.exists() else 0.0)
-    second = _run(units, config, 600.0, clock=stop_at_checkpoint, park=Path("runs/parked"))
+
+    def after_round_one() -> float:  # the budget ends once the worker has printed round 1/3
+        logs = sorted(Path("results/harvest").glob("s*/unit001.log"))
+        return time.time() + (1e6 if logs and last_round(logs[-1]) else 0.0)
+
+    second = _run(units, config, 600.0, clock=after_round_one, park=Path("runs/parked"))
     assert [e["status"] for e in second.entries] == ["stopped"] and second.records == []
+    assert second.entries[0]["stopped_after_round"] == 2  # the round in progress at the stop was ended
     assert not Path(job.path).exists() and ckpt.is_file() and not list(Path("runs").glob("*/*/record.json"))
     state = torch.load(io.BytesIO(read_sealed(ckpt)), weights_only=True)
-    assert 1 <= state["round"] <= 2
+    assert state["round"] == 2  # written by the stop: none was due (checkpoint_every 100)
     parked = Path("runs/parked") / ckpt
     assert parked.read_bytes() == ckpt.read_bytes()  # parked in the ledger folder, to be committed
 

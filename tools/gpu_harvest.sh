@@ -30,7 +30,9 @@
 # with $WORKERS workers (default 8; 4convNet jobs share one GPU: benchmark/gpu_slots.py) and stops at the budget,
 # parking what is unfinished. On an H200, 4 workers finished a unit in about 2 min each and 16 in about 5 min
 # (docs/runs/h200_harvest2, h200_harvest3): more workers give more units per minute, but a unit stopped at the
-# budget loses its work when its checkpoint is too large to come back (Ditto's: 47 MB). On the development machine: unpack records.tgz (and the parked pieces: cat parked.tgz.part-* | tar xz)
+# budget loses its work when its checkpoint is too large to come back (Ditto's: 47 MB). At the budget each training
+# ends its round and checkpoints there within --grace 30s (a GPU round takes seconds; the call's limit leaves no
+# room for the default 5 min). On the development machine: unpack records.tgz (and the parked pieces: cat parked.tgz.part-* | tar xz)
 # in the repository root, then `flb runs verify` (docs/ledger.md).
 #
 # DEVICE=cpu with FLB_DATA_ROOT set runs the same steps on a machine without a GPU (a smoke test of the packing).
@@ -66,7 +68,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,dr
 MARK=$(mktemp)
 TARGETS=$(python3 -c "from benchmark.tables.spec import list_specs; print(' '.join(s for s in list_specs() if 'babu' in s))")
 # shellcheck disable=SC2086
-python3 -m benchmark.cli harvest --device "$DEVICE" --budget "$BUDGET" --workers "$WORKERS" --targets $TARGETS \
+python3 -m benchmark.cli harvest --device "$DEVICE" --budget "$BUDGET" --grace 30s --workers "$WORKERS" --targets $TARGETS \
     --only "$ONLY" --out "$LEDGER" >> "$LOG" 2>&1
 echo "gpu_harvest: harvest exit $?" | tee -a "$LOG"
 tail -c 3000 "$LOG"

@@ -17,6 +17,10 @@ Checkpoints (:mod:`benchmark.federated.checkpoint`): with a spec, the trainer's 
 the costs and the global torch generators are saved every ``spec.every`` rounds and after the last, and a run
 whose file exists resumes from it -- bit-identically, since everything else is keyed by the round index. A
 finished stage is returned from its checkpoint without training.
+
+A stop asked for from outside (:func:`request_stop`: a harvest's budget, :mod:`benchmark.harvest`) ends the run
+at the end of the round in progress: its checkpoint is written there, due or not, and :class:`StopRequested`
+is raised, so a run stopped between its periodic checkpoints loses no finished round.
 """
 
 from __future__ import annotations
@@ -155,6 +159,44 @@ class RoundLimitReached(Exception):
 _LIMIT: ContextVar[RoundLimit | None] = ContextVar("round_limit", default=None)
 
 
+class StopRequested(BaseException):
+    """Raised by :func:`run_rounds` at the end of a round after :func:`request_stop`: the run's checkpoint (when
+    it has one) holds that round, and the same run started again resumes there, bit for bit as if it had never
+    stopped. A ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception`` of a job swallows it."""
+
+    def __init__(self, rounds: int, of: int) -> None:
+        super().__init__(f"stopped on request after round {rounds}/{of}")
+        self.rounds = rounds
+
+
+@dataclass
+class _StopRequest:
+    requested: bool = False
+    loops: int = 0  # round loops running in this process (0 or 1 outside nested stages)
+
+
+_STOP = _StopRequest()
+
+
+def request_stop() -> bool:
+    """Ask every :func:`run_rounds` of this process to stop after the round in progress (checkpoint written,
+    :class:`StopRequested` raised; a loop that has not started yet stops before its first round). Safe in a
+    signal handler. Returns whether a round loop is running: ``False`` means nothing will stop at a round's end
+    and the caller should stop at once."""
+    _STOP.requested = True
+    return _STOP.loops > 0
+
+
+def stop_requested() -> bool:
+    """Whether :func:`request_stop` was called (and not cleared) in this process."""
+    return _STOP.requested
+
+
+def clear_stop_request() -> None:
+    """Forget a :func:`request_stop` (a process that goes on to run again, e.g. a test)."""
+    _STOP.requested = False
+
+
 @contextmanager
 def round_limit(limit: RoundLimit) -> Iterator[None]:
     """While inside, every :func:`run_rounds` stops at ``limit`` by raising :class:`RoundLimitReached`."""
@@ -257,6 +299,8 @@ def run_rounds(
                 f"[{plan.label}] resuming from {checkpoint.path} after round {done}/{plan.rounds}",
                 file=sys.stderr,
             )
+    if _STOP.requested and done < plan.rounds:  # asked for before this stage began: nothing to lose
+        raise StopRequested(done, plan.rounds)
     if trainer.measures_communication:
         costs = replace(
             costs,
@@ -274,6 +318,7 @@ def run_rounds(
     for row in rows:
         progress.set_acc(row.test_acc / scale)
     limit = _LIMIT.get()
+    _STOP.loops += 1
     try:
         for i in range(done, plan.rounds):
             r = plan.start_round + i
@@ -301,7 +346,8 @@ def run_rounds(
                 )
             )
             diverged = limit is not None and limit.stop_nonfinite and not math.isfinite(stats.train_loss)
-            stop = diverged or (limit is not None and limit.rounds is not None and i + 1 >= limit.rounds)
+            asked = _STOP.requested and i + 1 < plan.rounds  # the last round ends the run anyway
+            stop = asked or diverged or (limit is not None and limit.rounds is not None and i + 1 >= limit.rounds)
             if checkpoint is not None and (stop or checkpoint.due(i + 1, plan.rounds)):
                 save_checkpoint(
                     checkpoint.path,
@@ -317,9 +363,12 @@ def run_rounds(
             progress.round_done(i + 1)
             if on_round_end is not None:
                 on_round_end(r + 1)
+            if asked:
+                raise StopRequested(i + 1, plan.rounds)
             if stop and (diverged or i + 1 < plan.rounds):
                 raise RoundLimitReached(i + 1, rows, diverged, plan.start_round)
     finally:
+        _STOP.loops -= 1
         progress.close()
     finished_before = resumed and done >= plan.rounds
     if not finished_before:
