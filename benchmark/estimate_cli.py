@@ -1,7 +1,7 @@
 """``flb estimate``: what building targets would cost, asked before spending (issue 28: "A user asks before
 spending").
 
-    flb estimate TARGET [TARGET ...] [--config KEY=VALUE ...]
+    flb estimate TARGET [TARGET ...] [--config KEY=VALUE ...] [--units N]
 
 The targets are planned as ``snakemake`` would plan them under the config (``config/config.yaml`` overlaid by
 ``--config``; ``device=cuda`` plans the training jobs for a GPU, ``device=cpu cpu_training=true`` for this CPU).
@@ -15,6 +15,11 @@ build also scaled by the recorded runs of this machine, :func:`benchmark.harvest
 * the jobs this checkout already has (outputs in ``results/`` or recorded in ``runs/``) and what is left;
 * on a GPU build with small pfl jobs (``benchmark/gpu_slots.py``: one slot each), the GPU hours of the first
   build when they share the GPU, their hours divided by the measured gain (``throughput.yaml`` ``sharing``);
+* the training units still to run, most cells per estimated hour first: the order in which ``flb harvest`` runs
+  them (:func:`benchmark.harvest_cli.plan_harvest`, the same estimates; parked checkpoints count for the rounds
+  they have left), the first ``--units`` of them (default 10; issue 27). One difference: a recorded training
+  whose weights a harvest restored is counted as trained again here (an estimate writes nothing), where the
+  harvest only evaluates it;
 * as the last line, ``H100-hours: first build <x>, with recorded choices <y>`` (``CPU-hours: ...`` for a CPU
   build): the first build runs every job; with recorded choices the learning-rate grids
   (:data:`CHOICE_KINDS`) are read from the ledger instead of run. The GPU hours are the throughput table's H100
@@ -33,8 +38,9 @@ from typing import Any
 
 from benchmark.fl.estimate import sharing_gain
 from benchmark.gpu_slots import SLOTS_PER_GPU, job_gpu_slots
-from benchmark.harvest_cli import ledger_records, recorded_paths
+from benchmark.harvest_cli import HarvestPlan, ledger_records, plan_harvest, recorded_paths
 from benchmark.harvest_estimate import DEFAULT_JOB_S, Calibration, calibrate, job_estimate, machine_key
+from benchmark.harvest_park import PARK_DIR
 from benchmark.jobs import Job, job_closure
 from benchmark.ledger import LEDGER_DIR
 from benchmark.provenance import machine
@@ -149,8 +155,29 @@ def estimate_build(targets: Sequence[str], config: Mapping[str, Any], recorded: 
                          slot_shared)  # fmt: skip
 
 
-def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list[str]:
-    """The lines ``flb estimate`` prints (module docstring); the last one is the hours line."""
+def describe_units(plan: HarvestPlan, device: str, show: int = 10) -> list[str]:
+    """The first ``show`` training units still to run, most cells per estimated hour first (the order of
+    ``flb harvest``), with their cells, hours and cells per hour (issue 27)."""
+    if show <= 0 or not plan.units:
+        return []
+    where = "H100" if machine_key(device) != "cpu" else "CPU"
+    lines = [f"training units left: {len(plan.units)}, most cells per {where}-hour first (the order flb harvest runs "
+             "them)"]  # fmt: skip
+    for i, u in enumerate(plan.units[:show], 1):
+        hours = u.est_s / 3600
+        rate = f"{len(u.cells) / hours:6.2f}" if hours > 0 else "     -"
+        marks = "" if u.resumes is None else f"  (resumes at round {u.resumes[0]}/{u.resumes[1]})"
+        marks += "  (no measured rate: assumed)" if u.unmeasured else ""
+        lines.append(f"  {i:3d}. {len(u.cells):3d} cells  {hours:7.2f} h  {rate} cells/h  {u.root.path}{marks}")
+    if len(plan.units) > show:
+        lines.append(f"  ... and {len(plan.units) - show} more (--units N shows more)")
+    return lines
+
+
+def describe(est: BuildEstimate, calibration: Calibration | None = None,
+             units: Sequence[str] = ()) -> list[str]:  # fmt: skip
+    """The lines ``flb estimate`` prints (module docstring), ``units`` (:func:`describe_units`) before this
+    checkout's line; the last one is the hours line."""
     gpu = machine_key(est.device) != "cpu"
     unit = "H100-hours" if gpu else "CPU-hours"
     lines = [f"flb estimate: {' '.join(est.targets)} on {est.device} "
@@ -170,6 +197,7 @@ def describe(est: BuildEstimate, calibration: Calibration | None = None) -> list
     if est.unplanned_training:
         lines.append(f"not counted: {est.unplanned_training} cell(s) need training this config does not plan "
                      "(--config device=cuda, or device=cpu cpu_training=true)")  # fmt: skip
+    lines += units
     lines.append(f"this checkout: {est.done} of {est.jobs} jobs done (results/ or recorded); "
                  f"{est.left_s / 3600:.2f} hours left")  # fmt: skip
     if est.slot_shared_s is not None:
@@ -185,6 +213,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("targets", nargs="+", help="paper-table targets (as snakemake takes them)")
     ap.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                     help="config overrides, as snakemake --config (device=cuda for a GPU build)")  # fmt: skip
+    ap.add_argument("--units", type=int, default=10, metavar="N",
+                    help="list the first N training units left, most cells per hour first (default 10; 0: none)")  # fmt: skip
     return ap
 
 
@@ -197,7 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     calibration = None
     if machine_key(str(config.get("device") or "cpu")) == "cpu":
         calibration = calibrate(ledger_records(ledgers), "cpu", machine(), config)
-    est = estimate_build(args.targets, config, recorded_paths(ledgers), calibration)
-    for line in describe(est, calibration):
+    recorded = recorded_paths(ledgers)
+    est = estimate_build(args.targets, config, recorded, calibration)
+    units: list[str] = []
+    if args.units > 0:
+        plan = plan_harvest(args.targets, config, recorded, calibration=calibration, park=LEDGER_DIR / PARK_DIR)
+        units = describe_units(plan, str(config.get("device") or "cpu"), args.units)
+    for line in describe(est, calibration, units):
         print(line)
     return 0

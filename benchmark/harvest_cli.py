@@ -194,7 +194,8 @@ def fill_weighted_trainings(units: Sequence[Unit], ledgers: Sequence[Path], root
 
 def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: set[str],
                  root: Path = Path("."), seeds: tuple[int, ...] | None = None,
-                 calibration: Calibration | None = None, ledgers: Sequence[Path] = ()) -> HarvestPlan:  # fmt: skip
+                 calibration: Calibration | None = None, ledgers: Sequence[Path] = (),
+                 park: Path | None = None) -> HarvestPlan:  # fmt: skip
     """The training units of ``targets`` with a job not yet done (its output absent under ``root`` and not in
     ``recorded``), ordered by cells per estimated minute. A unit's estimate counts the jobs that running it runs
     (:func:`benchmark.harvest.must_run`): those not on disk, a recorded training among them (the ledger keeps no
@@ -203,7 +204,9 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     job of no measured rate on the device come after every measured one: their assumed minutes say nothing of
     their cost (a ResNet-50 training on a CPU would rank first on an assumed 10 minutes). A training
     that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
-    a nearly finished unit ranks as the cheap one it is. With ``ledgers``, a recorded training whose weights are on
+    a nearly finished unit ranks as the cheap one it is; with ``park``, a parked checkpoint further on counts as
+    the harvest would restore it (:func:`~benchmark.harvest_park.restore_parked`), so that a plan made without
+    restoring (``flb estimate``) has the harvest's order. With ``ledgers``, a recorded training whose weights are on
     disk is materialised first (:func:`fill_weighted_trainings`): only its evaluations are estimated and run."""
     unmeasured: set[str] = set()
     calibration = calibration or Calibration()
@@ -225,7 +228,10 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         if all(done(j) for j in u.jobs):
             continue
         shared = bool(config.get("pfl_both_selections"))
-        resumes = resume_point(u.root, root) if must_run(u.root, u, root) else None
+        resumes = None
+        if must_run(u.root, u, root):
+            points = [p for p in (resume_point(u.root, root), park and resume_point(u.root, park)) if p]
+            resumes = max(points, default=None)
         left = 1.0 if resumes is None else 1.0 - resumes[0] / resumes[1]
         runs = [must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) for j in u.jobs]
         per_job = tuple(seconds(j) * (left if j is u.root else 1.0) if run else 0.0

@@ -120,3 +120,24 @@ def test_small_pfl_jobs_sharing_the_gpu_are_counted_at_the_measured_gain(monkeyp
     assert lines[-1] == "H100-hours: first build 4.0, with recorded choices 3.0"  # its grid (_Tune) a choice
     cpu = estimate_cli.estimate_build(["P"], {"device": "cpu"}, set())
     assert cpu.slot_shared_s is None and not any("sharing" in line for line in estimate_cli.describe(cpu))
+
+
+def test_the_training_units_left_are_listed_in_the_harvests_order_before_the_hours_line(fake):
+    """Issue 27: ``flb estimate`` tells the order in which ``flb harvest`` runs the units (most cells per hour
+    first), with their cells, hours and cells per hour, where a unit resumes, and how many more there are."""
+    from benchmark.harvest import Unit
+    from benchmark.harvest_cli import HarvestPlan
+
+    units = (Unit((_Train("b"),), ("T:1", "T:2"), 1800.0, resumes=(60, 80)), Unit((_Train("a"),), ("T:3",), 3600.0),
+             Unit((_Train("c"),), ("T:4",), 7200.0, unmeasured=True))  # fmt: skip
+    lines = estimate_cli.describe_units(HarvestPlan(units, 0, 1), "cpu", show=2)
+    assert lines[0] == "training units left: 3, most cells per CPU-hour first (the order flb harvest runs them)"
+    assert lines[1].split()[:6] == ["1.", "2", "cells", "0.50", "h", "4.00"]
+    assert lines[1].endswith(f"{_Train('b').path}  (resumes at round 60/80)")
+    assert lines[2].split()[:6] == ["2.", "1", "cells", "1.00", "h", "1.00"] and lines[2].endswith(_Train("a").path)
+    assert lines[3] == "  ... and 1 more (--units N shows more)"
+    assert "H100-hour" in estimate_cli.describe_units(HarvestPlan(units, 0, 1), "cuda")[0]
+    assert estimate_cli.describe_units(HarvestPlan(units, 0, 1), "cpu", show=0) == []
+    est = estimate_cli.estimate_build(["A"], {"device": "cpu"}, set())
+    out = estimate_cli.describe(est, units=lines)
+    assert out[-1].startswith("CPU-hours: ") and out[-2].startswith("this checkout: ") and out[-6:-2] == lines

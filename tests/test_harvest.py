@@ -171,6 +171,12 @@ def test_a_stopped_training_is_estimated_for_the_rounds_its_checkpoint_has_left(
     assert by["a"].est_s == by["b"].est_s == 660.0 and by["b"].resumes is None
     assert "(resumes at round 60/80)" in "\n".join(harvest_cli.describe_plan(plan, "cpu", 3600.0, 1))
     assert by["c"].to_dict()["resumes"] == [60, 80]
+    # a plan made without restoring the parked checkpoints (flb estimate) counts the further one, as a harvest would
+    park = tmp_path / "runs" / "parked"
+    save_checkpoint(park / _CkptTrain("a", 0).checkpoint_file(), {**state, "round": 40})
+    save_checkpoint(park / _CkptTrain("c", 0).checkpoint_file(), {**state, "round": 20})  # behind the local 60
+    parked = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, set(), root=tmp_path, park=park)
+    assert [(u.root.name, u.resumes) for u in parked.units] == [("c", (60, 80)), ("a", (40, 80)), ("b", None)]
 
 
 def test_a_recorded_training_whose_evaluation_is_still_to_run_is_estimated_and_run_again(tmp_path, monkeypatch):
