@@ -6,10 +6,10 @@ the jobs that read it (its evaluations), run in that order in one worker process
 every job in it. Units are ordered by cells filled per estimated minute (jobs that fill many cells and short
 jobs first; for equal value the lowest seed first). A worker that is still running when the budget ends is
 stopped by SIGTERM: a training in its round loop ends the round in progress, writes its checkpoint there (due
-or not: :func:`benchmark.federated.loop.request_stop`) and exits, within the stop's grace (``--grace``, default 5
-minutes after the budget); any other job, or a training still running after the grace (a second SIGTERM), unwinds
-where it is (its atomic writes leave no partial file) and keeps its last checkpoint (every ``checkpoint_every``
-rounds, sealed and renamed into place). Its checkpoint stays under ``results/checkpoints/`` and the next harvest
+or not: :func:`benchmark.federated.loop.request_stop`) and exits; any other job (an evaluation) may still finish;
+no other job of the unit starts. A job still running after the stop's grace (``--grace``, default 5 minutes after
+the budget) gets a second SIGTERM and unwinds where it is (its atomic writes leave no partial file), keeping its
+last checkpoint (every ``checkpoint_every`` rounds, sealed and renamed into place). Its checkpoint stays under ``results/checkpoints/`` and the next harvest
 resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption guarantee;
 ``tests/test_harvest.py``).
 
@@ -189,11 +189,13 @@ class _Stopped(BaseException):
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    """The first SIGTERM of a worker inside a round loop asks the loop to stop after its round, checkpoint
-    written (:func:`~benchmark.federated.loop.request_stop`); outside one, or a second time, the job stops where it
-    is (:class:`_Stopped`)."""
+    """The first SIGTERM of a worker lets its job go on (:func:`~benchmark.federated.loop.request_stop`): a
+    training ends its round, writes its checkpoint there and stops; any other job (an evaluation) may still finish;
+    no other job of the unit starts (:func:`run_unit`). A second SIGTERM (the grace is spent), or one before the
+    worker has loaded the round loop, stops the job where it is (:class:`_Stopped`)."""
     loop = sys.modules.get("benchmark.federated.loop")  # never an import inside a signal handler
-    if loop is not None and hasattr(loop, "stop_requested") and not loop.stop_requested() and loop.request_stop():
+    if loop is not None and hasattr(loop, "stop_requested") and not loop.stop_requested():
+        loop.request_stop()
         return
     raise _Stopped
 
@@ -274,8 +276,9 @@ def worker_main(argv: list[str]) -> int:
 
     SIGTERM (the parent's budget) ends the job by an exception, so every write in progress is abandoned the
     way :func:`benchmark.io.atomic_path` guarantees (no partial file, the previous checkpoint intact: pfl, fl and
-    zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`), except in a round
-    loop, which first ends its round and writes its checkpoint (:func:`_on_sigterm`); exit status :data:`STOPPED`."""
+    zo checkpoints are sealed and renamed into place, :mod:`benchmark.federated.checkpoint`), once a first SIGTERM
+    has let a training end its round and write its checkpoint there, or a job finish (:func:`_on_sigterm`); exit
+    status :data:`STOPPED`."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     if os.nice(0) >= 19 and os.getsid(0) == os.getpid():  # a --nice worker in its own session
         lower_autogroup()
@@ -371,7 +374,7 @@ STOP_GRACE_S = 300.0
 
 def _stop(running: list[Running], grace_s: float = INTERRUPT_GRACE_S) -> list[Running]:
     """Stop the running workers: SIGTERM to all (a training ends its round and writes its checkpoint, any other
-    job stops at once: :func:`_on_sigterm`); a second SIGTERM to those still alive after ``grace_s`` (they stop
+    job may finish: :func:`_on_sigterm`); a second SIGTERM to those still alive after ``grace_s`` (they stop
     where they are), and SIGKILL after :data:`INTERRUPT_GRACE_S` more. Each output file is closed. Returns them,
     in order."""
     for r in running:
@@ -441,8 +444,8 @@ def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, work
              poll_s: float = 1.0, grace_s: float = STOP_GRACE_S) -> list[dict[str, Any]]:  # fmt: skip
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
     started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
-    budget is stopped (:func:`_stop`: a training ends its round and checkpoints there within ``grace_s``, other
-    jobs stop at once): its last checkpoint stays and the next harvest resumes it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
+    budget is stopped (:func:`_stop`: within ``grace_s`` a training ends its round and checkpoints there, another
+    job may finish): its last checkpoint stays and the next harvest resumes it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
     starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
     harvest at a chosen moment with it). Returns the per-job log entries of this harvest (``work`` must be this
     harvest's own folder)."""
@@ -502,8 +505,8 @@ def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, work
             tick()
             if clock() >= deadline:
                 if running:
-                    print_fn(f"[harvest] budget spent: stopping {len(running)} unit(s), each training after its round "
-                             f"in progress (at most {grace_s:.0f} s)")  # fmt: skip
+                    print_fn(f"[harvest] budget spent: stopping {len(running)} unit(s): a training after its round in "
+                             f"progress, an evaluation if it ends (at most {grace_s:.0f} s)")  # fmt: skip
                 for r in _stop(running, grace_s):
                     print_fn(f"[harvest] budget spent: stopped {r.unit.root.path} (the next harvest resumes it from "
                              "its last checkpoint)")  # fmt: skip

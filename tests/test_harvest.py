@@ -376,22 +376,30 @@ def test_at_the_budget_a_training_gets_the_grace_to_end_its_round_then_a_second_
     assert time.time() - t0 < 5.0
 
 
-def test_a_workers_first_sigterm_in_a_round_loop_asks_for_the_rounds_end_and_a_second_stops_it():
-    """Outside a round loop SIGTERM stops the job at once; inside one the first asks the loop to stop after its
-    round (benchmark.federated.loop.request_stop) and a second stops it where it is."""
+def test_a_workers_first_sigterm_lets_its_job_go_on_and_a_second_stops_it(tmp_path, monkeypatch):
+    """The first SIGTERM asks for a stop (benchmark.federated.loop.request_stop: a training ends its round) and
+    the job goes on; the unit's next job does not start; a second SIGTERM stops the job where it is."""
     from benchmark.federated import loop
 
+    ran: list[str] = []
+    monkeypatch.setattr(harvest_mod, "must_run", lambda job, unit: True)
+    monkeypatch.setattr(_Part, "execute", lambda self, config: ran.append(self.name), raising=False)
+
+    def first_job(self, config):  # SIGTERM arrives while the first job runs: it goes on and finishes
+        harvest_mod._on_sigterm(signal.SIGTERM, None)
+        assert loop.stop_requested()
+        ran.append(self.name)
+
+    monkeypatch.setattr(_Train, "execute", first_job, raising=False)
+    log: list[dict] = []
+    monkeypatch.chdir(tmp_path)
     try:
         with pytest.raises(harvest_mod._Stopped):
-            harvest_mod._on_sigterm(signal.SIGTERM, None)
-        loop.clear_stop_request()
-        loop._STOP.loops += 1  # as inside run_rounds
-        harvest_mod._on_sigterm(signal.SIGTERM, None)  # returns: the round goes on
-        assert loop.stop_requested()
-        with pytest.raises(harvest_mod._Stopped):
+            harvest_mod.run_unit(Unit((_Train("a", 0), _Part("b")), ("T:a",), 60.0), {}, log.append)
+        assert ran == ["a"] and [e["status"] for e in log] == ["done"]  # b never started
+        with pytest.raises(harvest_mod._Stopped):  # the second signal
             harvest_mod._on_sigterm(signal.SIGTERM, None)
     finally:
-        loop._STOP.loops = 0
         loop.clear_stop_request()
 
 
