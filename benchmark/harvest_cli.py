@@ -65,7 +65,7 @@ from benchmark.harvest import (
     written_by,
 )
 from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration, calibrate, job_estimate
-from benchmark.harvest_park import PARK_DIR, clear_recorded, park_checkpoints, restore_parked
+from benchmark.harvest_park import PARK_DIR, PARK_MAX_BYTES, clear_recorded, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
 from benchmark.ledger import (
@@ -417,6 +417,9 @@ def run_harvest(units: Sequence[Unit], config: Mapping[str, Any], budget_s: floa
                               f"flb harvest ({manifest_path})", root, print_fn)  # fmt: skip
     if park is not None:
         parking = park_checkpoints(units, park, root)
+        for local, size in parking.too_large:
+            print_fn(f"[harvest] not parked: {local} ({size / 2**20:.1f} MiB, above the {PARK_MAX_BYTES // 2**20} MiB "
+                     "limit of files committed with the ledger); it stays on this machine only")  # fmt: skip
         if parking.parked:
             print_fn(f"[harvest] parked {len(parking.parked)} checkpoint(s) in {park}: commit them with the records, "
                      "and the next harvest on any machine resumes from them")  # fmt: skip

@@ -11,7 +11,9 @@ machine of a pool each time, whose ``results/`` is empty, so a unit longer than 
   copy is removed once its training's output exists; :func:`clear_recorded` (before a harvest plans) removes those
   of trainings recorded in the ledger, finished elsewhere. The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
-  (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records.
+  (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records;
+  a file larger than :data:`PARK_MAX_BYTES` (Ditto's, with its 100 personal models) is not parked, and the harvest
+  says so.
 * The weights of a finished training whose unit still has evaluations to run (the budget stopped it between
   them) are parked too, at their own path (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet):
   the ledger keeps no weights, so without them the next harvest would train again to evaluate. They are removed
@@ -37,14 +39,28 @@ from benchmark.ledger import weight_files
 PARK_DIR = "parked"
 #: Where the checkpoints are (``results/checkpoints/...``); any other parked file is a training's weights.
 CHECKPOINT_PARTS = ("results", "checkpoints")
+#: The largest file parked: the parked files are committed to the repository. A 4convNet checkpoint is 0.5-1.4 MB;
+#: Ditto's holds its 100 personal models (about 47 MB) and is not parked: it stays in ``results/checkpoints/`` of
+#: the machine that wrote it.
+PARK_MAX_BYTES = 8 * 2**20
 
 
 @dataclass
 class Parking:
-    """What :func:`park_checkpoints` did: checkpoints copied in, parked copies removed (training finished)."""
+    """What :func:`park_checkpoints` did: checkpoints copied in, parked copies removed (training finished), and
+    files not parked because they are larger than :data:`PARK_MAX_BYTES` (with their size in bytes)."""
 
     parked: list[Path] = field(default_factory=list)
     cleared: list[Path] = field(default_factory=list)
+    too_large: list[tuple[Path, int]] = field(default_factory=list)
+
+    def fits(self, local: Path) -> bool:
+        """Whether ``local`` is small enough to park; noted in :attr:`too_large` when not."""
+        size = local.stat().st_size
+        if size > PARK_MAX_BYTES:
+            self.too_large.append((local, size))
+            return False
+        return True
 
 
 def progress_of(path: Path) -> tuple[int, int] | None:
@@ -73,6 +89,8 @@ def _park_weights(unit: Any, park: Path, root: Path, done: Parking) -> None:
                 done.cleared.append(park / rel)
         return
     for rel in files:
+        if not done.fits(root / rel):
+            continue
         if not (park / rel).is_file() or (park / rel).read_bytes() != (root / rel).read_bytes():
             atomic_write_bytes(park / rel, (root / rel).read_bytes())
             done.parked.append(park / rel)
@@ -93,7 +111,7 @@ def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -
             if parked.is_file():
                 parked.unlink()
                 done.cleared.append(parked)
-        elif local.is_file() and progress_of(local) is not None:
+        elif local.is_file() and done.fits(local) and progress_of(local) is not None:
             if not parked.is_file() or parked.read_bytes() != local.read_bytes():
                 _copy(local, parked)
                 done.parked.append(parked)

@@ -790,6 +790,27 @@ def test_parked_checkpoints_restore_only_when_further_on_and_never_damaged(tmp_p
     assert checkpoint_progress(root / rel[1]) == (40, 80)
 
 
+def test_a_checkpoint_too_large_to_commit_is_not_parked_and_the_harvest_says_so(tmp_path, monkeypatch):
+    """Parked files are committed with the ledger: one above PARK_MAX_BYTES (Ditto's 47 MB of personal models) stays
+    on its machine, and is reported; a small one is parked."""
+    from benchmark import harvest_park
+    from benchmark.federated.checkpoint import save_checkpoint
+    from benchmark.harvest_park import park_checkpoints
+
+    state = {"run": {"config": {}, "method": "x", "stage": "", "start_round": 0, "rounds": 80}, "round": 20,
+             "trainer": {}, "history": [], "costs": {}}  # fmt: skip
+    small, large = _CkptTrain("small", 0), _CkptTrain("large", 0)
+    save_checkpoint(tmp_path / small.checkpoint_file(), state)
+    save_checkpoint(tmp_path / large.checkpoint_file(), {**state, "trainer": {"blob": "x" * 50_000}})
+    limit = (tmp_path / small.checkpoint_file()).stat().st_size + 1000
+    assert (tmp_path / large.checkpoint_file()).stat().st_size > limit
+    monkeypatch.setattr(harvest_park, "PARK_MAX_BYTES", limit)
+    park = tmp_path / "runs" / "parked"
+    done = park_checkpoints([Unit((small,), ("T:s",), 60.0), Unit((large,), ("T:l",), 60.0)], park, tmp_path)
+    assert done.parked == [park / small.checkpoint_file()] and not (park / large.checkpoint_file()).exists()
+    assert [p for p, _ in done.too_large] == [tmp_path / large.checkpoint_file()]
+
+
 def test_parked_checkpoints_of_recorded_trainings_are_cleared(tmp_path):
     """clear_recorded removes the parked checkpoint of a training the ledger records (it finished, here or on
     another machine, so no plan of a harvest contains it any more) and keeps the others'."""
