@@ -9,9 +9,9 @@ stopped by SIGTERM: a training in its round loop ends the round in progress, wri
 or not: :func:`benchmark.federated.loop.request_stop`) and exits; any other job (an evaluation) may still finish;
 no other job of the unit starts. A job still running after the stop's grace (``--grace``, default 5 minutes after
 the budget) gets a second SIGTERM and unwinds where it is (its atomic writes leave no partial file), keeping its
-last checkpoint (every ``checkpoint_every`` rounds, sealed and renamed into place). Its checkpoint stays under ``results/checkpoints/`` and the next harvest
-resumes the job from it, to the same numbers as an uninterrupted run (each runner's resumption guarantee;
-``tests/test_harvest.py``).
+last checkpoint (every ``checkpoint_every`` rounds, sealed and renamed into place). The checkpoint stays under
+``results/checkpoints/`` and the next harvest resumes the job from it, to the same numbers as an uninterrupted run
+(each runner's resumption guarantee; ``tests/test_harvest.py``).
 
 Each finished job is written to ``results/`` as if Snakemake had run it, and a **manifest** (:func:`manifest`;
 ``flb harvest`` writes it to ``results/harvest/harvest-<stamp>.json``) lists every job with its start and end
@@ -364,8 +364,8 @@ def _open_paths(unit: Unit) -> set[str]:
     return {j.path for j in unit.jobs if not Path(j.path).exists()}
 
 
-#: Seconds a worker is given to end a round and write its checkpoint when the harvest is interrupted (Ctrl-C, a
-#: stop signal), and to unwind after the second SIGTERM before SIGKILL.
+#: Seconds a worker is given to end its round (or job) when the harvest is interrupted (Ctrl-C, a stop signal),
+#: and to unwind after the second SIGTERM before SIGKILL.
 INTERRUPT_GRACE_S = 20.0
 #: The default grace at the end of the budget (``flb harvest --grace``): a round of a 4convNet unit at τ = 10
 #: takes about 3 minutes on one core of this suite's CPU.
@@ -445,8 +445,8 @@ def _harvest(units: list[Unit], config: Mapping[str, Any], budget_s: float, work
     """Run ``units`` (in order) in ``workers`` processes until all are done or ``budget_s`` has passed; a unit is
     started only while more than ``min_left_s`` of the budget is left, and one still running at the end of the
     budget is stopped (:func:`_stop`: within ``grace_s`` a training ends its round and checkpoints there, another
-    job may finish): its last checkpoint stays and the next harvest resumes it. A unit that shares an unfinished job with a running one waits (the next unit in order that shares none
-    starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
+    job may finish): its last checkpoint stays and the next harvest resumes it. A unit that shares an unfinished
+    job with a running one waits (the next unit in order that shares none starts instead). Every worker's output file is closed when it ends. ``clock``: the time (``time.time``; tests stop a
     harvest at a chosen moment with it). Returns the per-job log entries of this harvest (``work`` must be this
     harvest's own folder)."""
     work.mkdir(parents=True, exist_ok=True)

@@ -460,8 +460,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", required=True, choices=["cuda", "cpu"], help="where the training jobs run")
     ap.add_argument("--budget", required=True, help="wall-clock budget: 90s, 25m, 2h")
     ap.add_argument("--grace", default=f"{STOP_GRACE_S / 60:g}m",
-                    help="at the end of the budget, how long a running training may take to end its round and write "
-                         "its checkpoint there before it is stopped where it is (default %(default)s; 0s: at once)")
+                    help="at the end of the budget, how long a running job may go on (a training to end its round "
+                         "and checkpoint there, an evaluation to finish) before it is stopped where it is (default "
+                         "%(default)s; 0s: at once)")  # fmt: skip
     ap.add_argument("--targets", nargs="+", default=None, help="paper-table targets (default: every table)")
     ap.add_argument("--only", nargs="+", action="extend", default=[], metavar="REGEX",
                     help="keep only the units whose training output path matches one of these (re.search)")

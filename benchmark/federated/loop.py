@@ -172,19 +172,16 @@ class StopRequested(BaseException):
 @dataclass
 class _StopRequest:
     requested: bool = False
-    loops: int = 0  # round loops running in this process (0 or 1 outside nested stages)
 
 
 _STOP = _StopRequest()
 
 
-def request_stop() -> bool:
+def request_stop() -> None:
     """Ask every :func:`run_rounds` of this process to stop after the round in progress (checkpoint written,
     :class:`StopRequested` raised; a loop that has not started yet stops before its first round). Safe in a
-    signal handler. Returns whether a round loop is running: ``False`` means nothing will stop at a round's end
-    and the caller should stop at once."""
+    signal handler."""
     _STOP.requested = True
-    return _STOP.loops > 0
 
 
 def stop_requested() -> bool:
@@ -318,7 +315,6 @@ def run_rounds(
     for row in rows:
         progress.set_acc(row.test_acc / scale)
     limit = _LIMIT.get()
-    _STOP.loops += 1
     try:
         for i in range(done, plan.rounds):
             r = plan.start_round + i
@@ -368,7 +364,6 @@ def run_rounds(
             if stop and (diverged or i + 1 < plan.rounds):
                 raise RoundLimitReached(i + 1, rows, diverged, plan.start_round)
     finally:
-        _STOP.loops -= 1
         progress.close()
     finished_before = resumed and done >= plan.rounds
     if not finished_before:
