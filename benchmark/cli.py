@@ -2,8 +2,10 @@
 
 Every failure is one line on stderr, never a traceback (:func:`main`): an error on bad input
 (``flb: error: <what> -- <fix>``, exit 2), a failed file operation (disk full, read-only or forbidden folder,
-a file where a folder is needed or the reverse: the path and what to do, exit 2), an interruption (exit 130)
-and anything unexpected (``flb: error: internal error <Type>: <message> -- rerun with --debug ...``, exit 70).
+a file where a folder is needed or the reverse: the path and what to do, exit 2), an interruption (exit 130),
+``flb job`` stopped by SIGTERM (exit 143; a training first ends its round and checkpoints there:
+:func:`_job_on_sigterm`) and anything unexpected (``flb: error: internal error <Type>: <message> -- rerun with
+--debug ...``, exit 70).
 ``--debug`` anywhere on the line, or ``FLB_DEBUG=1`` in the environment (for jobs Snakemake starts), prints
 the traceback as well. Output cut short by a closed pipe (``flb data list | head``) ends quietly (exit 141,
 as for a command killed by SIGPIPE). ``flb`` applications (:mod:`benchmark.apps`) run under the same handler.
@@ -16,6 +18,7 @@ import inspect
 import json
 import os
 import select
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -289,15 +292,57 @@ def run(argv: Sequence[str] | None = None) -> int:
     elif args.cmd == "data":
         return _data_command(args)
     elif args.cmd == "job":
-        load_runners()  # plug-ins register their job types on import
-        job = job_from_dict(_json_arg(args.job_json, "job_json"))
-        base = _json_arg(args.config_json, "--config-json") if args.config_json is not None else None
-        job.execute(workflow.load_config(args.config, parse_kv(args.set), base=base))
-        print(f"{job.KIND} job -> {job.path}")
+        return _job_command(args)
     elif args.cmd == "collect":
         methods = [m for m in args.methods.split(",") if m]
         n = pipeline.collect_step(args.inputs, args.out, methods=methods, labels=parse_kv(args.label))
         print(f"collected {n} rows into {args.out}")
+    return 0
+
+
+class JobTerminated(BaseException):
+    """Raised in ``flb job`` by a SIGTERM that does not wait for a round's end (:func:`_job_on_sigterm`)."""
+
+
+def _job_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM to ``flb job``: SLURM's at a job's time limit or on ``scancel`` (its SIGKILL follows
+    ``KillWait`` later), a harvest's or Snakemake's when they stop. In a training's round loop the first one
+    lets the round end and its checkpoint be written there (:func:`benchmark.federated.loop.request_stop`): the
+    retry resumes after it, not after the last periodic checkpoint (up to ``checkpoint_every`` rounds earlier).
+    Anywhere else, and a second time, the job stops at once; its atomic writes leave no partial file."""
+    loop = sys.modules.get("benchmark.federated.loop")  # never an import inside a signal handler
+    if loop is not None and loop.in_round_loop() and not loop.stop_requested():
+        loop.request_stop()
+        return
+    raise JobTerminated
+
+
+def _job_command(args: argparse.Namespace) -> int:
+    """``flb job JSON``: run one typed job in this process. SIGTERM stops it as :func:`_job_on_sigterm` says,
+    with exit status :data:`EXIT_TERMINATED`: Snakemake sees a failed job, and its ``retries`` run it again."""
+    load_runners()  # plug-ins register their job types on import
+    job = job_from_dict(_json_arg(args.job_json, "job_json"))
+    base = _json_arg(args.config_json, "--config-json") if args.config_json is not None else None
+    config = workflow.load_config(args.config, parse_kv(args.set), base=base)
+    previous = signal.signal(signal.SIGTERM, _job_on_sigterm)
+    try:
+        job.execute(config)
+    except JobTerminated:
+        print(f"flb job: stopped by SIGTERM; {job.path} not written", file=sys.stderr)
+        return EXIT_TERMINATED
+    except BaseException as exc:
+        loop = sys.modules.get("benchmark.federated.loop")
+        if loop is None or not isinstance(exc, loop.StopRequested):
+            raise
+        print(f"flb job: stopped by SIGTERM after round {exc.rounds}, its checkpoint written there "
+              f"({job.checkpoint_file()}); the same job run again resumes after it",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_TERMINATED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if (loop := sys.modules.get("benchmark.federated.loop")) is not None:
+            loop.clear_stop_request()
+    print(f"{job.KIND} job -> {job.path}")
     return 0
 
 
@@ -349,6 +394,9 @@ OUTPUT_OPTIONS = {"out": "--out", "curve": "--curve", "record": "--record", "mar
 EXIT_INTERNAL = 70
 #: Exit status when stdout is a closed pipe: what a shell reports for a command killed by SIGPIPE.
 EXIT_BROKEN_PIPE = 141
+#: Exit status of ``flb job`` stopped by SIGTERM (:func:`_job_on_sigterm`): what a shell reports for a command
+#: killed by it.
+EXIT_TERMINATED = 143
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ equality is the claim, not a tolerance). The killed runs execute in a subprocess
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -103,10 +104,12 @@ def run_case(
     kill_at: int | None = None,
     raise_at: int | None = None,
     ask_stop_at: int | None = None,
+    term_at: int | None = None,
 ) -> tuple[RunResult, Classifier, list[int]]:
     """Run ``CASES[case]`` through :func:`run_method` with a checkpoint every 2 rounds; ``kill_at``: SIGKILL
     this process once that (absolute) round is complete and checkpointed; ``raise_at``: raise instead;
-    ``ask_stop_at``: :func:`request_stop` then, as a harvest's SIGTERM would.
+    ``ask_stop_at``: :func:`request_stop` then, as a harvest's SIGTERM would; ``term_at``: send this process a
+    SIGTERM then (``flb job``'s handler).
     Returns the result, the trained model and the rounds completed by this call."""
     torch.set_num_threads(1)
     model = make_model()
@@ -121,6 +124,8 @@ def run_case(
             raise KeyboardInterrupt(f"interrupted after round {r}")
         if r == ask_stop_at:
             request_stop()
+        if r == term_at:
+            os.kill(os.getpid(), signal.SIGTERM)
 
     spec = CheckpointSpec(ckpt, every=2) if ckpt is not None else None
     with round_hook(hook):
@@ -217,6 +222,70 @@ def test_a_stop_request_ends_the_round_checkpoints_it_and_resumes_bit_identicall
     res, model, seen = run_case(case, ckpt)
     assert seen == resumed_rounds
     assert_same_run((res, model), run_case(case, None)[:2])
+
+
+def run_flb_job(tmp_path: Path, term_at: int | None) -> subprocess.CompletedProcess:
+    """``flb job`` (:func:`benchmark.cli.main`) in a subprocess, of a job type registered there whose
+    ``execute`` is ``run_case("ft_fedavg", <tmp_path>/run.ckpt, term_at=term_at)`` then writes its output; with
+    ``term_at=None`` the SIGTERM comes before the training starts."""
+    job = {"kind": "sigterm_probe", "seed": 0}
+    script = f"""
+import json, os, signal, sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+sys.path[:0] = [{str(ROOT / 'tests')!r}, {str(ROOT)!r}]
+from benchmark import cli
+from benchmark.jobs import Job, register_job
+from test_fl_checkpoint import run_case
+
+TERM_AT = {term_at!r}
+
+
+@register_job
+@dataclass(frozen=True)
+class SigtermProbe(Job):
+    KIND: ClassVar[str] = "sigterm_probe"
+    PATTERN: ClassVar[str] = {str(tmp_path / 'out-{seed}.txt')!r}
+    seed: int
+
+    def checkpoint_file(self):
+        return Path({str(tmp_path / 'run.ckpt')!r})
+
+    def execute(self, config):
+        if TERM_AT is None:
+            os.kill(os.getpid(), signal.SIGTERM)
+        run_case("ft_fedavg", self.checkpoint_file(), term_at=TERM_AT)
+        Path(self.path).write_text("done")
+
+sys.exit(cli.main(["job", {json.dumps(job)!r}]))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_flb_job_on_sigterm_ends_the_round_checkpoints_it_and_exits_143(tmp_path: Path) -> None:
+    """SIGTERM to ``flb job`` (SLURM's at a time limit, before its SIGKILL) during round 3 of a run that
+    checkpoints every 2 rounds: the round ends, its checkpoint is written there although none is due, the job
+    exits with 143 and writes no output, and the same run resumes at round 4 to the numbers of an uninterrupted
+    one. A SIGTERM before the training's rounds stops the job at once (143, no checkpoint)."""
+    from benchmark.cli import EXIT_TERMINATED
+    from benchmark.io import read_sealed
+
+    proc = run_flb_job(tmp_path, term_at=2)  # sent at the end of round 2: arrives as round 3 begins
+    assert proc.returncode == EXIT_TERMINATED, proc.stderr[-3000:]
+    assert "stopped by SIGTERM after round 3" in proc.stderr and not (tmp_path / "out-0.txt").exists()
+    state = torch.load(io.BytesIO(read_sealed(tmp_path / "run.ckpt")), weights_only=True)
+    assert state["round"] == 3
+    res, model, seen = run_case("ft_fedavg", tmp_path / "run.ckpt")
+    assert seen == [4, 5, 6]
+    assert_same_run((res, model), run_case("ft_fedavg", None)[:2])
+
+    early = tmp_path / "early"
+    early.mkdir()
+    proc = run_flb_job(early, term_at=None)
+    assert proc.returncode == EXIT_TERMINATED, proc.stderr[-3000:]
+    assert "stopped by SIGTERM;" in proc.stderr and not list(early.iterdir())
 
 
 def test_finished_checkpoint_returns_without_training(tmp_path: Path) -> None:

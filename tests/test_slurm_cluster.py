@@ -1,12 +1,15 @@
-"""The SLURM workflow profile on a real (single-node) SLURM: a training job killed after its first checkpoint is
-resubmitted by the profile's ``retries`` and resumes to the numbers of an uninterrupted run (issue 28).
+"""The SLURM workflow profile on a real (single-node) SLURM: a training job cancelled after its first checkpoint
+ends its round in progress and checkpoints there, is resubmitted by the profile's ``retries`` and resumes to the
+numbers of an uninterrupted run (issue 28).
 
 ``tools/slurm_single_node.py`` starts munged, slurmctld and slurmd from Debian's packages under a temporary
 folder (one node: this host; one partition, ``debug``). Snakemake then runs one real pfl training (fedbabu's
-FedBABU on CIFAR-10, 4convNet, 4 rounds, a checkpoint every round: about 10 s of training on one CPU core) as a
-SLURM job through ``workflow/profiles/slurm``. Once the job's first checkpoint is on disk the test cancels the job
-(``scancel``, as SLURM kills a job at its time limit: SIGTERM, then SIGKILL); the profile's ``retries`` submits it
-again, the new SLURM job resumes from the checkpoint, and the build completes. Its record (per-client accuracies,
+FedBABU on CIFAR-10, 4convNet, 6 rounds, a checkpoint every 3: about 15 s of training on one CPU core) as a
+SLURM job through ``workflow/profiles/slurm``. Once the job's first checkpoint is on disk (round 3 of 6: one every
+3 rounds) the test cancels the job (``scancel``, as SLURM kills a job at its time limit: SIGTERM, then SIGKILL
+``KillWait`` later). ``flb job`` lets the round in progress end on the SIGTERM and writes its checkpoint there,
+although none is due (:func:`benchmark.cli._job_on_sigterm`; a kill alone would leave round 3); the profile's
+``retries`` submits it again, the new SLURM job resumes from that checkpoint, and the build completes. Its record (per-client accuracies,
 selected round, history but its wall times) and its model weights equal those of the same job run without
 SLURM and without interruption; the rows of the rounds before the kill are the checkpoint's own (resumed, not
 restarted).
@@ -55,9 +58,10 @@ from tools.slurm_single_node import PARTITION, SingleNodeSlurm, SlurmUnavailable
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 
 TARGET = ("results/runs/pfl/cifar10/4convnet-bnbatch/shards-2-K100-p0/fedbabu/"
-          "f0.02-tau1-R4-m0.9-hl1-default-mudefault/last/seed0.json")  # fmt: skip
+          "f0.02-tau1-R6-m0.9-hl1-default-mudefault/last/seed0.json")  # fmt: skip
 CKPT = "results/checkpoints/" + TARGET.removeprefix("results/").removesuffix(".json") + ".pt"
-CONFIG = ["device=cpu", "cpu_training=true", "checkpoint_every=1", "pfl_measure_exec=false"]
+CONFIG = ["device=cpu", "cpu_training=true", "checkpoint_every=3", "pfl_measure_exec=false"]
+ROUNDS, EVERY = 6, 3
 
 
 def _unavailable(reason: str) -> None:
@@ -167,7 +171,8 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_uninterrupte
             time.sleep(0.1)
         assert not (cut / TARGET).exists()
         state = torch.load(io.BytesIO(read_sealed(ckpt)), weights_only=True)  # what the retry resumes from
-        assert 1 <= state["round"] < 4
+        # cancelled after round 3's checkpoint: the job ended the round in progress and checkpointed it (not due)
+        assert EVERY < state["round"] < ROUNDS
         rc = run.wait(timeout=600)
     finally:
         if run.poll() is None:
@@ -180,6 +185,8 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_uninterrupte
     # Two submissions of the one job: the cancelled one and the retry that completed it.
     jobs = _jobs(cluster)
     assert [s for _, s in jobs] == ["CANCELLED", "COMPLETED"], jobs
+    job_log = (cut / "results" / "logs" / "jobs" / TARGET.removeprefix("results/")).with_suffix(".json.log")
+    assert f"after round {state['round']}/{ROUNDS}" in job_log.read_text()  # the retry's own log
     assert jobs[0][0] == first
     assert not ckpt.exists()  # removed once the run's outputs are written
 
@@ -187,7 +194,7 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_uninterrupte
     kept = lambda rows: [(h["round"], h["train_loss"], h["wall_s"]) for h in rows]
     assert kept(got["history"][: state["round"]]) == kept(state["history"])  # resumed, not restarted
     strip = lambda h: [{k: v for k, v in row.items() if k != "wall_s"} for row in h]
-    assert strip(got["history"]) == strip(want["history"]) and len(got["history"]) == 4
+    assert strip(got["history"]) == strip(want["history"]) and len(got["history"]) == ROUNDS
     assert got["initial"] == want["initial"] and got["selected_round"] == want["selected_round"]
     assert got["last_accuracy"] == want["last_accuracy"]
     model = TARGET.replace(".json", ".model.pt")

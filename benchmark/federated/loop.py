@@ -18,9 +18,10 @@ the costs and the global torch generators are saved every ``spec.every`` rounds 
 whose file exists resumes from it -- bit-identically, since everything else is keyed by the round index. A
 finished stage is returned from its checkpoint without training.
 
-A stop asked for from outside (:func:`request_stop`: a harvest's budget, :mod:`benchmark.harvest`) ends the run
-at the end of the round in progress: its checkpoint is written there, due or not, and :class:`StopRequested`
-is raised, so a run stopped between its periodic checkpoints loses no finished round.
+A stop asked for from outside (:func:`request_stop`: a harvest's budget, :mod:`benchmark.harvest`; a SIGTERM
+to ``flb job``, e.g. SLURM's at a time limit, :mod:`benchmark.cli`) ends the run at the end of the round in
+progress: its checkpoint is written there, due or not, and :class:`StopRequested` is raised, so a run stopped
+between its periodic checkpoints loses no finished round.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class StopRequested(BaseException):
 @dataclass
 class _StopRequest:
     requested: bool = False
+    loops: int = 0  # run_rounds calls of this process in their rounds now (in_round_loop)
 
 
 _STOP = _StopRequest()
@@ -192,6 +194,13 @@ def stop_requested() -> bool:
 def clear_stop_request() -> None:
     """Forget a :func:`request_stop` (a process that goes on to run again, e.g. a test)."""
     _STOP.requested = False
+
+
+def in_round_loop() -> bool:
+    """Whether a :func:`run_rounds` of this process is in its rounds now (between its first round's start and
+    its last round's end): where :func:`request_stop` ends a round and writes its checkpoint. Safe in a signal
+    handler (``flb job``'s SIGTERM, :mod:`benchmark.cli`)."""
+    return _STOP.loops > 0
 
 
 @contextmanager
@@ -315,6 +324,7 @@ def run_rounds(
     for row in rows:
         progress.set_acc(row.test_acc / scale)
     limit = _LIMIT.get()
+    _STOP.loops += 1
     try:
         for i in range(done, plan.rounds):
             r = plan.start_round + i
@@ -364,6 +374,7 @@ def run_rounds(
             if stop and (diverged or i + 1 < plan.rounds):
                 raise RoundLimitReached(i + 1, rows, diverged, plan.start_round)
     finally:
+        _STOP.loops -= 1
         progress.close()
     finished_before = resumed and done >= plan.rounds
     if not finished_before:
