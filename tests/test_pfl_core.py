@@ -24,8 +24,9 @@ from benchmark.pfl import personalise as personalise_mod
 from benchmark.pfl.algorithms import ALGORITHMS, Algorithm
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
 from benchmark.pfl.local_only import train_local_only
-from benchmark.pfl.models import build_model, is_head
+from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import LOCAL
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer

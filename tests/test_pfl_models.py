@@ -15,7 +15,8 @@ from torch import nn
 
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.pfl.algorithms import get_algorithm
-from benchmark.pfl.models import build_model, is_head, list_pfl_models, pfl_model_info
+from benchmark.pfl.models import build_model, list_pfl_models, pfl_model_info
+from benchmark.pfl.parts import is_head
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -22,8 +22,8 @@ from benchmark.federated.images import DeviceImages
 from benchmark.pfl import algorithms
 from benchmark.pfl.centralised import CentralRecipe, train_centralised
 from benchmark.pfl.local import LocalSGD, epoch_batches, sgd_step
-from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.procedures import get_procedure, list_procedures
 from benchmark.pfl.procedures.fedrep import fedrep_update
 from benchmark.pfl.procedures.per_fedavg import meta_steps, per_fedavg_update
@@ -260,6 +260,26 @@ def test_per_fedavg_restores_the_parameters_before_the_meta_step(tiny):
     t.model.load_state_dict(start)
     per_fedavg_update(t.model, data, split.train[0], sgd, (LOCAL, 0, 0), beta=0.05)
     assert differs(t.model.state_dict(), start)
+
+
+# ------------------------------------------------------------------------------------------- cost estimate
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedbabu", "fedrep", "ditto", "per_fedavg"])
+def test_a_rounds_training_passes_are_what_the_estimate_counts(tiny, algorithm, tau):
+    """The planner's unit of a pfl training's time (benchmark.pfl.work.local_passes, per sampled client and
+    round) is the number of images a round really passes through the network in training mode: FedAvg's
+    tau x n, Ditto's twice that, FedRep's (tau + 1) x n, Per-FedAvg's two batches per meta-step."""
+    t = trainer(tiny, algorithm, local_epochs=tau, batch_size=20)
+    seen: list[int] = []
+    hook = t.model.register_forward_pre_hook(lambda m, args: seen.append(len(args[0])) if m.training else None)
+    try:
+        run_round(t, 0)
+    finally:
+        hook.remove()
+    want = algorithms.get_algorithm(algorithm).local_passes(N_TRAIN, tau, batch_size=20)
+    assert sum(seen) == K * want
+    assert want == {"fedrep": (tau + 1) * N_TRAIN, "ditto": 2 * tau * N_TRAIN,
+                    "per_fedavg": tau * meta_steps(N_TRAIN, 20, tau) * 2 * 20}.get(algorithm, tau * N_TRAIN)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- centralised

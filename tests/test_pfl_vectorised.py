@@ -30,8 +30,8 @@ from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundStats
 from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.pfl.local import LocalSGD, client_accuracies
-from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import LOCAL, PFLStreams
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmark.errors import UnknownNameError
-from benchmark.pfl.models import is_head
+from benchmark.pfl.parts import is_head
+from benchmark.pfl.work import BATCH_SIZE, local_passes
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class Algorithm:
 
     def trains(self, key: str) -> bool:
         return _in_part(key, self.local_part)
+
+    def local_passes(self, n: int, epochs: int, batch_size: int = BATCH_SIZE) -> int:
+        """Images a sampled client passes forward and backward in a round (:func:`benchmark.pfl.work.local_passes`)."""
+        return local_passes(self.procedure, n, epochs, batch_size)
 
 
 def _in_part(key: str, part: str) -> bool:

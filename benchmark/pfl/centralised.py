@@ -38,8 +38,9 @@ from benchmark.errors import ConfigError
 from benchmark.federated.history import RoundRecord
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import State, clone_state, epoch_batches, sgd_step, weighted_mean
-from benchmark.pfl.models import build_model, is_head
+from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.streams import CENTRALISED as CENTRALISED_DRAWS
 from benchmark.pfl.streams import PFLStreams, as_streams
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer, Selection

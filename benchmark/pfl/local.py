@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
-from benchmark.pfl.models import is_head
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.streams import BatchKey, PFLStreams
 
 State = dict[str, torch.Tensor]

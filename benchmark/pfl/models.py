@@ -14,8 +14,8 @@ its own statistics). That is the default here (``bn="batch"``); ``bn="standard"`
 statistics. The ResNets use standard BN in the reference (running statistics are then averaged like every
 other state entry) and default to it here.
 
-"Body" is every state entry whose name does not contain ``linear`` (the reference's test); the head is the
-``linear`` layer. Head initialisation is PyTorch's default (``head_init="default"``, He-uniform), or
+"Body" is every state entry whose name does not contain ``linear`` (the reference's test,
+:func:`benchmark.pfl.parts.is_head`); the head is the ``linear`` layer. Head initialisation is PyTorch's default (``head_init="default"``, He-uniform), or
 orthogonal rows (``head_init="orthogonal"``, ``nn.init.orthogonal_``), or the "similar" rows of fedbabu App. B
 (Table 24 'X': uniform on [0.45, 0.55], each row normalised to unit length).
 """
@@ -31,8 +31,6 @@ from torch import nn
 
 from benchmark.errors import ConfigError
 from benchmark.registry import Registry
-
-HEAD_KEY = "linear"
 
 
 @dataclass(frozen=True)
@@ -102,11 +100,6 @@ def place_model(
     other kernels, equal to rounding, not bit for bit."""
     model = model.to(device, dtype)
     return model.to(memory_format=torch.channels_last) if channels_last else model
-
-
-def is_head(key: str) -> bool:
-    """Whether a state or parameter name belongs to the head (the reference's ``'linear' in name``)."""
-    return HEAD_KEY in key
 
 
 def _bn(channels: int, bn: str) -> nn.BatchNorm2d:

@@ -72,6 +72,7 @@ from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure
 from benchmark.pfl.streams import CLIENT_SAMPLING, LOCAL, PFLStreams
 from benchmark.pfl.vectorised import local_updates_vectorised
+from benchmark.pfl.work import BATCH_SIZE
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class PFLConfig:
     participation: float = 0.1
     local_epochs: int = 10
     rounds: int = 32
-    batch_size: int = 50
+    batch_size: int = BATCH_SIZE
     lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 0.0

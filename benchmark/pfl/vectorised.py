@@ -63,8 +63,8 @@ from benchmark.federated.vectorised import (
     stack_states,
 )
 from benchmark.pfl.local import LocalSGD, State
-from benchmark.pfl.models import is_head
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import FINE_TUNE, LOCAL, BatchKey, PFLStreams
 

@@ -24,6 +24,7 @@ from benchmark.fl.estimate import native_rate
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, checkpoint_for, job_closure, register_job
 from benchmark.paths import cache_dir
+from benchmark.pfl.algorithms import ALGORITHMS, get_algorithm
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -313,15 +314,29 @@ def images_per_client(job: Any) -> tuple[int, int]:
     return DIRICHLET_TRAIN_PER_CLIENT, DIRICHLET_TEST_PER_CLIENT
 
 
+def sampled_clients(job: Any) -> int:
+    """Clients sampled per round: fedbabu's ``max(int(fK), 1)``."""
+    return max(int(float(job.participation) * job.clients), 1)
+
+
 def training_images(job: Any) -> int:
     """Training images of a pfl training: rounds x sampled clients x tau x images per client."""
-    return job.rounds * max(int(float(job.participation) * job.clients), 1) * job.local_epochs * images_per_client(job)[0]
+    return job.rounds * sampled_clients(job) * job.local_epochs * images_per_client(job)[0]
+
+
+def training_passes(job: Any) -> int:
+    """Images a pfl training passes forward and backward: rounds x sampled clients x its local procedure's passes
+    per client (:func:`benchmark.pfl.work.local_passes`): FedAvg's :func:`training_images`, twice that for
+    Ditto, ``(tau + 1) / tau`` times for FedRep, 2.2 / 0.6 / 0.4 times for Per-FedAvg at tau = 1 / 4 / 10."""
+    passes = get_algorithm(job.algorithm).local_passes(images_per_client(job)[0], job.local_epochs)
+    return job.rounds * sampled_clients(job) * passes
 
 
 def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float | None:
-    """Estimated seconds of one :class:`PFLTrainJob` (training plus the evaluations its selection rule needs) or
-    :class:`PFLEvalJob` (every client's evaluation, plus the personalisation's fine-tuning) on ``machine``
-    (``cpu`` / ``h100``) at the throughput table's rate for the model (an idle machine's); None without a rate."""
+    """Estimated seconds of one :class:`PFLTrainJob` (its :func:`training_passes` plus the evaluations its
+    selection rule needs) or :class:`PFLEvalJob` (every client's evaluation, plus the personalisation's
+    fine-tuning) on ``machine`` (``cpu`` / ``h100``) at the throughput table's rate for the model (an idle
+    machine's); None without a rate."""
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
@@ -330,7 +345,7 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
         every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
         evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
         evals = evaluated * job.clients * test  # every client evaluated
-        return training_images(job) / rate + evals / (rate * FORWARD_SPEEDUP)
+        return training_passes(job) / rate + evals / (rate * FORWARD_SPEEDUP)
     evals = job.clients * (test + train) / (rate * FORWARD_SPEEDUP)
     if job.evaluation != "personalised":
         return evals
@@ -368,7 +383,6 @@ class PFLRunner(Runner):
             plan.not_run = not_implemented_method(proto.get("method"), "the pfl runner")
             return plan
         plan.method = algorithm
-        from benchmark.pfl.algorithms import ALGORITHMS  # local: heavy import (torch)
         from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 
         if proto.get("model_readings"):

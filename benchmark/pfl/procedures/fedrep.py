@@ -36,7 +36,7 @@ import torch
 
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, clone_state, epoch_batches, mean_loss, sgd_step
-from benchmark.pfl.models import is_head
+from benchmark.pfl.parts import is_head
 from benchmark.pfl.streams import LOCAL, BatchKey
 
 if TYPE_CHECKING:

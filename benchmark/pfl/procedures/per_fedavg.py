@@ -32,7 +32,6 @@ model on each client's test set; fedbabu's fine-tuning for personalisation is th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -44,6 +43,7 @@ import torch.nn.functional as F
 from benchmark.federated.images import DeviceImages
 from benchmark.pfl.local import LocalSGD, State, batch_stream, clone_state, mean_loss, sgd_step
 from benchmark.pfl.streams import LOCAL, BatchKey
+from benchmark.pfl.work import meta_steps
 
 if TYPE_CHECKING:
     from benchmark.pfl.trainer import PFLTrainer
@@ -54,11 +54,6 @@ class PerFedAvgOptions:
     """``beta``: the meta-step's lr; ``None`` = the round's lr (fedbabu App. A.3); the reference passes 0.1."""
 
     beta: float | None = 0.1
-
-
-def meta_steps(n: int, batch_size: int, epochs: int) -> int:
-    """The reference's ``num_iter``: meta-steps per local epoch for a client with ``n`` images."""
-    return int(math.ceil(n / batch_size) / epochs) + 1
 
 
 def per_fedavg_update(
