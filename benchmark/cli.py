@@ -331,6 +331,7 @@ def _job_command(args: argparse.Namespace) -> int:
         print(f"flb job: stopped by SIGTERM; {job.path} not written", file=sys.stderr)
         return EXIT_TERMINATED
     except BaseException as exc:
+        # StopRequested comes only from the round loop; importing it here would import torch for every job
         loop = sys.modules.get("benchmark.federated.loop")
         if loop is None or not isinstance(exc, loop.StopRequested):
             raise
