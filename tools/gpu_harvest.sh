@@ -81,6 +81,14 @@ NEW=$(mktemp) PARKED=$(mktemp)
 tar czf "$OUT/records.tgz" --transform 's,^\./,runs/,' -C "$LEDGER" -T "$NEW" \
     -C "$PWD" $(find results/harvest -type f -newer "$MARK" 2>/dev/null)
 { echo "== new records:"; cat "$NEW"; echo "== parked:"; cat "$PARKED"; } >> "$LOG"
+# a checkpoint over 15 MiB (Ditto's 100 personal models) cannot come back: leave it, so the small ones still do
+BIG=$(mktemp)
+(cd "$LEDGER" && while read -r f; do [ "$(stat -c %s "$f")" -gt $((15 * 1024 * 1024)) ] && echo "$f"; done < "$PARKED") > "$BIG"
+if [ -s "$BIG" ]; then
+    echo "left behind (over 15 MiB each): $(tr '\n' ' ' < "$BIG")" | tee -a "$LOG"
+    grep -vxF -f "$BIG" "$PARKED" > "$PARKED.small"; mv "$PARKED.small" "$PARKED"
+fi
+rm -f "$BIG"
 if [ -s "$PARKED" ]; then
     PACK=$(mktemp)
     tar czf "$PACK" --transform 's,^\./,runs/,' -C "$LEDGER" -T "$PARKED"
