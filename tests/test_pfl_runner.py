@@ -132,6 +132,30 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
     assert v.status is Status.PASS_DEPARTURE and "last model" in v.reason
 
 
+@pytest.mark.parametrize(
+    ("method", "departures"),
+    [("fedavg", ()), ("lg_fedavg", ("lg_fedavg_from_scratch",)), ("per_fedavg", ("per_fedavg_fine_tuned",))],
+)
+def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_only_as_pass_star(
+    cfg, tmp_path, monkeypatch, method, departures
+):
+    """fedbabu App. A.3 starts LG-FedAvg from FedAvg's model at lr 0.001, and Per-FedAvg is not personalised by
+    Algorithm 2: ours departs there, so a value equal to the paper's is PASS*, never PASS (FedAvg stays PASS)."""
+    monkeypatch.chdir(tmp_path)
+    plans = plan_target("fedbabu_table13", cfg(device="cuda"))
+    plan = next(p for p in plans if p.status == "planned" and p.method == method)
+    for job in plan.jobs:
+        path = Path(job.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"per_client": [plan.cell.mean] * 4, "selected_round": job.rounds}))
+    assert any(getattr(j, "evaluation", None) == "personalised" for j in plan.jobs)
+    res = get_runner("pfl").collect(load_spec("fedbabu_table13"), plan, {}, {})
+    assert res.departures == departures
+    v = judge(plan.cell, res.values, substitute=False, not_run_reason=None, departures=res.departures)
+    assert v.status is (Status.PASS_DEPARTURE if departures else Status.PASS)
+    assert all(d in v.reason for d in departures)
+
+
 def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(
     cfg, tmp_path, monkeypatch
 ):

@@ -146,6 +146,17 @@ SELECTED_ON_TEST = Departure(
     "model taken at the round of best accuracy on the clients' test sets (the reference code's best_model.pt) "
     "instead of the last model the paper reports (fedbabu App. A)",
 )
+LG_FEDAVG_FROM_SCRATCH = Departure(
+    "lg_fedavg_from_scratch",
+    "LG-FedAvg trained from a random initialisation for all R rounds at the table's learning rate, instead of "
+    "from the FedAvg model of the same setting for about a quarter of FedAvg's training at lr 0.001 "
+    "(fedbabu App. A.3)",
+)
+PER_FEDAVG_FINE_TUNED = Departure(
+    "per_fedavg_fine_tuned",
+    "Per-FedAvg personalised by fedbabu Algorithm 2's fine-tuning (5 epochs, lr 0.001) instead of its own "
+    "few-step adaptation on a support / query split of the test set (fedbabu, discussion of Table 5)",
+)
 K_SHOT_SUBSET = Departure(
     "k_shot_subset",
     "trained on MeZO's k-shot subset of the training split (k examples per class) instead of the whole split "
@@ -171,6 +182,8 @@ DEPARTURES: dict[str, Departure] = {
         B_IS_BYTE,
         B_IS_BIT,
         SELECTED_ON_TEST,
+        LG_FEDAVG_FROM_SCRATCH,
+        PER_FEDAVG_FINE_TUNED,
         K_SHOT_SUBSET,
         OTHER_ROUND_BUDGET,
     )

@@ -23,7 +23,10 @@ from benchmark.pfl.work import BATCH_SIZE, local_passes
 class Algorithm:
     """``local_part``/``aggregate_part`` in body/head/full/none; ``procedure`` names the local update
     (``sgd``: the reference's ``LocalUpdate.train``; others live in their own modules); ``prox_mu`` the FedProx
-    proximal weight (None: not proximal; a cell's ``fedprox_mu`` overrides it)."""
+    proximal weight (None: not proximal; a cell's ``fedprox_mu`` overrides it). ``departures`` names
+    (``benchmark.costs.conventions.DEPARTURES``) where this suite's version departs from the setup fedbabu
+    states for the method, in every cell it fills; ``personalised_departures`` only in its personalised cells
+    (Algorithm 2's fine-tuning applied to it). A cell that matches the paper with such a name is ``PASS*``."""
 
     name: str
     local_part: str
@@ -31,6 +34,8 @@ class Algorithm:
     procedure: str = "sgd"
     prox_mu: float | None = None
     paper: str = ""
+    departures: tuple[str, ...] = ()
+    personalised_departures: tuple[str, ...] = ()
 
     def aggregates(self, key: str) -> bool:
         return _in_part(key, self.aggregate_part)
@@ -53,9 +58,12 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("fedavg", "full", "full", paper="McMahan et al., AISTATS 2017"),
         Algorithm("fedbabu", "body", "body", paper="Oh et al., ICLR 2022 (Algorithm 1)"),
         Algorithm("fedper", "full", "body", paper="Arivazhagan et al., arXiv:1912.00818 (personal head)"),
+        # fedbabu App. A.3 starts LG-FedAvg from the FedAvg model of the same setting, for about a quarter of
+        # FedAvg's training at lr 0.001; this one is trained from scratch like the others (a named departure)
         Algorithm(
-            "lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)"
-        ),
+            "lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)",
+            departures=("lg_fedavg_from_scratch",),
+        ),  # fmt: skip
         Algorithm("local_only", "full", "none", paper="each client alone (fedbabu Table 5 'Local-only')"),
         Algorithm(
             "fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"
@@ -72,9 +80,11 @@ ALGORITHMS: dict[str, Algorithm] = {
             paper="jhoon-oh/FedBABU main_ditto.py",
         ),
         # fedbabu App. A.3: beta = the round's lr (the default); the reference passes beta = 0.1
+        # personalised by Algorithm 2's fine-tuning, not by its own few-step adaptation (a named departure)
         Algorithm(
-            "per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020"
-        ),
+            "per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020",
+            personalised_departures=("per_fedavg_fine_tuned",),
+        ),  # fmt: skip
         # fedbabu Table 9 (App. C): centralised training, F (full) / B (body), then per-client personalisation;
         # run by benchmark.pfl.run (train_centralised), not by the round loop
         Algorithm("centralized_full", "full", "full", procedure="centralised", paper="fedbabu App. C (F)"),
@@ -85,6 +95,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             "full",
             procedure="per_fedavg",
             paper="jhoon-oh/FedBABU main_per_fedavg.py (beta 0.1)",
+            personalised_departures=("per_fedavg_fine_tuned",),
         ),
     )
 }

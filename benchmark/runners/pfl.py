@@ -447,10 +447,7 @@ class PFLRunner(Runner):
                         for i, a in enumerate(acc))  # fmt: skip
         client_std = float(np.mean(stds))
         note = f"± across clients (ddof 0): ours {client_std:.2f}; selected round(s) {sel}"
-        # a model chosen on the test sets (the reference) is a departure from the paper's last model (App. A)
-        last = [j.rounds for j in plan.jobs]
-        departures = ("selected_on_test",) if any(r != n for r, n in zip(sel, last, strict=True)) else ()
-        return CellResult(values, rows, note=note, departures=departures,
+        return CellResult(values, rows, note=note, departures=cell_departures(plan, sel),
                           extra={"std_over": "clients", "ours_client_std": client_std})  # fmt: skip
 
     def artefacts(self, plan) -> dict[str, list[str]]:
@@ -460,6 +457,20 @@ class PFLRunner(Runner):
             if Path(train.curve_path).is_file():
                 curves.append(train.curve_path)
         return {"curves": curves}
+
+
+def cell_departures(plan, selected_rounds: list[int]) -> tuple[str, ...]:
+    """Where a pfl cell departs from the setup fedbabu states: a model chosen on the test sets (the reference's
+    best model) instead of the last one (App. A), and the algorithm's own named departures
+    (:class:`~benchmark.pfl.algorithms.Algorithm`), its personalised ones where the cell is personalised."""
+    names = []
+    if any(r != j.rounds for r, j in zip(selected_rounds, plan.jobs, strict=True)):
+        names.append("selected_on_test")
+    algorithm = ALGORITHMS[str(plan.method)]
+    names.extend(algorithm.departures)
+    if any(getattr(j, "evaluation", None) == "personalised" for j in plan.jobs):
+        names.extend(algorithm.personalised_departures)
+    return tuple(names)
 
 
 register_runner(PFLRunner())
