@@ -61,9 +61,12 @@ ALGORITHMS: dict[str, Algorithm] = {
         # fedbabu App. A.3 starts LG-FedAvg from the FedAvg model of the same setting, for about a quarter of
         # FedAvg's training at lr 0.001; this one is trained from scratch like the others (a named departure)
         Algorithm(
-            "lg_fedavg", "full", "head", paper="Liang et al., arXiv:2001.01523 (local body, global head)",
+            "lg_fedavg",
+            "full",
+            "head",
+            paper="Liang et al., arXiv:2001.01523 (local body, global head)",
             departures=("lg_fedavg_from_scratch",),
-        ),  # fmt: skip
+        ),
         Algorithm("local_only", "full", "none", paper="each client alone (fedbabu Table 5 'Local-only')"),
         Algorithm(
             "fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"
@@ -82,9 +85,13 @@ ALGORITHMS: dict[str, Algorithm] = {
         # fedbabu App. A.3: beta = the round's lr (the default); the reference passes beta = 0.1
         # personalised by Algorithm 2's fine-tuning, not by its own few-step adaptation (a named departure)
         Algorithm(
-            "per_fedavg", "full", "full", procedure="per_fedavg_beta_lr", paper="Fallah et al., NeurIPS 2020",
+            "per_fedavg",
+            "full",
+            "full",
+            procedure="per_fedavg_beta_lr",
+            paper="Fallah et al., NeurIPS 2020",
             personalised_departures=("per_fedavg_fine_tuned",),
-        ),  # fmt: skip
+        ),
         # fedbabu Table 9 (App. C): centralised training, F (full) / B (body), then per-client personalisation;
         # run by benchmark.pfl.run (train_centralised), not by the round loop
         Algorithm("centralized_full", "full", "full", procedure="centralised", paper="fedbabu App. C (F)"),
