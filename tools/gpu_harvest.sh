@@ -4,15 +4,16 @@
 #
 # Usage (on the device, from the repository root):  bash tools/gpu_harvest.sh BUDGET [ONLY-REGEX]
 #
-# The device tool sends at most 64 MiB a call (the working tree, about 14 MiB, counted in), and CIFAR-10 is 176 MiB.
-# Files outside the checkout, and ignored ones inside it, stay on the machine while it is warm (30 s after each
-# call), so the data travels over several calls, one piece each, and the last call runs this script:
+# The device tool sends at most 64 MiB a call, the working tree (about 17 MB) counted in, and CIFAR-10 is 176 MiB
+# (139 MB as xz). Files outside the checkout, and ignored ones inside it, stay on the machine while it is warm (30 s
+# after each call), so the data travels over several calls, one piece each, and the last call runs this script:
 #
-#   here:   tar cf - -C "$FLB_DATA_ROOT" MANIFEST.sha256 cifar-10-batches-py | split -b 47M - .gpudata/part-
+#   here:   tar cf - -C "$FLB_DATA_ROOT" MANIFEST.sha256 cifar-10-batches-py | xz -T2 -6 | split -b 34M - .gpudata/part-
 #           (.gpudata/ and .whl/ listed in .git/info/exclude; .whl/ holds the wheels the image lacks, for
-#           Python 3.12: jsonschema, referencing, rpds-py, jsonschema-specifications)
+#           Python 3.12: jsonschema, referencing, rpds-py, jsonschema-specifications). A 47 MiB piece with the
+#           tree was refused as over the limit (2026-11-27); a plain tar in pieces works too
 #   calls 1..3:  carry [.gpudata/part-aa] (then -ab, -ac); command: mkdir -p $HOME/flbchunks && mv .gpudata/part-* $HOME/flbchunks/
-#   call 4:      carry [.gpudata/part-ad, .whl]; command: bash tools/gpu_harvest.sh 8m
+#   call 4:      carry [.gpudata/part-ad, .whl]; command: WORKERS=16 bash tools/gpu_harvest.sh 500s
 #
 # What the first try (2026-11-27, an H200) taught, and this script now does:
 #   * Every call copies the working tree again, and a file the last call wrote inside the checkout where git does
@@ -28,8 +29,9 @@
 # The loader checks every CIFAR-10 file against MANIFEST.sha256 before reading it, so a piece lost or garbled on the
 # way is an error, never a silently different dataset. The harvest runs the fedbabu targets' units matching the regex
 # with $WORKERS workers (default 8; 4convNet jobs share one GPU: benchmark/gpu_slots.py) and stops at the budget,
-# parking what is unfinished. On an H200, 4 workers finished a unit in about 2 min each and 16 in about 5 min
-# (docs/runs/h200_harvest2, h200_harvest3): more workers give more units per minute, but a unit stopped at the
+# parking what is unfinished; SEEDS=1 plans seed 1 instead of each spec's seeds (flb harvest --seeds). On an H200,
+# 4 workers finished a unit in about 2 min each and 16 in 5 to 7 min (docs/runs/h200_harvest2, h200_harvest3,
+# h200_harvest4: 13 units in 812 s of device time): more workers give more units per minute, but a unit stopped at the
 # budget loses its work when its checkpoint is too large to come back (Ditto's: 47 MB). At the budget each training
 # ends its round and checkpoints there within --grace 30s (a GPU round takes seconds; the call's limit leaves no
 # room for the default 5 min). On the development machine: unpack records.tgz (and the parked pieces: cat parked.tgz.part-* | tar xz)
@@ -41,15 +43,20 @@ BUDGET="${1:?budget, e.g. 8m}"
 ONLY="${2:-cifar10/4convnet.*/f0\.1-}"
 DEVICE="${DEVICE:-cuda}"
 WORKERS="${WORKERS:-8}"
+SEEDS="${SEEDS:-}"  # e.g. SEEDS=1: a second seed of the cells one seed cannot decide (flb harvest --seeds)
 OUT="${OUT:-results/gpu_harvest}"
 CHUNKS="${CHUNKS:-$HOME/flbchunks}"
 LEDGER="${LEDGER:-$HOME/flbledger}"
 mkdir -p "$OUT"
 if compgen -G ".gpudata/part-*" > /dev/null; then mkdir -p "$CHUNKS" && mv .gpudata/part-* "$CHUNKS"/; fi
+# the pieces make a tar, plain or xz-compressed (told apart by xz's magic bytes)
+UNXZ='import lzma, shutil, sys
+i = sys.stdin.buffer
+shutil.copyfileobj(lzma.open(i) if i.peek(6)[:6] == b"\xfd7zXZ\x00" else i, sys.stdout.buffer)'
 if compgen -G "$CHUNKS/part-*" > /dev/null; then
     export FLB_DATA_ROOT="${DATA:-$HOME/flbdata}"
     mkdir -p "$FLB_DATA_ROOT"
-    [ -f "$FLB_DATA_ROOT/cifar-10-batches-py/test_batch" ] || cat "$CHUNKS"/part-* | tar xf - -C "$FLB_DATA_ROOT" \
+    [ -f "$FLB_DATA_ROOT/cifar-10-batches-py/test_batch" ] || cat "$CHUNKS"/part-* | python3 -c "$UNXZ" | tar xf - -C "$FLB_DATA_ROOT" \
         || { echo "gpu_harvest: the data pieces in $CHUNKS do not make a whole tar"; exit 1; }
 fi
 : "${FLB_DATA_ROOT:?no data: carry the pieces (see the head of this script) or set FLB_DATA_ROOT}"
@@ -69,7 +76,7 @@ MARK=$(mktemp)
 TARGETS=$(python3 -c "from benchmark.tables.spec import list_specs; print(' '.join(s for s in list_specs() if 'babu' in s))")
 # shellcheck disable=SC2086
 python3 -m benchmark.cli harvest --device "$DEVICE" --budget "$BUDGET" --grace 30s --workers "$WORKERS" --targets $TARGETS \
-    --only "$ONLY" --out "$LEDGER" >> "$LOG" 2>&1
+    --only "$ONLY" --out "$LEDGER" ${SEEDS:+--seeds $SEEDS} >> "$LOG" 2>&1
 echo "gpu_harvest: harvest exit $?" | tee -a "$LOG"
 tail -c 3000 "$LOG"
 # what this call added to the ledger (the records; the parked checkpoints apart), and the harvest's unit logs:
