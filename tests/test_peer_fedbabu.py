@@ -56,6 +56,51 @@ def test_state_keys_round_trip_to_the_released_names():
     assert all(torch.equal(back[k], ours[k]) for k in ours)
 
 
+def _class_mean_state(real_data_root):
+    """Weights with a non-trivial accuracy: the seed-0 init with the head set from the class means of a few
+    hundred training features (any fixed state will do; a near-chance one would hide a mismatch)."""
+    from benchmark.data.registry import load_dataset
+    from benchmark.federated.images import DeviceImages
+    from benchmark.pfl.models import build_model
+
+    torch.manual_seed(1)
+    state = our_init_state("4convnet", 10, 0)
+    net = build_model("4convnet", 10)
+    net.load_state_dict(state)
+    train = DeviceImages.from_split(load_dataset("cifar10", "train", real_data_root), "cifar10", "cpu")
+    with torch.no_grad():
+        net.eval()
+        x, y = train.test_batch(torch.arange(2000))
+        f = net.features(x)
+        means = torch.stack([f[y == c].mean(0) for c in range(10)])
+        state["linear.weight"] = torch.nn.functional.normalize(means, dim=1) * 5
+        state["linear.bias"] = torch.zeros(10)
+    return net, state
+
+
+@needs_checkout
+def test_released_per_fedavg_step_adapts_every_client_on_the_source_clients_test_images(real_data_root, tmp_path):
+    """``per_fedavg_step`` runs main_per_fedavg.py's evaluation step: with ``source`` a client id, every client
+    adapts on that client's test images (the released ``dict_users_test[idx]``), so at s = 2 the clients
+    that share no class with the source lose accuracy against adapting on their own images."""
+    from benchmark.peers.fedbabu_inputs import our_split
+
+    split = our_split("cifar10", 2, 100, 0, str(real_data_root))
+    _net, state = _class_mean_state(real_data_root)
+    torch.save(to_released_keys(state), tmp_path / "state.pt")
+    clients = range(6)
+    part = tmp_path / "partition.json"
+    part.write_text(json.dumps({"train": [split.train[i].tolist() for i in clients],
+                                "test": [split.test[i].tolist() for i in clients]}))  # fmt: skip
+    spec = {"mode": "per_fedavg_step", "data_root": str(real_data_root), "partition": str(part),
+            "state": str(tmp_path / "state.pt"), "algorithm": "fedavg", "frac": 1.0, "local_ep": 1, "bs": 128,
+            "lr": 0.001, "beta": 0.1}  # fmt: skip
+    own = _driver({**spec, "source": "own"}, tmp_path)
+    one = _driver({**spec, "source": 0}, tmp_path)
+    assert len(own["per_client"]) == len(one["per_client"]) == 6 and one["source"] == 0
+    assert np.mean(one["per_client"][1:]) < np.mean(own["per_client"][1:])
+
+
 @needs_checkout
 def test_released_evaluation_of_fixed_weights_equals_ours(real_data_root, tmp_path):
     """The released ``test_img_local_all`` and this suite's ``client_accuracies`` on the same weights and
@@ -65,25 +110,11 @@ def test_released_evaluation_of_fixed_weights_equals_ours(real_data_root, tmp_pa
     from benchmark.federated.images import DeviceImages
     from benchmark.peers.fedbabu_inputs import our_split
     from benchmark.pfl.local import client_accuracies
-    from benchmark.pfl.models import build_model
 
     split = our_split("cifar10", 10, 100, 0, str(real_data_root))
     clients = range(6)
-    # weights with a non-trivial accuracy: the seed-0 init with the head set from the class means of a few
-    # hundred training features (any fixed state will do; a near-chance one would hide a mismatch)
-    torch.manual_seed(1)
-    state = our_init_state("4convnet", 10, 0)
-    net = build_model("4convnet", 10)
-    net.load_state_dict(state)
-    train = DeviceImages.from_split(load_dataset("cifar10", "train", real_data_root), "cifar10", "cpu")
+    net, state = _class_mean_state(real_data_root)
     test = DeviceImages.from_split(load_dataset("cifar10", "test", real_data_root), "cifar10", "cpu")
-    with torch.no_grad():
-        net.eval()
-        x, y = train.test_batch(torch.arange(2000))
-        f = net.features(x)
-        means = torch.stack([f[y == c].mean(0) for c in range(10)])
-        state["linear.weight"] = torch.nn.functional.normalize(means, dim=1) * 5
-        state["linear.bias"] = torch.zeros(10)
     state_path = tmp_path / "state.pt"
     torch.save(to_released_keys(state), state_path)
     part = tmp_path / "partition.json"

@@ -48,6 +48,10 @@ Modes (``spec["mode"]``):
   (``client``), with ``body_lr`` / ``head_lr``, saved to ``out_state`` (with ``augment``/``shuffle`` false it
   is deterministic).
 
+* ``per_fedavg_step`` -- ``main_per_fedavg.py``'s per-round evaluation on one given state: each client's
+  copy takes the released ``one_sgd_step`` on one client's test images (the loop variable the released code
+  passes; ``source``) or on its own (``source: "own"``), then ``test_img_local_all``.
+
 Usage: ``python fedbabu_driver.py SPEC.json`` (writes ``spec["out"]`` and prints the same JSON on the last
 line of stdout).
 """
@@ -443,6 +447,42 @@ def mode_ncm(spec: dict) -> dict:
     return {"mode": "ncm", "per_client": out, "mean": float(np.mean(out)), "std": float(np.std(out))}
 
 
+def mode_per_fedavg_step(spec: dict) -> dict:
+    """``main_per_fedavg.py``'s evaluation of a round ("SGD one step with testset", then ``test_img_local_all``)
+    on one given state (e.g. a Per-FedAvg model this suite trained): every client's copy of ``state`` takes
+    ``models.Update.LocalUpdatePerFedAvg(dataset_test, idxs).one_sgd_step(lr, beta)`` and is tested on its own
+    test images. ``idxs`` is what the released loop passes, ``dict_users_test[idx]`` with ``idx`` the loop
+    variable its training loop left behind: the test images of one client, the same for every client
+    (``source``: that client's id). ``source: "own"`` gives each client its own test images instead (what the
+    paper's text describes, without its support / query split). ``lr`` is the round's learning rate (the
+    released schedule's 0.001 after its two decays), ``beta`` 0.1 as the released call passes."""
+    import numpy as np
+    import torch
+    from models.Update import LocalUpdatePerFedAvg
+
+    dataset_train, dataset_test = _datasets(spec)
+    _dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
+    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
+    torch.manual_seed(int(spec.get("seed", 1)))
+    from utils.train_utils import get_model
+
+    net = get_model(args)
+    net.load_state_dict(_load_state(spec["state"]), strict=True)
+    source = spec["source"]
+    nets = []
+    for user in range(len(dict_test)):
+        src = user if source == "own" else int(source)
+        local = LocalUpdatePerFedAvg(args=args, dataset=dataset_test, idxs=dict_test[src])
+        adapted = copy.deepcopy(net)
+        adapted.load_state_dict(local.one_sgd_step(net=copy.deepcopy(net), lr=float(spec["lr"]),
+                                                   beta=float(spec.get("beta", 0.1))))  # fmt: skip
+        nets.append(adapted)
+    per_client, weighted = _test_all(nets, args, dataset_test, dict_test)
+    return {"mode": "per_fedavg_step", "source": source, "lr": float(spec["lr"]),
+            "beta": float(spec.get("beta", 0.1)), "per_client": per_client, "weighted": weighted,
+            "mean": float(np.mean(per_client)), "std": float(np.std(per_client))}  # fmt: skip
+
+
 MODES = {
     "train": mode_train,
     "eval": mode_eval,
@@ -450,6 +490,7 @@ MODES = {
     "local": mode_local,
     "personalise": mode_personalise,
     "ncm": mode_ncm,
+    "per_fedavg_step": mode_per_fedavg_step,
 }
 
 
