@@ -421,6 +421,21 @@ def mode_personalise(spec: dict) -> dict:
     }  # fmt: skip
 
 
+def _model_on_state(spec: dict):
+    """The data, the spec's partition, the released arguments and the released network holding ``state`` (the
+    modes that evaluate a given state; torch seeded with the spec's ``seed`` before the network is built)."""
+    import torch
+    from utils.train_utils import get_model
+
+    dataset_train, dataset_test = _datasets(spec)
+    dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
+    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
+    torch.manual_seed(int(spec.get("seed", 1)))
+    net = get_model(args)
+    net.load_state_dict(_load_state(spec["state"]), strict=True)
+    return dataset_train, dataset_test, dict_train, dict_test, args, net
+
+
 def mode_ncm(spec: dict) -> dict:
     """``analysis.ipynb`` cell 4 on a given state: per client, the released ``distance_test_img_local``
     (class templates from the client's augmented training features, nearest by Euclidean ``cdist``); it returns
@@ -429,14 +444,7 @@ def mode_ncm(spec: dict) -> dict:
     import torch
     from models.test import distance_test_img_local
 
-    dataset_train, dataset_test = _datasets(spec)
-    dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
-    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
-    torch.manual_seed(int(spec.get("seed", 1)))
-    from utils.train_utils import get_model
-
-    net = get_model(args)
-    net.load_state_dict(_load_state(spec["state"]), strict=True)
+    dataset_train, dataset_test, dict_train, dict_test, args, net = _model_on_state(spec)
     net.eval()
     out = []
     with torch.no_grad():
@@ -457,17 +465,9 @@ def mode_per_fedavg_step(spec: dict) -> dict:
     paper's text describes, without its support / query split). ``lr`` is the round's learning rate (the
     released schedule's 0.001 after its two decays), ``beta`` 0.1 as the released call passes."""
     import numpy as np
-    import torch
     from models.Update import LocalUpdatePerFedAvg
 
-    dataset_train, dataset_test = _datasets(spec)
-    _dict_train, dict_test = _partition(spec, dataset_train, dataset_test)
-    args, _ = _args({**spec, "rounds": 1, "num_users": len(dict_test)})
-    torch.manual_seed(int(spec.get("seed", 1)))
-    from utils.train_utils import get_model
-
-    net = get_model(args)
-    net.load_state_dict(_load_state(spec["state"]), strict=True)
+    _dataset_train, dataset_test, _dict_train, dict_test, args, net = _model_on_state(spec)
     source = spec["source"]
     nets = []
     for user in range(len(dict_test)):
