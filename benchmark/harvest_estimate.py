@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmark.errors import BenchmarkError
-from benchmark.fl.estimate import REFERENCE_SIZE, native_rate, run_cost
+from benchmark.fl.estimate import REFERENCE_SIZE, extraction_rate, native_rate, run_cost
 from benchmark.fl.train_protocols import get_train_protocol
 from benchmark.jobs import Job
 from benchmark.runners import fedmezo
@@ -78,6 +78,22 @@ def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
     return cost.seconds(machine, proto.backbone, REFERENCE_SIZE)
 
 
+def _extract(job: Any, machine: str, data_root: str | None) -> float | None:
+    """One forward pass per image of the split (:func:`benchmark.fl.estimate.extraction_rate`), at the size the
+    preprocessing gives (its crop or resize, else CIFAR's 32 px). A run seed's frozen-flip train split composes two
+    cached passes (plain and mirrored) that every other seed shares, so one pass per job is what a few seeds cost
+    on average (two seeds: exact), not an upper bound."""
+    from benchmark.features.preprocess import PreprocessName, get_preprocess  # local: imports torch
+
+    n = _split_size(job.dataset, job.split, job.subset, data_root)
+    if n is None:
+        return None
+    pre = get_preprocess(PreprocessName.parse(job.preprocess).preset)
+    size = pre.center_crop or (min(pre.resize) if isinstance(pre.resize, tuple) else pre.resize) or 32
+    rate = extraction_rate(machine, job.backbone, int(size))
+    return None if rate is None else n / rate
+
+
 def _fl_halving(job: Any, machine: str, data_root: str | None) -> float | None:
     """A successive-halving search: the point-rounds its rungs train (:func:`benchmark.fl.lr_halving.rounds_spent`)
     at the cost per round of one grid point's run (evaluations included, as the rungs evaluate on cadence)."""
@@ -120,6 +136,8 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
             s = _fl_halving(job, machine, data_root)
         elif job.KIND == "zo_train":
             s = _zo_train(job, machine, data_root)
+        elif job.KIND == "extract":
+            s = _extract(job, machine, data_root)
         else:
             s = None
     except (BenchmarkError, AttributeError, KeyError, ValueError, TypeError):

@@ -20,11 +20,11 @@ import pytest
 
 from benchmark import harvest as harvest_mod
 from benchmark import harvest_cli
-from benchmark.fl.estimate import native_rate
+from benchmark.fl.estimate import extraction_rate, native_rate
 from benchmark.harvest import Progress, Unit, group_units, harvest, last_round, manifest
 from benchmark.harvest_estimate import Estimate, job_estimate
 from benchmark.harvest_park import restore_parked
-from benchmark.jobs import Job, checkpoint_for
+from benchmark.jobs import ExtractJob, Job, checkpoint_for
 from benchmark.ledger import read_record
 from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
 
@@ -283,6 +283,24 @@ def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     mobilenet = _pfl(rounds=32, participation="0.1", local_epochs=10)
     mobilenet = dataclasses.replace(mobilenet, model="mobilenet_cifar")
     assert job_estimate(mobilenet, "cuda") == Estimate(harvest_cli.DEFAULT_JOB_S, False)  # no GPU rate measured yet
+
+
+def test_an_extraction_is_estimated_from_the_measured_forward_rate_at_its_input_size(real_data_root):
+    config = {"data_root": str(real_data_root)}
+
+    def extract(preprocess: str, split: str = "train", backbone: str = "squeezenet1_1", subset: str = "all"):
+        return ExtractJob("cifar10", backbone, "substitute", preprocess, "fp32", subset, split)
+
+    big = job_estimate(extract("legate2023_cifar@flip1"), "cuda", config)  # 50,000 images resized to 224 px
+    assert big.measured and big.seconds == pytest.approx(50_000 / 25_256)  # throughput.yaml forward.h100
+    assert job_estimate(extract("legate2023_cifar", "test"), "cpu", config).seconds == pytest.approx(10_000 / 107)
+    small = job_estimate(extract("legate2023_cifar32"), "cpu", config)  # no resize: CIFAR's own 32 px
+    assert small.seconds == pytest.approx(50_000 / (107 * 224 / 32))
+    assert job_estimate(extract("legate2023_cifar", subset="stratified100"), "cpu", config).seconds == pytest.approx(
+        1_000 / 107)
+    assert extraction_rate("cpu", "vit_b_16") is None  # not measured: the stated default, counted as such
+    assert job_estimate(extract("legate2023_cifar", backbone="vit_b_16"), "cpu", config) == Estimate(
+        harvest_cli.DEFAULT_JOB_S, False)
 
 
 # --------------------------------------------------------------------------- the parent's bookkeeping

@@ -137,6 +137,18 @@ def evaluation_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZ
     return measured * _backbone_scale(machine, backbone, image_size)
 
 
+def extraction_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float | None:
+    """Estimated images/s of a feature extraction (one forward pass each) of ``backbone`` on ``machine``: the
+    measured bare forward rate at 224 px (``forward`` in throughput.yaml), scaled to a smaller input like the
+    training rates (:func:`_backbone_scale`'s conservative 224 / size); ``None`` for a backbone not measured there.
+    The bare forward leaves out decoding and resizing: end to end ran at 73% of it on the H100 and 99% on the CPU
+    (docs/performance.md, Benchmarks), so an estimate from it may be short by up to a quarter on a GPU."""
+    rate = _table()["forward"].get(machine, {}).get(backbone)
+    if rate is None:
+        return None
+    return float(rate) * max(1.0, REFERENCE_SIZE / max(int(image_size), 1))
+
+
 def native_rate(machine: str, model: str) -> float | None:
     """Measured training images/s of a network trained at its own input size (``native`` in throughput.yaml:
     the pfl runner's CIFAR networks), or ``None`` where it was not measured on ``machine``. An entry is a number
