@@ -41,9 +41,10 @@
 # third of the rounds), so a Ditto unit stopped at the budget can never come back: it must finish inside one call.
 # On an H200 with 9 Ditto units at once (WORKERS=9, 2026-11-28, docs/runs/h200_harvest5) each ran at 0.36 rounds/s
 # at tau = 1 and reached 55% of its rounds in 495 s: about 15 min a unit, longer than a call's 10 min, and all 495 s
-# were lost (the machine went back before a second call could resume them). Units run at about the same summed
-# rate whatever WORKERS is (the host's cores set it), about 0.6 Ditto units per minute, so run Ditto alone with
-# WORKERS=4 and a budget of about 420 s (four units finish, none starts late), then the next four in the next call.
+# were lost (the machine went back before a second call could resume them). Together they ran about 0.6 Ditto
+# units per minute, and earlier harvests gave about the same summed rate with 4 and 16 workers (h200_harvest3 and
+# 4), so run Ditto alone with WORKERS=4 and a budget of about 420 s (four units finish, the fifth starts late and is
+# lost), then the next four in the next call.
 #
 # DEVICE=cpu with FLB_DATA_ROOT set runs the same steps on a machine without a GPU (a smoke test of the packing).
 set -u
