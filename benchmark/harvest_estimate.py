@@ -80,7 +80,7 @@ def _fl_train(job: Any, machine: str, data_root: str | None) -> float | None:
 
 def _extract(job: Any, machine: str, data_root: str | None) -> float | None:
     """One forward pass per image of the split (:func:`benchmark.fl.estimate.extraction_rate`), at the size the
-    preprocessing gives (its crop or resize, else CIFAR's 32 px). A run seed's frozen-flip train split composes two
+    preprocessing gives a square 32 px source (CIFAR's; the other datasets' presets resize to a fixed size). A run seed's frozen-flip train split composes two
     cached passes (plain and mirrored) that every other seed shares, so one pass per job is what a few seeds cost
     on average (two seeds: exact), not an upper bound."""
     from benchmark.features.preprocess import PreprocessName, get_preprocess  # local: imports torch
@@ -89,8 +89,7 @@ def _extract(job: Any, machine: str, data_root: str | None) -> float | None:
     if n is None:
         return None
     pre = get_preprocess(PreprocessName.parse(job.preprocess).preset)
-    size = pre.center_crop or (min(pre.resize) if isinstance(pre.resize, tuple) else pre.resize) or 32
-    rate = extraction_rate(machine, job.backbone, int(size))
+    rate = extraction_rate(machine, job.backbone, min(pre.output_size(32, 32)))
     return None if rate is None else n / rate
 
 

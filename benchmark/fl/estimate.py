@@ -117,10 +117,16 @@ def _rates(machine: str) -> BenchRates:
     return bench_rates(_table()["training"][machine]["squeezenet1_1"], machine)
 
 
+def _size_scale(image_size: int) -> float:
+    """How much faster than at 224 px an input of ``image_size`` runs, conservatively: 224 / size (not its square),
+    never below 1."""
+    return max(1.0, REFERENCE_SIZE / max(int(image_size), 1))
+
+
 def _backbone_scale(machine: str, backbone: str, image_size: int) -> float:
     fwd = _table()["forward"][machine]
     scale = float(fwd.get(backbone, fwd["squeezenet1_1"])) / float(fwd["squeezenet1_1"])
-    return scale * max(1.0, (REFERENCE_SIZE / max(int(image_size), 1)) ** 2) ** 0.5
+    return scale * _size_scale(image_size)
 
 
 def training_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float:
@@ -140,13 +146,13 @@ def evaluation_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZ
 def extraction_rate(machine: str, backbone: str, image_size: int = REFERENCE_SIZE) -> float | None:
     """Estimated images/s of a feature extraction (one forward pass each) of ``backbone`` on ``machine``: the
     measured bare forward rate at 224 px (``forward`` in throughput.yaml), scaled to a smaller input like the
-    training rates (:func:`_backbone_scale`'s conservative 224 / size); ``None`` for a backbone not measured there.
+    training rates (:func:`_size_scale`); ``None`` for a backbone not measured there.
     The bare forward leaves out decoding and resizing: end to end ran at 73% of it on the H100 and 99% on the CPU
     (docs/performance.md, Benchmarks), so an estimate from it may be short by up to a quarter on a GPU."""
     rate = _table()["forward"].get(machine, {}).get(backbone)
     if rate is None:
         return None
-    return float(rate) * max(1.0, REFERENCE_SIZE / max(int(image_size), 1))
+    return float(rate) * _size_scale(image_size)
 
 
 def native_rate(machine: str, model: str) -> float | None:
