@@ -104,8 +104,10 @@ def _training_root(job: Job) -> Job | None:
 def training_identity(job: Job, *, shared_selections: bool = True) -> Job:
     """The job whose training ``job`` shares: pfl jobs that differ by their model selection only train once
     when one training writes both (``pfl_both_selections``: ``shared_selections``), so they share the ``best``
-    job's unit; otherwise each selection is its own training."""
-    if shared_selections and job.KIND == "pfl_train" and getattr(job, "selection", None) == "last":
+    job's unit; otherwise each selection is its own training, as is a training started from another's selected
+    model (LG-FedAvg after FedAvg: :meth:`~benchmark.runners.pfl.PFLTrainJob.source`)."""
+    if (shared_selections and job.KIND == "pfl_train" and getattr(job, "selection", None) == "last"
+            and getattr(job, "source", lambda: None)() is None):  # a run from another's model: not shared
         return dataclasses.replace(job, selection="best")  # type: ignore[type-var]
     return job
 

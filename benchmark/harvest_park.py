@@ -6,16 +6,16 @@ the next harvest resumes from it. That only helps on the same machine: this suit
 machine of a pool each time, whose ``results/`` is empty, so a unit longer than one session never finished
 (2026-11-26: a FedBABU unit needs about 90 CPU-minutes of one core, and a session's harvest shares the cores).
 
-* :func:`park_checkpoints` (after a harvest): for every unit of the harvest's plan, the root training's
-  checkpoint is copied to ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked
+* :func:`park_checkpoints` (after a harvest): for every unit of the harvest's plan, the checkpoint of each of its
+  trainings (the root, and a training it starts from: LG-FedAvg's FedAvg) is copied to ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked
   copy is removed once its training's output exists; :func:`clear_recorded` (before a harvest plans) removes those
   of trainings recorded in the ledger, finished elsewhere. The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
   (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records;
   a file larger than :data:`PARK_MAX_BYTES` (Ditto's, with its 100 personal models) is not parked, and the harvest
   says so.
-* The weights of a finished training whose unit still has evaluations to run (the budget stopped it between
-  them) are parked too, at their own path (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet):
+* The weights of a finished training whose unit still has jobs to run (the budget stopped it between them:
+  evaluations, or the training that starts from it) are parked too, at their own path (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet):
   the ledger keeps no weights, so without them the next harvest would train again to evaluate. They are removed
   once every job of the unit is done. Restored, they let the recorded training fill its output
   (:meth:`benchmark.tables.records._Ledger.choose`, :func:`benchmark.harvest.must_run`).
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.io import atomic_write_bytes, read_sealed, write_sealed
-from benchmark.ledger import weight_files
+from benchmark.ledger import MARKER_SUFFIX, job_outputs, weight_files
 
 #: The folder under the ledger (``runs/``) that holds the parked checkpoints.
 PARK_DIR = "parked"
@@ -75,13 +75,17 @@ def _copy(src: Path, dest: Path) -> None:
     write_sealed(dest, read_sealed(src, kind="checkpoint"))
 
 
-def _park_weights(unit: Any, park: Path, root: Path, done: Parking) -> None:
-    """The weights of a finished training whose unit has evaluations still to run: parked (the ledger keeps no
-    weights, so without them the next harvest trains again); cleared once every job of the unit is done."""
-    job = unit.root
+def _park_weights(job: Any, unit: Any, park: Path, root: Path, done: Parking) -> None:
+    """The weights of a finished training ``job`` whose unit has jobs still to run (its evaluations, or a training
+    that starts from it): parked (the ledger keeps no weights, so without them the next harvest trains again);
+    cleared once every job of the unit is done. A training the unit's root starts from (LG-FedAvg's FedAvg) that
+    ran here parks its record too: the ledger may hold another run of it (a GPU's), whose record the weights of
+    this one would not match."""
     if not (root / job.path).exists():
         return
     files = weight_files(job, root)
+    if job.path != unit.root.path and files and not (root / (job.path + MARKER_SUFFIX)).exists():
+        files = job_outputs(job, root) + files
     if all((root / j.path).exists() for j in unit.jobs):
         for rel in files:
             if (park / rel).is_file():
@@ -101,11 +105,22 @@ def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -
     evaluations are not all done (module docstring); clear those no longer needed."""
     done = Parking()
     for unit in units:
-        _park_weights(unit, park, root, done)
-        job = unit.root
-        ckpt = job.checkpoint_file()
-        if ckpt is None:
-            continue
+        for job in _trainings(unit):
+            _park_weights(job, unit, park, root, done)
+            _park_checkpoint(job, park, root, done)
+    return done
+
+
+def _trainings(unit: Any) -> list[Any]:
+    """The jobs of ``unit`` that checkpoint: its root training and a training it starts from (a prerequisite,
+    such as the FedAvg training that LG-FedAvg after FedAvg reads), inputs first."""
+    return [j for j in unit.jobs if j.path == unit.root.path or j.checkpoint_file() is not None]
+
+
+def _park_checkpoint(job: Any, park: Path, root: Path, done: Parking) -> None:
+    """The checkpoint of ``job``, parked while the training is unfinished, cleared once its output exists."""
+    ckpt = job.checkpoint_file()
+    if ckpt is not None:
         parked, local = park / ckpt, root / ckpt
         if (root / job.path).exists():
             if parked.is_file():
@@ -115,7 +130,6 @@ def park_checkpoints(units: Iterable[Any], park: Path, root: Path = Path(".")) -
             if not parked.is_file() or parked.read_bytes() != local.read_bytes():
                 _copy(local, parked)
                 done.parked.append(parked)
-    return done
 
 
 def clear_recorded(park: Path, recorded: Iterable[Any], running: Iterable[Any] = ()) -> list[Path]:
@@ -136,14 +150,15 @@ def clear_recorded(park: Path, recorded: Iterable[Any], running: Iterable[Any] =
 
 def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
     """Copy every parked checkpoint that is further on than the local one, or has none, into place, and every
-    parked weight file that is missing here; returns the local paths written. An unreadable parked checkpoint is
+    parked weight file that is missing here (with a parked record: in place of the record materialised here from
+    the ledger, whose marker goes); returns the local paths written. An unreadable parked checkpoint is
     left where it is and not restored; weights are checked by the evaluation that reads them (the training
     record's sha256)."""
     restored = []
     for parked in sorted(p for p in park.rglob("*") if p.is_file()) if park.is_dir() else []:
         rel = parked.relative_to(park)
         if rel.parts[:2] != CHECKPOINT_PARTS:
-            if not (root / rel).exists():
+            if not (root / rel).exists() or _over_a_record(park, rel, root):
                 atomic_write_bytes(root / rel, parked.read_bytes())
                 restored.append(root / rel)
             continue
@@ -155,4 +170,15 @@ def restore_parked(park: Path, root: Path = Path(".")) -> list[Path]:
         if mine is None or mine[0] < theirs[0]:
             _copy(parked, local)
             restored.append(local)
+    for path in restored:
+        if path.suffix == ".json":  # a parked record replaced the ledger's: computed here, not materialised
+            Path(str(path) + MARKER_SUFFIX).unlink(missing_ok=True)
     return restored
+
+
+def _over_a_record(park: Path, rel: Path, root: Path) -> bool:
+    """Whether the parked file ``rel`` belongs to a parked record (a training run here whose ledger record is
+    another run's) that replaces a record materialised here: every file of that run is then the parked one."""
+    stem = rel.name.split(".")[0]
+    record = rel.parent / (stem + ".json")
+    return (park / record).is_file() and (root / (str(record) + MARKER_SUFFIX)).exists()

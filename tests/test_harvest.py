@@ -970,3 +970,47 @@ def test_the_harvester_and_its_runners_import_no_snakemake() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])  # fmt: skip
     assert out.stdout.strip() == "[]"
+
+
+def test_a_training_that_another_starts_from_is_parked_with_its_record_and_replaces_the_ledgers(tmp_path):
+    """LG-FedAvg after FedAvg: the unit runs the FedAvg training first. Stopped between the two, the FedAvg run
+    made here is parked whole (record, sidecar, curve, weights: the ledger may hold another machine's FedAvg run,
+    which these weights would not match); on a fresh machine it replaces the record materialised from the ledger
+    (the marker goes), so FedAvg is not trained again; once the unit is done the parked files go."""
+    from benchmark.harvest import must_run
+    from benchmark.harvest_park import park_checkpoints
+    from benchmark.ledger import MARKER_SUFFIX
+
+    lg = _pfl(algorithm="lg_fedavg_after_fedavg", participation="0.1", rounds=8, local_epochs=10, selection="last")
+    evaluation = PFLEvalJob(**lg.train_fields(), evaluation="personalised", ft_part="full", ft_epochs=5,
+                            ft_lr="0.001", ft_momentum="0.9")  # fmt: skip
+    (unit,) = group_units([("T:lg", evaluation)], lambda job: 1.0)
+    (fedavg,) = lg.inputs()
+    assert [j.path for j in unit.jobs] == [fedavg.path, lg.path, evaluation.path] and unit.root == lg
+    stem = fedavg.path.removesuffix(".json")
+    files = [fedavg.path, fedavg.path + ".sha256", stem + ".curve.csv", stem + ".model.pt"]
+    here, fresh, park = tmp_path / "here", tmp_path / "fresh", tmp_path / "runs" / "parked"
+    for rel in files:
+        (here / rel).parent.mkdir(parents=True, exist_ok=True)
+        (here / rel).write_text(f"here {Path(rel).name}")
+    parking = park_checkpoints([unit], park, here)
+    assert sorted(parking.parked) == sorted(park / rel for rel in files)
+
+    for rel in (fedavg.path, fedavg.path + ".sha256", fedavg.path + MARKER_SUFFIX):  # the ledger's other run
+        (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fresh / rel).write_text("the ledger's")
+    assert must_run(fedavg, unit, fresh)
+    assert sorted(restore_parked(park, fresh)) == sorted(fresh / rel for rel in files)
+    assert all((fresh / rel).read_text() == f"here {Path(rel).name}" for rel in files)
+    assert not (fresh / (fedavg.path + MARKER_SUFFIX)).exists() and not must_run(fedavg, unit, fresh)
+
+    # a FedAvg run materialised from its record with the weights beside it parks the weights only
+    (here / (fedavg.path + MARKER_SUFFIX)).write_text("")
+    (park / fedavg.path).unlink()
+    assert park_checkpoints([unit], park, here).parked == []
+    assert not (park / fedavg.path).exists() and (park / (stem + ".model.pt")).is_file()
+
+    for job in (lg, evaluation):  # the unit is done: its parked files go
+        (here / job.path).parent.mkdir(parents=True, exist_ok=True)
+        (here / job.path).write_text("{}")
+    assert (park / (stem + ".model.pt")) in park_checkpoints([unit], park, here).cleared

@@ -133,16 +133,19 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
 
 
 @pytest.mark.parametrize(
-    ("method", "departures"),
-    [("fedavg", ()), ("lg_fedavg", ("lg_fedavg_from_scratch",)), ("per_fedavg", ("per_fedavg_fine_tuned",))],
+    ("method", "lg", "departures"),
+    [("fedavg", "after_fedavg", ()), ("lg_fedavg_after_fedavg", "after_fedavg", ()),
+     ("lg_fedavg", "from_scratch", ("lg_fedavg_from_scratch",)),
+     ("per_fedavg", "after_fedavg", ("per_fedavg_fine_tuned",))],
 )
 def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_only_as_pass_star(
-    cfg, tmp_path, monkeypatch, method, departures
+    cfg, tmp_path, monkeypatch, method, lg, departures
 ):
-    """fedbabu App. A.3 starts LG-FedAvg from FedAvg's model at lr 0.001, and Per-FedAvg is not personalised by
-    Algorithm 2: ours departs there, so a value equal to the paper's is PASS*, never PASS (FedAvg stays PASS)."""
+    """fedbabu App. A.3 starts LG-FedAvg from FedAvg's model at lr 0.001 (``pfl_lg_fedavg: after_fedavg``, the
+    default; ``from_scratch`` departs), and Per-FedAvg is not personalised by Algorithm 2: ours departs there, so a
+    value equal to the paper's is PASS*, never PASS (FedAvg and LG-FedAvg after FedAvg stay PASS)."""
     monkeypatch.chdir(tmp_path)
-    plans = plan_target("fedbabu_table13", cfg(device="cuda"))
+    plans = plan_target("fedbabu_table13", cfg(device="cuda", pfl_lg_fedavg=lg))
     plan = next(p for p in plans if p.status == "planned" and p.method == method)
     for job in plan.jobs:
         path = Path(job.path)

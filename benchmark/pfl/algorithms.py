@@ -26,7 +26,12 @@ class Algorithm:
     proximal weight (None: not proximal; a cell's ``fedprox_mu`` overrides it). ``departures`` names
     (``benchmark.costs.conventions.DEPARTURES``) where this suite's version departs from the setup fedbabu
     states for the method, in every cell it fills; ``personalised_departures`` only in its personalised cells
-    (Algorithm 2's fine-tuning applied to it). A cell that matches the paper with such a name is ``PASS*``."""
+    (Algorithm 2's fine-tuning applied to it). A cell that matches the paper with such a name is ``PASS*``.
+
+    ``starts_from`` names the algorithm whose trained model (the same setting, seed and model selection)
+    initialises this one, trained ``rounds_divisor`` times as many rounds (this one runs ``R / rounds_divisor``);
+    ``lr`` replaces the reference's 0.1 and ``lr_decay`` False keeps it constant (fedbabu App. A.3's
+    LG-FedAvg)."""
 
     name: str
     local_part: str
@@ -36,6 +41,10 @@ class Algorithm:
     paper: str = ""
     departures: tuple[str, ...] = ()
     personalised_departures: tuple[str, ...] = ()
+    starts_from: str | None = None
+    rounds_divisor: int = 1
+    lr: float | None = None
+    lr_decay: bool = True
 
     def aggregates(self, key: str) -> bool:
         return _in_part(key, self.aggregate_part)
@@ -58,8 +67,22 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("fedavg", "full", "full", paper="McMahan et al., AISTATS 2017"),
         Algorithm("fedbabu", "body", "body", paper="Oh et al., ICLR 2022 (Algorithm 1)"),
         Algorithm("fedper", "full", "body", paper="Arivazhagan et al., arXiv:1912.00818 (personal head)"),
-        # fedbabu App. A.3 starts LG-FedAvg from the FedAvg model of the same setting, for about a quarter of
-        # FedAvg's training at lr 0.001; this one is trained from scratch like the others (a named departure)
+        # fedbabu App. A.3: "FedAvg models corresponding to the FL settings in Table 3 are used as an
+        # initialization. It is then trained about a quarter of FedAvg training with a learning rate of 0.001."
+        # The released main_lg.py / scripts/run_lg_fedavg.sh: R/4 rounds (80 / 20 / 8 at tau = 1 / 4 / 10), no
+        # decay. The paper tables' LG-FedAvg (pfl_lg_fedavg: after_fedavg, the default)
+        Algorithm(
+            "lg_fedavg_after_fedavg",
+            "full",
+            "head",
+            paper="Liang et al., arXiv:2001.01523; fedbabu App. A.3 (from FedAvg's model, R/4 rounds, lr 0.001)",
+            starts_from="fedavg",
+            rounds_divisor=4,
+            lr=0.001,
+            lr_decay=False,
+        ),
+        # the same from a random initialisation for all R rounds at lr 0.1 like the others (pfl_lg_fedavg:
+        # from_scratch; the named departure lg_fedavg_from_scratch)
         Algorithm(
             "lg_fedavg",
             "full",

@@ -111,7 +111,8 @@ def _trainers(cfg: PFLConfig, device: torch.device, num_classes: int) -> dict[st
     test = _synthetic(1, num_classes, device, info.in_channels, info.image_size)
     split = ClientSplit(tuple(np.arange(i * n, (i + 1) * n) for i in range(c)),
                         tuple(np.arange(0) for _ in range(c)))  # fmt: skip
-    base = replace(cfg, clients=c, participation=1.0, local_epochs=1, vector_chunk=c, eval_clients=None)
+    base = replace(cfg, clients=c, participation=1.0, local_epochs=1, vector_chunk=c, eval_clients=None,
+                   init_model=None, init_model_sha256=None)  # timing only: a random initialisation does
     return {mode: PFLTrainer(replace(base, client_exec=mode), train, test, split, num_classes, progress=False)
             for mode in ("loop", "vectorised")}  # fmt: skip
 

@@ -112,7 +112,10 @@ def train_step(
     if choose_exec and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
         choice = resumed_choice(cfg, dev, checkpoint) or choose_executor(cfg, dev, meta["num_classes"], exec_cache)
         cfg = replace(cfg, client_exec=choice.executor)
-    trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress)
+    init_state = None
+    if cfg.init_model is not None:
+        cfg, init_state = warm_start(cfg, meta)
+    trainer = PFLTrainer(cfg, train, test, split, meta["num_classes"], progress=progress, init_state=init_state)
     if cfg.algorithm in CENTRALISED:
         res = run_centralised(trainer, CENTRALISED[cfg.algorithm])
     elif cfg.algorithm == "local_only":
@@ -138,6 +141,37 @@ def train_step(
     if checkpoint is not None and Path(checkpoint).is_file():
         Path(checkpoint).unlink()
     return record
+
+
+#: The configuration a warm start's source training must share with the run it starts (the network, its
+#: numerics, the clients and the seed); the partition is compared by its hash.
+WARM_START_SHARED = ("dataset", "model", "bn", "head_init", "clients", "seed", "dtype")
+
+
+def warm_start(cfg: PFLConfig, meta: dict[str, Any]) -> tuple[PFLConfig, dict[str, torch.Tensor]]:
+    """The selected model of the training ``cfg.init_model`` (its record; the model bytes checked against it by
+    :func:`load_selected`), as the initial state of ``cfg``'s run, and ``cfg`` with that model's sha256 (part of
+    the run's identity: a checkpoint never resumes on another source model). The source must be a training of
+    the same setting (:data:`WARM_START_SHARED`, the same partition) that keeps one global model (FedAvg's: no
+    personal entries)."""
+    record, sel = load_selected(cfg.init_model)
+    theirs = record.get("config") or {}
+    ours = cfg.to_dict()
+    differs = [k for k in WARM_START_SHARED if theirs.get(k) != ours.get(k)]
+    if record.get("partition_hash") != meta["partition_hash"]:
+        differs.append("partition")
+    if differs:
+        raise ConfigError(
+            f"init_model {cfg.init_model} was trained on another setting ({', '.join(differs)} differ)",
+            "start from the training of the same dataset, model, partition and seed",
+        )
+    if sel["personal"] or sel["init_personal"]:
+        raise ConfigError(f"init_model {cfg.init_model} keeps personal entries ({theirs.get('algorithm')})",
+                          "start from a training that aggregates the whole model (FedAvg)")  # fmt: skip
+    if cfg.init_model_sha256 not in (None, record["model_sha256"]):
+        raise ConfigError(f"init_model {cfg.init_model} is not the model {cfg.init_model_sha256[:12]}... asked for",
+                          "delete this run's checkpoint and outputs, and train it again from the new model")  # fmt: skip
+    return replace(cfg, init_model_sha256=record["model_sha256"]), dict(sel["broadcast"])
 
 
 def _write_outputs(trainer: PFLTrainer, out: Path, res: PFLResult, common: dict[str, Any]) -> dict[str, Any]:

@@ -110,6 +110,12 @@ class PFLConfig:
     # 4convNet step ~1.5x faster on a CPU). Not bit-identical to contiguous (other kernels, other summation
     # order), so it is off by default and, when on, part of the checkpoint identity and of the record.
     channels_last: bool = False
+    # fedbabu App. A.3's LG-FedAvg: ``lr`` held for every round (no x0.1 steps), and the run initialised from
+    # the selected model of another training (``init_model``: its record path, ``results/runs/...json``; the
+    # sha256 of the model bytes loaded, filled by :func:`benchmark.pfl.run.train_step`, is part of the identity)
+    lr_decay: bool = True
+    init_model: str | None = None
+    init_model_sha256: str | None = None
 
     def __post_init__(self) -> None:
         if self.selection not in ("best", "last"):
@@ -140,6 +146,8 @@ class PFLConfig:
         ``main_fed.py`` does (``lr *= 0.1`` once after each finished round in ``[R//2, 3R//4]``: no drop for
         R=1, one for R=2 where the milestones coincide)."""
         lr = self.lr
+        if not self.lr_decay:
+            return lr
         for done in range(1, r + 1):
             if done in (self.rounds // 2, (self.rounds * 3) // 4):
                 lr *= 0.1
@@ -156,7 +164,13 @@ class PFLConfig:
         return PFLStreams.for_run(self.seed, self.rounds)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, less the warm-start ones (:data:`WARM_START_DEFAULTS`) at their defaults: the records and
+        checkpoint identities of the runs made before they existed stay what they were."""
+        out = asdict(self)
+        for key, default in WARM_START_DEFAULTS.items():
+            if out[key] == default:
+                del out[key]
+        return out
 
     def identity(self) -> dict[str, Any]:
         """What a checkpoint of this run must match: :meth:`to_dict`, less ``channels_last`` when it is off (the
@@ -168,6 +182,11 @@ class PFLConfig:
         if self.streams.scheme != "keyed":
             out["random_streams"] = self.streams.scheme
         return out
+
+
+#: The :class:`PFLConfig` fields of a run started from another run's model, and their defaults (a run from
+#: scratch): left out of :meth:`PFLConfig.to_dict` at these values.
+WARM_START_DEFAULTS: dict[str, Any] = {"lr_decay": True, "init_model": None, "init_model_sha256": None}
 
 
 @dataclass(frozen=True)
@@ -228,7 +247,16 @@ class PFLTrainer(RoundTrainer):
         num_classes: int,
         *,
         progress: bool = True,
+        init_state: State | None = None,
     ) -> None:
+        """``init_state``: the model of the training ``cfg.init_model`` names (every entry of the network), which
+        replaces the random initialisation: the broadcast entries and every client's personal ones start from it
+        (fedbabu App. A.3's LG-FedAvg after FedAvg); required exactly when ``cfg.init_model`` is set."""
+        if (init_state is None) != (cfg.init_model is None):
+            raise ConfigError(
+                f"init_model={cfg.init_model!r} with{'out' if init_state is None else ''} an initial state",
+                "load the selected model of the init_model record (benchmark.pfl.run.train_step does)",
+            )
         if split.num_clients != cfg.clients:
             raise ConfigError(
                 f"partition has {split.num_clients} clients, config {cfg.clients}", "re-partition"
@@ -240,6 +268,12 @@ class PFLTrainer(RoundTrainer):
         cfg.streams.seed_model_init()
         self.model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init)
         self.model = place_model(self.model, self.device, cfg.precision.dtype, cfg.channels_last)
+        if init_state is not None:
+            missing = self.model.state_dict().keys() ^ init_state.keys()
+            if missing:
+                raise ConfigError(f"init_model {cfg.init_model}: entries {sorted(missing)} differ from {cfg.model}'s",
+                                  "start from a training of the same model")  # fmt: skip
+            self.model.load_state_dict(init_state)  # copied into the placed tensors: their dtype and layout
         train.dtype = test.dtype = cfg.precision.dtype
         self.init_state = clone_state(self.model)
         self.broadcast: State = {k: v for k, v in self.init_state.items() if self.algo.aggregates(k)}

@@ -67,6 +67,11 @@ class _PFLFields(Job):
         from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
+        algo = get_algorithm(self.algorithm)
+        source = self.source()
+        warm = {"lr_decay": algo.lr_decay, "init_model": None if source is None else source.path}
+        if algo.lr is not None:
+            warm["lr"] = algo.lr
         exec_ = str(knobs.get("train_exec", "auto"))
         if exec_ == "auto":
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
@@ -78,12 +83,23 @@ class _PFLFields(Job):
             participation=float(self.participation), local_epochs=self.local_epochs, rounds=self.rounds,
             momentum=float(self.momentum), head_lr_ratio=float(self.head_lr), head_init=self.head_init,
             prox_mu=None if self.prox_mu == "default" else float(self.prox_mu), bn=self.bn,
-            selection=self.selection, seed=self.seed,
+            selection=self.selection, seed=self.seed, **warm,
         )  # fmt: skip
 
+    def source(self) -> PFLTrainJob | None:
+        """The training whose selected model starts this one (:attr:`Algorithm.starts_from`: fedbabu App. A.3's
+        LG-FedAvg after FedAvg): the same setting, seed and model selection, ``rounds_divisor`` times the rounds;
+        None for a run from scratch."""
+        algo = ALGORITHMS.get(self.algorithm)
+        if algo is None or algo.starts_from is None:
+            return None
+        return PFLTrainJob(**{**self.train_fields(), "algorithm": algo.starts_from,
+                              "rounds": self.rounds * algo.rounds_divisor})  # fmt: skip
+
     def writes_sibling(self, config: Mapping[str, Any]) -> bool:
-        """Whether this run also writes the other model selection's outputs (``pfl_both_selections``)."""
-        return bool(config.get("pfl_both_selections")) and self.algorithm not in (
+        """Whether this run also writes the other model selection's outputs (``pfl_both_selections``): not a run
+        started from another training's model, which is that training's selection too (:meth:`source`)."""
+        return bool(config.get("pfl_both_selections")) and self.source() is None and self.algorithm not in (
             "local_only", "centralized_full", "centralized_body")  # fmt: skip
 
     def partition(self) -> dict[str, Any]:
@@ -159,6 +175,10 @@ class PFLTrainJob(_PFLFields):
     def checkpoint_file(self) -> Path:
         return checkpoint_for(self.path)
 
+    def inputs(self) -> tuple[Job, ...]:
+        source = self.source()
+        return () if source is None else (source,)
+
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.pfl.run import train_step  # local: heavy import (torch)
 
@@ -215,6 +235,26 @@ HEAD_INITS = {
     "similar_rows": "similar_rows",
     "orthogonal": "orthogonal",
 }
+#: Config keys that choose between a paper's protocol for a method and this suite's other version of it:
+#: key -> (the algorithm a spec names, {value: the algorithm run}); the first value is the default. fedbabu's
+#: LG-FedAvg: App. A.3's training after FedAvg (``after_fedavg``) or from scratch like the other methods
+#: (``from_scratch``, the named departure ``lg_fedavg_from_scratch``).
+PROTOCOL_OPTIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "pfl_lg_fedavg": ("lg_fedavg", {"after_fedavg": "lg_fedavg_after_fedavg", "from_scratch": "lg_fedavg"}),
+}
+
+
+def chosen_algorithm(algorithm: str, config: Mapping[str, Any]) -> str:
+    """The algorithm a spec's ``algorithm`` runs under ``config``'s :data:`PROTOCOL_OPTIONS`."""
+    for key, (named, choices) in PROTOCOL_OPTIONS.items():
+        if algorithm == named:
+            value = str(config.get(key) or next(iter(choices)))
+            if value not in choices:
+                raise ConfigError(f"{key}={value!r}", f"use one of: {', '.join(choices)}")
+            return choices[value]
+    return algorithm
+
+
 #: Cell protocol keys this runner does not implement yet, and why (the cell is NOT RUN with the reason).
 UNSUPPORTED = {
     "local_update_parts": "training only some body layers (fedbabu App. Tables 14/15 ablation) is not implemented",
@@ -262,6 +302,10 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     for key in ("participation", "local_epochs", "rounds"):
         if proto.get(key) is None:
             return (), NotRunReason(ReasonKind.INPUT_NOT_STATED, key, f"the cell states no {key}")
+    divisor = get_algorithm(algorithm).rounds_divisor  # a run after another: a share of the cell's R
+    if int(proto["rounds"]) % divisor:
+        what = f"{algorithm} after R = {proto['rounds']} rounds"
+        return (), _not_implemented(what, f"{what}: R is not a multiple of {divisor}")
     head_init = HEAD_INITS.get(str(proto.get("head_init", "pytorch_default_he_uniform")))
     if head_init is None:
         what = f"head_init {proto.get('head_init')!r}"
@@ -272,7 +316,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         dataset=dataset, model=model, bn=pfl_model_info(model).default_bn, scheme=scheme, scheme_param=param,
         clients=int(proto.get("clients") or 100), server_fraction="0", algorithm=algorithm,
         participation=_num(proto["participation"]), local_epochs=int(proto["local_epochs"]),
-        rounds=int(proto["rounds"]), momentum=_num(proto.get("momentum", 0.9)),
+        rounds=int(proto["rounds"]) // divisor, momentum=_num(proto.get("momentum", 0.9)),
         head_lr=_num(proto.get("head_lr_ratio", 1.0)), head_init=head_init,
         prox_mu=_num(proto["fedprox_mu"]) if proto.get("fedprox_mu") is not None else "default",
         selection=str(config.get("pfl_selection", "last")),
@@ -382,6 +426,7 @@ class PFLRunner(Runner):
         if algorithm is None:
             plan.not_run = not_implemented_method(proto.get("method"), "the pfl runner")
             return plan
+        algorithm = chosen_algorithm(algorithm, config)
         plan.method = algorithm
         from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 

@@ -236,6 +236,7 @@ PLAN_SETTINGS = (
     "train_precision",
     "pfl_selection",
     "pfl_ncm_metric",
+    "pfl_lg_fedavg",
     "fl_report_round",
     "flip_stream",
     "resize",
