@@ -46,6 +46,15 @@ def test_lg_fedavg_is_planned_after_the_fedavg_training_of_its_setting_by_defaul
     assert not train.writes_sibling({"pfl_both_selections": True})  # the other selection starts from another model
 
 
+def test_without_training_the_cell_says_it_runs_after_fedavg_and_counts_both_trainings():
+    plan = _plan(cpu_training=False, device="cpu")
+    assert plan.status != "planned"
+    detail = plan.not_run.detail
+    assert "after the fedavg training of its setting" in detail and "from scratch" not in detail
+    # FedAvg's 32 rounds x 10 clients x 10 epochs x 500 images, and LG-FedAvg's 8 rounds: 1.6 M + 0.4 M
+    assert "1 seed(s) x 2.00 M training images" in detail
+
+
 def test_from_scratch_is_the_named_departure_and_a_wrong_value_is_one_error():
     plan = _plan(pfl_lg_fedavg="from_scratch")
     (evaluation,) = plan.jobs

@@ -402,8 +402,9 @@ def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> st
     the evaluations its selection needs and its own evaluation or personalisation (:func:`pfl_job_seconds`, an
     idle machine's rates)."""
     every = job_closure(jobs)
-    train = next((j for j in every if j.KIND == "pfl_train"), None)
-    what = "" if train is None else f"{seeds} seed(s) x {training_images(train) / 1e6:.2f} M training images"
+    trains = [j for j in every if j.KIND == "pfl_train"]  # with the training a run starts from (LG-FedAvg's)
+    per_seed = sum(training_images(j) for j in trains) / max(seeds, 1)
+    what = f"{seeds} seed(s) x {per_seed / 1e6:.2f} M training images" if trains else ""
     secs = [pfl_job_seconds(j, "cpu", config) for j in every if j.KIND in ("pfl_train", "pfl_eval")]
     if secs and all(s is not None for s in secs):
         what += f", about {sum(secs) / 3600:.1f} CPU-hours on this suite's 2-core CPU (training and evaluations)"
@@ -454,8 +455,10 @@ class PFLRunner(Runner):
             return plan
         if not training_allowed(config):
             size = estimate(jobs, len(spec.seeds), config)
+            source = get_algorithm(algorithm).starts_from
+            how = "from scratch" if source is None else f"after the {source} training of its setting"
             plan.not_run = needs_training(
-                "training from scratch", f"federated training from scratch ({algorithm}, {plan.model}) needs a GPU: {size}"
+                f"training {how}", f"federated training {how} ({algorithm}, {plan.model}) needs a GPU: {size}"
             )
             return plan
         plan.jobs = jobs
