@@ -7,17 +7,18 @@ machine of a pool each time, whose ``results/`` is empty, so a unit longer than 
 (2026-11-26: a FedBABU unit needs about 90 CPU-minutes of one core, and a session's harvest shares the cores).
 
 * :func:`park_checkpoints` (after a harvest): for every unit of the harvest's plan, the checkpoint of each of its
-  trainings (the root, and a training it starts from: LG-FedAvg's FedAvg) is copied to ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked
-  copy is removed once its training's output exists; :func:`clear_recorded` (before a harvest plans) removes those
-  of trainings recorded in the ledger, finished elsewhere. The files are the checkpoints as written
+  trainings (the root, and a training it starts from: LG-FedAvg's FedAvg) is copied to
+  ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked copy is removed once its
+  training's output exists; :func:`clear_recorded` (before a harvest plans) removes those of trainings recorded in
+  the ledger, finished elsewhere. The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
   (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records;
   a file larger than :data:`PARK_MAX_BYTES` (Ditto's, with its 100 personal models) is not parked, and the harvest
   says so.
 * The weights of a finished training whose unit still has jobs to run (the budget stopped it between them:
-  evaluations, or the training that starts from it) are parked too, at their own path (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet):
-  the ledger keeps no weights, so without them the next harvest would train again to evaluate. They are removed
-  once every job of the unit is done. Restored, they let the recorded training fill its output
+  evaluations, or the training that starts from it) are parked too, at their own path
+  (``<ledger>/parked/results/runs/...model.pt``: 0.5 MB for a 4convNet): the ledger keeps no weights, so without
+  them the next harvest would train again to evaluate. They are removed once every job of the unit is done. Restored, they let the recorded training fill its output
   (:meth:`benchmark.tables.records._Ledger.choose`, :func:`benchmark.harvest.must_run`).
 * :func:`restore_parked` (before a harvest plans): every parked checkpoint that is further on than the local one
   (or has none locally) is copied into ``results/checkpoints/``. Resuming then checks the run's identity as for

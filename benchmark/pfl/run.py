@@ -151,7 +151,7 @@ WARM_START_SHARED = ("dataset", "model", "bn", "head_init", "clients", "seed", "
 def warm_start(cfg: PFLConfig, meta: dict[str, Any]) -> tuple[PFLConfig, dict[str, torch.Tensor]]:
     """The selected model of the training ``cfg.init_model`` (its record; the model bytes checked against it by
     :func:`load_selected`), as the initial state of ``cfg``'s run, and ``cfg`` with that model's sha256 (part of
-    the run's identity: a checkpoint never resumes on another source model). The source must be a training of
+    the run's checkpoint identity, so a checkpoint made from another source model is refused on resumption). The source must be a training of
     the same setting (:data:`WARM_START_SHARED`, the same partition) that keeps one global model (FedAvg's: no
     personal entries)."""
     record, sel = load_selected(cfg.init_model)
@@ -168,9 +168,6 @@ def warm_start(cfg: PFLConfig, meta: dict[str, Any]) -> tuple[PFLConfig, dict[st
     if sel["personal"] or sel["init_personal"]:
         raise ConfigError(f"init_model {cfg.init_model} keeps personal entries ({theirs.get('algorithm')})",
                           "start from a training that aggregates the whole model (FedAvg)")  # fmt: skip
-    if cfg.init_model_sha256 not in (None, record["model_sha256"]):
-        raise ConfigError(f"init_model {cfg.init_model} is not the model {cfg.init_model_sha256[:12]}... asked for",
-                          "delete this run's checkpoint and outputs, and train it again from the new model")  # fmt: skip
     return replace(cfg, init_model_sha256=record["model_sha256"]), dict(sel["broadcast"])
 
 
