@@ -18,6 +18,7 @@ What shares, from the measurements on a lent H100 (``benchmark/fl/measured/``, `
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 #: Slots of one GPU: the profiles' ``gpu_slots`` and what a whole-GPU job asks for (4 copies measured).
@@ -26,9 +27,16 @@ SLOTS_PER_GPU = 4
 SHARING_MODELS = frozenset({"4convnet"})
 
 
+#: Device nodes of the drivers through which torch reaches a GPU (NVIDIA, NVIDIA under WSL, AMD ROCm): with none
+#: of them, CUDA is not available, known without importing torch (seconds per Snakemake start on a CPU machine).
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
 def uses_gpu(device: Any) -> bool:
     """Whether a build with config ``device`` runs its training on a GPU (``null``: CUDA when available)."""
     if device is None:
+        if not any(Path(node).exists() for node in GPU_DEVICE_NODES):
+            return False
         import torch
 
         return torch.cuda.is_available()

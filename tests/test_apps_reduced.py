@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from contextlib import chdir
 from dataclasses import asdict, replace
 
 import pytest
@@ -118,14 +119,19 @@ def test_compare_flags_every_kind_of_change(pinned: dict) -> None:
     assert len(reduced.compare(pinned, short, rounds=3)) == 1
 
 
+@pytest.fixture(scope="module")
+def recomputed(pinned: dict, real_data_root, real_weights_dir, tmp_path_factory) -> dict:
+    """The pinned configuration rerun on real CIFAR-10 (float64, one thread; about 40 s a method on one core),
+    once for the tests of this file."""
+    with chdir(tmp_path_factory.mktemp("reduced")):  # the runner's partition job writes results/partitions/ here
+        return reduced.compute_all(pinned["seeds"], data_root=real_data_root, weights_dir=real_weights_dir)
+
+
 @pytest.mark.slow
 @pytest.mark.realdata
-def test_reduced_ft_and_fedncm_ft_reproduce_the_pinned_values(
-    pinned: dict, real_data_root, real_weights_dir, tmp_path, monkeypatch
-) -> None:
-    """Reruns the pinned configuration on real CIFAR-10 (float64, one thread; about 40 s on one core)."""
-    monkeypatch.chdir(tmp_path)  # the runner's partition job writes results/partitions/... here
-    computed = reduced.compute_all(pinned["seeds"], data_root=real_data_root, weights_dir=real_weights_dir)
+def test_reduced_ft_and_fedncm_ft_reproduce_the_pinned_values(pinned: dict, recomputed: dict) -> None:
+    """The rerun equals the pinned values within the measured tolerance."""
+    computed = recomputed
     assert reduced.compare(pinned, computed) == []
     ft, ncm = computed["values"]["ft"]["0"], computed["values"]["fedncm_ft"]["0"]
     # FedNCM+FT starts from exactly the FedNCM head: round 0 is the closed-form classifier's own accuracy.
@@ -151,10 +157,11 @@ class _DropFirstClient(engine.DeltaAccumulator):
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_the_guard_still_catches_real_regressions(
-    pinned: dict, real_data_root, real_weights_dir, monkeypatch, tmp_path
+    pinned: dict, recomputed: dict, real_data_root, real_weights_dir, monkeypatch, tmp_path
 ) -> None:
-    """FT through the runner against the pinned curves' first three rounds: the unchanged engine agrees; a
-    client lr 10 % off, or one client per round left out of the aggregation, is flagged far beyond tolerance.
+    """FT through the runner against the pinned curves' first three rounds: the unchanged engine agrees (the
+    module's rerun, the same :func:`reduced.run_via_runner` call); a client lr 10 % off, or one client per round left
+    out of the aggregation, is flagged far beyond tolerance.
 
     (BatchNorm buffers aggregated by mistake cannot be shown here: SqueezeNet 1.1 has no BatchNorm, so
     ``bn_stats`` changes nothing in this configuration -- asserted below; tests/test_fl_engine.py covers it.)
@@ -164,16 +171,19 @@ def test_the_guard_still_catches_real_regressions(
     data = reduced.load_reduced_data(rc, 0, real_data_root)
     tol = pinned["tolerance"]
 
-    def check(rc_run: reduced.ReducedConfig) -> tuple[list[str], dict]:
-        res, info = reduced.run_via_runner(
-            "ft", 0, rc=rc_run, data=data, data_root=real_data_root, weights_dir=real_weights_dir
-        )
-        first = {k: v[:4] for k, v in reduced.summary(res).items() if k in ("rounds", *reduced.CURVE_KEYS)}
+    def first_rounds(summary: dict, info: dict) -> tuple[list[str], dict]:
+        first = {k: v[:4] for k, v in summary.items() if k in ("rounds", *reduced.CURVE_KEYS)}
         got = {"values": {"ft": {"0": first}}, "identity": {"0": info}}
         want = {k: pinned["values"]["ft"]["0"][k][:4] for k in ("rounds", *reduced.CURVE_KEYS)}
         return reduced.compare(pinned, got, rounds=3), reduced.deviation({"ft": {"0": want}}, got["values"])
 
-    problems, _ = check(rc)
+    def check(rc_run: reduced.ReducedConfig) -> tuple[list[str], dict]:
+        res, info = reduced.run_via_runner(
+            "ft", 0, rc=rc_run, data=data, data_root=real_data_root, weights_dir=real_weights_dir
+        )
+        return first_rounds(reduced.summary(res), info)
+
+    problems, _ = first_rounds(recomputed["values"]["ft"]["0"], recomputed["identity"]["0"])
     assert problems == []
     problems, dev = check(replace(rc, client_lr=1.1 * rc.client_lr))
     assert problems and dev["max_loss_rel"] > 1e3 * tol["loss_rtol"], dev

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -104,3 +106,69 @@ def test_unknown_backbone_and_source() -> None:
         create_backbone("alexnet")
     with pytest.raises(ConfigError, match="weights source"):
         create_backbone("resnet18", "imagenet")
+
+
+@pytest.mark.parametrize("name", list_backbones())
+def test_the_checkpoint_url_is_torchvisions_own(name: str) -> None:
+    """The registry names torchvision's IMAGENET1K_V1 files without importing torchvision (planning reads it);
+    each must be the file torchvision itself would download."""
+    import torchvision.models as tvm
+
+    enum = tvm.get_model_weights(name)
+    assert backbone_spec(name).torchvision_url == enum.IMAGENET1K_V1.url
+
+
+def test_planning_a_build_imports_no_torch(tmp_path) -> None:
+    """`snakemake -n` of the smoke target, closed-form and cost tables and the figures in one process:
+    parsing the workflow, planning every cell and building the DAG import neither torch nor torchvision, and read
+    each dataset split once. They cost about 8 s of every Snakemake start on a 2-core CPU, and CI starts Snakemake
+    dozens of times (measured: `snakemake -n fedcof_table5` 19 s -> 9 s; `snakemake -n ci_tables` 41 s -> 17 s,
+    where planning the pfl tables still imports torch, once). Fails when a module the rule files import, or the
+    planning of these runners, imports torch at its top."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys\n"
+        "import benchmark.data.registry as reg\n"
+        "loads = []\n"
+        "real = reg.load_dataset\n"
+        "def counted(name, split, *a, **k):\n"
+        "    loads.append((name, split))\n"
+        "    return real(name, split, *a, **k)\n"
+        "reg.load_dataset = counted\n"
+        "from snakemake.cli import main\n"
+        f"sys.argv = ['snakemake', '-n', '--cores', '1', '-s', {str(root / 'workflow' / 'Snakefile')!r},\n"
+        f"            '--directory', {str(tmp_path)!r}, 'smoke', 'fedcof_table5', 'fedcof_table8', 'table2',\n"
+        "            'figures', '--config', 'tier=ci']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "heavy = sorted(m for m in ('torch', 'torchvision') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert len(loads) == len(set(loads)), sorted(loads)\n"
+        "print('planned', len(loads))\n"
+    )
+    env = {**os.environ, "FLB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env,
+                         timeout=600)  # fmt: skip
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+
+@pytest.mark.parametrize("env", [{}, {"XDG_CACHE_HOME": "/x/cache"}, {"TORCH_HOME": "~/th"},
+                                 {"TORCH_HOME": "/t/home", "XDG_CACHE_HOME": "/x/cache"}])  # fmt: skip
+def test_the_hub_folder_is_torchs_without_importing_torch(env: dict, monkeypatch) -> None:
+    """Planning asks whether a torchvision checkpoint is in torch's hub cache without importing torch: the folder
+    it computes must be the one torch.hub.get_dir() gives under the same environment."""
+    import sys
+
+    for key in ("TORCH_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    want = torch.hub.get_dir()
+    monkeypatch.delitem(sys.modules, "torch")  # the torch-free path
+    assert str(wmod.torch_hub_dir()) == want

@@ -79,3 +79,14 @@ def test_the_families_read_the_policy() -> None:
     assert dataclasses.replace(job, train_precision="fp32")._request({}, seed=0).amp is False
     with pytest.raises(ConfigError, match=r"^train_precision='fp16'"):  # was silently fp32
         dataclasses.replace(job, train_precision="fp16")._request({}, seed=0)
+
+
+def test_the_values_checked_without_torch_are_the_policy_tables() -> None:
+    """Planning checks a typed value against precision_values.VALUES (no torch); each field's values there must be
+    exactly the keys of the policy table, type included (a value added to one and not the other fails here)."""
+    from benchmark.federated.precision import FIELDS
+    from benchmark.federated.precision_values import VALUES
+
+    assert set(VALUES) == set(FIELDS)
+    for field, values in VALUES.items():
+        assert [(type(v), v) for v in values] == [(type(k), k) for k in FIELDS[field]], field

@@ -27,8 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-import torch
-
 from benchmark.errors import ConfigError
 from benchmark.models.backbones import backbone_spec
 from benchmark.registry import lookup
@@ -66,6 +64,8 @@ def feature_dim(backbone: str) -> int:
 def feature_extractor_params(backbone: str) -> int:
     """Number of parameters of ``backbone``'s feature extractor (everything the papers keep but the head):
     the registry's body (``BackboneSpec.wrap`` of ``BackboneSpec.build``), built on the ``meta`` device."""
+    import torch  # local: planning reads this module's facts without torch (tests/test_backbones.py)
+
     spec = backbone_spec(backbone)
     with torch.device("meta"):
         kept = spec.wrap(spec.build())

@@ -12,6 +12,7 @@ expected where.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from benchmark.paths import data_root
 # re-exported: the loaders' types and registration live in benchmark.data.dataset
 __all__ = [
     "DATASETS", "DatasetInfo", "DatasetSplit", "Loader", "Modality", "dataset_info", "list_datasets",
-    "load_dataset", "register_dataset",
+    "load_dataset", "register_dataset", "split_size",
 ]  # fmt: skip
 
 
@@ -65,3 +66,12 @@ def load_dataset(
                 "remove it (see the loader's docstring for its options)",
             )
     return info.loader(data_root(root), split, download, **options)
+
+
+@functools.cache
+def split_size(name: str, split: str, root: str | Path | None = None) -> int:
+    """Examples in ``split`` of ``name`` as found on disk (verified and read once per process; never downloads):
+    what planning asks (is the dataset here, how many images does a run see). Raises what :func:`load_dataset`
+    raises with ``download=False``. Cached: a workflow plans thousands of cells over a few datasets, and reading
+    CIFAR or parsing SST each time cost seconds per Snakemake start."""
+    return len(load_dataset(name, split, root, download=False).labels)

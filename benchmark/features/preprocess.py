@@ -34,15 +34,19 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 from benchmark.seeding import check_seed, numpy_rng
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported by the methods that transform pixels: the presets and names are read when a workflow is
+# planned, where importing torch would cost seconds (tests/test_backbones.py checks the planning imports).
 
 CIFAR10_MEAN = (0.491399689874, 0.482158419622, 0.446530924224)
 CIFAR10_STD = (0.247032237587, 0.243485133253, 0.261587846975)
@@ -123,6 +127,8 @@ class Preprocess:
     def __call__(self, batch: torch.Tensor, flip: torch.Tensor | None = None) -> torch.Tensor:
         """``batch``: uint8 or float (B, 3, H, W) of one size -> normalised float32 (B, 3, h, w), the images of
         ``flip`` mirrored first (exact on either dtype)."""
+        import torch
+
         if flip is not None and bool(flip.any()):
             batch = torch.where(flip.view(-1, 1, 1, 1), batch.flip(-1), batch)
         return self.transform(batch)
@@ -134,6 +140,9 @@ class Preprocess:
         preset's constants as float32 ``(1, 3, 1, 1)`` tensors already on the batch's device; left out, they are
         built here, which on CUDA is a host-to-device copy per call (the training loop passes them:
         :class:`benchmark.fl.image_data.ImageSet`)."""
+        import torch
+        import torch.nn.functional as F
+
         size = None if self.resize is None else self._resized_size(*batch.shape[-2:])
         if self.resize_impl == "pil_uint8" and size is not None and tuple(batch.shape[-2:]) != size:
             x = pil_resize(batch, size).float().div_(255.0)
@@ -167,6 +176,7 @@ def pil_resize(batch: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     bilinear filtering, as torchvision's ``Resize`` does on a PIL image (the papers' pipelines); uint8 out, on
     ``batch``'s device (the resize itself runs on the CPU). A float batch must hold whole grey levels in [0, 1]
     steps of 1/255 or [0, 255]: anything else is refused (PIL resizes uint8)."""
+    import torch
     from PIL import Image  # local: heavy import (PIL)
 
     if batch.dtype != torch.uint8:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from benchmark.errors import ConfigError
+from benchmark.federated.precision_values import check_value
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,8 @@ class Precision:
 #: The paper runs' precision: float32, no autocast (the default of every family).
 FP32 = Precision()
 
-#: Every field a user types, its values, and the policy each value means (module docstring).
+#: Every field a user types, its values, and the policy each value means (module docstring); the values are
+#: :data:`benchmark.federated.precision_values.VALUES` (checked there without torch; a test keeps both equal).
 FIELDS: dict[str, dict[object, Precision]] = {
     "dtype": {"float32": FP32, "float64": Precision(torch.float64)},
     "train_precision": {"fp32": FP32, "bf16": Precision(autocast=torch.bfloat16)},
@@ -88,12 +89,8 @@ ZO_PRECISION = FP32
 
 def _value(field: str, value: object) -> Precision:
     """The policy ``value`` of ``field`` means (the value's type too: ``1`` is no ``amp`` value)."""
-    for typed, policy in FIELDS[field].items():
-        if type(typed) is type(value) and typed == value:
-            return policy
-    raise ConfigError(
-        f"{field}={value!r} is not a precision", f"use one of: {', '.join(repr(v) for v in FIELDS[field])}"
-    )
+    check_value(field, value)
+    return next(policy for typed, policy in FIELDS[field].items() if type(typed) is type(value) and typed == value)
 
 
 def precision_from(

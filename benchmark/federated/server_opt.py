@@ -20,16 +20,34 @@ count) for checkpoints (:mod:`benchmark.federated.checkpoint`); the hyper-parame
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from benchmark.errors import ConfigError
 from benchmark.registry import Registry
 
-Tensors = Mapping[str, torch.Tensor]
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported when a server steps, not on import: FLConfig checks a run's ``server_opt`` against this
+# registry, and a workflow plans runs without importing torch (tests/test_backbones.py checks the planning imports).
+
+Tensors = Mapping[str, "torch.Tensor"]
+
+
+def _no_grad(step: Callable[..., None]) -> Callable[..., None]:
+    """``torch.no_grad()`` around a server step, torch imported at the call."""
+
+    @functools.wraps(step)
+    def stepped(*args: Any, **kwargs: Any) -> None:
+        import torch
+
+        with torch.no_grad():
+            step(*args, **kwargs)
+
+    return stepped
 
 
 class DeltaAccumulator:
@@ -98,7 +116,7 @@ class FedAvg(ServerOptimizer):
     def __init__(self, lr: float = 1.0) -> None:
         self.lr = float(lr)
 
-    @torch.no_grad()
+    @_no_grad
     def step(self, params: Tensors, pseudo_grad: Tensors) -> None:
         """``x <- x - lr * g`` per tensor."""
         for name, p in params.items():
@@ -120,7 +138,7 @@ class FedAvgM(ServerOptimizer):
         self.momentum = float(momentum)
         self.buf: dict[str, torch.Tensor] = {}
 
-    @torch.no_grad()
+    @_no_grad
     def step(self, params: Tensors, pseudo_grad: Tensors) -> None:
         """One momentum-SGD step per tensor."""
         for name, p in params.items():
@@ -176,9 +194,11 @@ class FedAdam(ServerOptimizer):
         self.m: dict[str, torch.Tensor] = {}
         self.v: dict[str, torch.Tensor] = {}
 
-    @torch.no_grad()
+    @_no_grad
     def step(self, params: Tensors, pseudo_grad: Tensors) -> None:
         """One Adam step per tensor (one shared step counter, as for a single torch param group)."""
+        import torch
+
         self.t += 1
         for name, p in params.items():
             g = pseudo_grad[name]

@@ -1,7 +1,7 @@
 """The training-based methods by name: one registry entry per method, no hand-kept list, no if-chain.
 
-Each method of :mod:`benchmark.fl.methods` registers itself with :func:`register_fl_method`: the function
-that runs it from a :class:`MethodInputs`, the inputs it needs, and, for a federated method with a
+Each method of :mod:`benchmark.fl.methods` is a row of :mod:`benchmark.fl.method_table`, registered with
+:func:`register_fl_method`: the function that runs it from a :class:`MethodInputs`, the inputs it needs, and, for a federated method with a
 centralised counterpart, ``oracle``: the method a run with **one client**, full participation, one local
 epoch and FedAvg (server lr 1) must equal exactly (legate2023 §4 (d): the oracles are centralised SGD, and
 federated SGD with a single client is centralised SGD). ``tests/contracts/test_fl_method_contract.py``
@@ -9,7 +9,8 @@ checks that obligation for every registered method that states one.
 
 :class:`~benchmark.fl.config.FLConfig` validates ``method`` against this registry, and
 :func:`benchmark.fl.methods.run_method` dispatches through it. This module imports no torch, so the
-configuration can use it; the registry's loader imports :mod:`benchmark.fl.methods` on first lookup.
+configuration can use it; the registry's loader imports :mod:`benchmark.fl.method_table` (no torch either) on
+first lookup.
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ class FLMethodInfo:
 
 
 def _load() -> None:
-    # local: fl.methods (torch) registers itself here; FLConfig validates names without loading torch
-    import benchmark.fl.methods  # noqa: F401  (the methods register themselves)
+    # the rows (no torch): FLConfig validates names without loading torch; a row imports fl.methods when it runs
+    import benchmark.fl.method_table  # noqa: F401  (the rows register themselves)
 
 
 #: The training-based methods by name, in registration order (the table of :mod:`benchmark.fl.methods`).

@@ -46,7 +46,7 @@ from benchmark.federated.history import Costs
 from benchmark.fl.config import FLConfig
 from benchmark.fl.engine import RunResult, run_federated
 from benchmark.fl.lp_features import Backend, CachedFeatures, init_head_state, run_lp_features
-from benchmark.fl.method_registry import FL_METHODS, MethodInputs, need, register_fl_method
+from benchmark.fl.method_registry import FL_METHODS, MethodInputs, need
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -334,39 +334,15 @@ def centralised_ft_oracle(
 
 
 # ------------------------------------------------------------------------------------------------ the table
-def _method(
-    name: str, fn: Callable[..., RunResult], summary: str, *, needs: Sequence[str] = (),
-    centralised: bool = False, oracle: str | None = None, **fixed: Any,
-) -> None:  # fmt: skip
-    """Register ``fn`` as method ``name`` (:func:`~benchmark.fl.method_registry.register_fl_method`): it is called
-    with ``cfg``, each :class:`MethodInputs` field it has a parameter of that name for (``weight`` / ``bias``: the
+def call_method(fn: Callable[..., RunResult], cfg: FLConfig, inputs: MethodInputs, fixed: Mapping[str, Any]) -> RunResult:
+    """Call ``fn`` (a ``run_*`` function of this module, a row of :mod:`benchmark.fl.method_table`) with ``cfg``,
+    each :class:`MethodInputs` field it has a parameter of that name for (``weight`` / ``bias``: the
     closed-form head's W and b) and ``fixed``."""
     params = inspect.signature(fn).parameters
-    names = [f.name for f in dataclasses.fields(MethodInputs) if f.name in params]
-
-    def run(cfg: FLConfig, i: MethodInputs) -> RunResult:
-        given = {n: getattr(i, n) for n in names}
-        if "weight" in params:
-            given["weight"], given["bias"] = i.closed_form  # type: ignore[misc]
-        return fn(cfg=cfg, **given, **fixed)
-
-    register_fl_method(name, summary=summary, needs=needs, centralised=centralised, oracle=oracle)(run)
-
-
-# One entry per method, in the order of the module docstring's table; run_method dispatches through the registry.
-_MODEL, _HEAD, _POOL = ("model", "clients", "test"), ("closed_form",), ("features",)
-_method("lp", run_lp, "federated LP (legate2023 §4 (b))", oracle="lp_oracle")
-_method("ft", run_ft, "federated full fine-tuning (legate2023 §4 (c))", needs=_MODEL, oracle="ft_oracle")
-_method("random", run_random, "full training from a random init (legate2023 §4 (a))", needs=_MODEL)
-_method("head_ft", run_two_stage, "closed-form head, then FT (legate2023 §3.3)", needs=_HEAD, stage2="ft")
-_method("head_lp", run_two_stage, "closed-form head, then LP (fedcof Init_FT_LP)", needs=_HEAD, stage2="lp")
-_method("lp_ft", run_lp_then_ft, "LP for lp_stage_rounds, then FT (legate2023 Table 6)", needs=_MODEL)
-_method(
-    "lp_oracle", centralised_lp_oracle, "centralised LP (legate2023 §4 (d))", needs=_POOL, centralised=True
-)
-_method(
-    "ft_oracle", centralised_ft_oracle, "centralised FT (legate2023 §4 (d))", needs=_MODEL, centralised=True
-)
+    given = {f.name: getattr(inputs, f.name) for f in dataclasses.fields(MethodInputs) if f.name in params}
+    if "weight" in params:
+        given["weight"], given["bias"] = inputs.closed_form  # type: ignore[misc]
+    return fn(cfg=cfg, **given, **fixed)
 
 
 # ------------------------------------------------------------------------------------------------ dispatch

@@ -19,16 +19,12 @@ vit_b_16         768   class token after the final LayerNorm (torchvision's ``he
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-import torchvision.models as tvm
-from torch import nn
+from typing import TYPE_CHECKING
 
 from benchmark.errors import ConfigError
-from benchmark.models.classifier import Classifier
 from benchmark.models.weights import (
     SubstituteFile,
     WeightsIdentity,
@@ -39,30 +35,19 @@ from benchmark.models.weights import (
 )
 from benchmark.registry import Registry
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
-class PooledFeatures(nn.Module):
-    """``module(x)`` -> global average pool -> ``(B, C)`` (the papers' NCM / head input)."""
+    from benchmark.models.classifier import Classifier
 
-    def __init__(self, module: nn.Module) -> None:
-        super().__init__()
-        self.features = module
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
+# torch and torchvision are imported when a backbone is built, never on import: the workflow's planning reads
+# names, feature sizes, URLs and gammas from this registry, and importing torchvision (with torch) took 5 to 8 s
+# of every Snakemake start and of every job process that needs no model (tests/test_backbones.py checks it).
 
 
-class Headless(nn.Module):
-    """A torchvision classifier whose last layer ``head`` is the identity, so that it outputs what that layer
-    reads: ResNet without ``fc`` (stem, layer1-4, avgpool, flatten); ViT without ``heads`` (the class token
-    after the encoder's final LayerNorm)."""
-
-    def __init__(self, net: nn.Module, head: str) -> None:
-        super().__init__()
-        self.net = net
-        setattr(self.net, head, nn.Identity())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+def _tv_constructor(name: str) -> Callable[..., nn.Module]:
+    return getattr(importlib.import_module("torchvision.models"), name)
 
 
 @dataclass(frozen=True)
@@ -101,24 +86,35 @@ def backbone_spec(name: str) -> BackboneSpec:
 
 
 def _pooled_features(net: nn.Module) -> nn.Module:
+    from benchmark.models.wrappers import PooledFeatures
+
     return PooledFeatures(net.features)
 
 
+def _headless(head: str) -> Callable[[nn.Module], nn.Module]:
+    def wrap(net: nn.Module) -> nn.Module:
+        from benchmark.models.wrappers import Headless
+
+        return Headless(net, head)
+
+    return wrap
+
+
 def _torchvision_backbone(
-    name: str, feature_dim: int, weights: Any, *, wrap: Callable[[nn.Module], nn.Module] = _pooled_features,
+    name: str, feature_dim: int, checkpoint: str, *, wrap: Callable[[nn.Module], nn.Module] = _pooled_features,
     substitute: SubstituteFile | None = None, default_gamma: float = 1.0,
 ) -> BackboneSpec:
-    """Register torchvision's ``name`` (built with ``weights=None``; the papers' checkpoint is ``weights``'
-    IMAGENET1K_V1). The default body pools ``net.features``, the only part a checkpoint's ``features.`` keys
-    fill; another ``wrap`` keeps the whole net."""
-    constructor = getattr(tvm, name)
+    """Register torchvision's ``name`` (built with ``weights=None``; the papers' checkpoint is its
+    ``IMAGENET1K_V1``, the file ``checkpoint`` under :data:`TORCHVISION_MODELS`, checked against torchvision's
+    own enum by tests/test_backbones.py). The default body pools ``net.features``, the only part a checkpoint's
+    ``features.`` keys fill; another ``wrap`` keeps the whole net."""
     return register_backbone(
         BackboneSpec(
             name=name,
             feature_dim=feature_dim,
-            build=lambda: constructor(weights=None),
+            build=lambda: _tv_constructor(name)(weights=None),
             wrap=wrap,
-            torchvision_url=weights.IMAGENET1K_V1.url,
+            torchvision_url=TORCHVISION_MODELS + checkpoint,
             state_prefix="features." if wrap is _pooled_features else "",
             substitute=substitute,
             default_gamma=default_gamma,
@@ -126,8 +122,11 @@ def _torchvision_backbone(
     )
 
 
+#: Where torchvision's IMAGENET1K_V1 checkpoints are published.
+TORCHVISION_MODELS = "https://download.pytorch.org/models/"
+
 _torchvision_backbone(
-    "squeezenet1_1", 512, tvm.SqueezeNet1_1_Weights,
+    "squeezenet1_1", 512, "squeezenet1_1-b8a52dc0.pth",
     substitute=SubstituteFile(
         "squeezenet1_1-deepscale-caffe-v1.1-features.safetensors",
         "f2618aac86e5825c591b19d8935dadbb68b3dd3cf53ddfa163b47d3f48beb195",
@@ -135,9 +134,9 @@ _torchvision_backbone(
         "DeepScale SqueezeNet v1.1 (Caffe), input convention folded into conv1; not torchvision's run",
     ),
 )  # fmt: skip
-_torchvision_backbone("resnet18", 512, tvm.ResNet18_Weights, wrap=lambda net: Headless(net, "fc"))
+_torchvision_backbone("resnet18", 512, "resnet18-f37072fd.pth", wrap=_headless("fc"))
 _torchvision_backbone(
-    "mobilenet_v2", 1280, tvm.MobileNet_V2_Weights,
+    "mobilenet_v2", 1280, "mobilenet_v2-b0353104.pth",
     substitute=SubstituteFile(
         "mobilenet_v2-tonylins-imagenet-features.safetensors",
         "9ffd08f7cdff46d4a60bc5640e3e35aa7ff2951f5a163b26334443c78bed8a27",
@@ -146,7 +145,7 @@ _torchvision_backbone(
     ),
     default_gamma=0.1,
 )  # fmt: skip
-_torchvision_backbone("vit_b_16", 768, tvm.ViT_B_16_Weights, wrap=lambda net: Headless(net, "heads"))
+_torchvision_backbone("vit_b_16", 768, "vit_b_16-c867db91.pth", wrap=_headless("heads"))
 
 
 def _load_into(net: nn.Module, state: dict[str, torch.Tensor], prefix: str, origin: str) -> None:
@@ -185,6 +184,11 @@ def create_backbone(
     ``nn.Linear(d, num_classes, bias=head_bias)`` with PyTorch's default init (legate2023 code: bias=True;
     fedcof code: bias=False).
     """
+    import torch
+    from torch import nn
+
+    from benchmark.models.classifier import Classifier
+
     spec = backbone_spec(name)
     check_source(weights)
     with torch.random.fork_rng(devices=[]):

@@ -17,16 +17,23 @@ checksum has been verified.
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from benchmark.data.download import download_checkpoint
 from benchmark.data.fetch import network_reachable
 from benchmark.errors import ChecksumError, ConfigError, DataMissingError
 from benchmark.io import sha256_file
 from benchmark.paths import weights_dir
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a checkpoint is loaded, not here: planning a workflow reads this module's names and
+# paths only, and importing torch costs seconds per process (tests/test_backbones.py checks it stays so).
 
 WEIGHT_SOURCES = ("torchvision", "substitute", "random")
 
@@ -54,9 +61,20 @@ class SubstituteFile:
     note: str
 
 
+def torch_hub_dir() -> Path:
+    """``torch.hub.get_dir()`` without importing torch: ``$TORCH_HOME/hub``, ``TORCH_HOME`` defaulting to
+    ``$XDG_CACHE_HOME/torch`` and that to ``~/.cache/torch`` (torch.hub's own rule). A process that imported torch
+    asks torch, which also knows a folder set by ``torch.hub.set_dir``."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return Path(torch.hub.get_dir())
+    cache = os.getenv("XDG_CACHE_HOME", os.path.join("~", ".cache"))
+    return Path(os.path.expanduser(os.getenv("TORCH_HOME", os.path.join(cache, "torch")))) / "hub"
+
+
 def hub_checkpoint_path(url: str) -> Path:
     """Where torch keeps a downloaded checkpoint: ``<torch.hub.get_dir()>/checkpoints/<file name>``."""
-    return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[-1]
+    return torch_hub_dir() / "checkpoints" / url.rsplit("/", 1)[-1]
 
 
 def _hash_prefix(filename: str) -> str | None:
@@ -86,6 +104,8 @@ def load_torchvision_checkpoint(
             f"{path} has sha256 {digest[:12]}..., torchvision's file name says {prefix}",
             "delete the file and download it again",
         )
+    import torch
+
     state = torch.load(path, map_location="cpu", weights_only=True)
     return state, WeightsIdentity("torchvision", path.name, digest)
 

@@ -112,10 +112,17 @@ def register_runner(runner: Runner) -> Runner:
     return runner
 
 
+#: Whether :func:`load_runners` has imported this package's modules (it is called for every cell a table plans:
+#: scanning the package folder each time cost seconds per Snakemake start).
+_LOADED: set[str] = set()
+
+
 def load_runners(extra: Sequence[str] = ()) -> dict[str, Runner]:
     """Import every runner module of this package, then those in ``extra`` and ``$FLB_RUNNER_MODULES``."""
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+    if __name__ not in _LOADED:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _LOADED.add(__name__)
     env = [m for m in os.environ.get("FLB_RUNNER_MODULES", "").split(",") if m.strip()]
     for module in (*extra, *env):
         importlib.import_module(module.strip())

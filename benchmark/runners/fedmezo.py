@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmark.data.registry import dataset_info, load_dataset
+from benchmark.data.registry import dataset_info, split_size
 from benchmark.errors import ConfigError
 from benchmark.io import read_verified_json
 from benchmark.jobs import Job, checkpoint_for, register_job
@@ -399,7 +399,7 @@ def run_size(job: ZOTrainJob | ZOValidatedJob, train_examples: int) -> str:
 def _train_examples(dataset: str, k_shot: str, config: Mapping[str, Any]) -> int:
     if k_shot != "full":
         return int(k_shot) * dataset_info(dataset).num_classes
-    return len(load_dataset(dataset, "train", config.get("data_root"), download=False))
+    return split_size(dataset, "train", config.get("data_root"))
 
 
 class FedMeZORunner(Runner):

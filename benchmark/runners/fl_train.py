@@ -22,9 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from benchmark.data.registry import load_dataset
+from benchmark.data.registry import dataset_info, split_size
 from benchmark.data.subsets import parse_subset
 from benchmark.errors import BenchmarkError, ConfigError
+from benchmark.federated.precision_values import check_value
 from benchmark.fl.estimate import describe, run_cost
 from benchmark.fl.train_protocols import TrainProtocol, get_train_protocol
 from benchmark.fl.train_tuning import choose_lr
@@ -327,11 +328,11 @@ def _method_algorithm(label: str, cell_algorithm: Any) -> tuple[str, str]:
 def _split_size(dataset: str, split: str, subset: str, root: str | None) -> int | None:
     """Images of a split after the subset, without downloading anything (``None``: not here yet)."""
     try:
-        data = load_dataset(dataset, split, root, download=False)
+        size = split_size(dataset, split, root)
     except BenchmarkError:
         return None
     kind, per_class = parse_subset(subset)
-    return len(data.labels) if kind != "stratified" else int(per_class) * data.num_classes
+    return size if kind != "stratified" else int(per_class) * dataset_info(dataset).num_classes
 
 
 def cell_estimate(
@@ -393,9 +394,7 @@ class FLTrainRunner(ProtocolRunner):
             return plan
         lr_from = lr_source(proto, algorithm, method, config)
         train_precision = str(config.get("train_precision", "fp32"))
-        from benchmark.federated.precision import precision_from  # local: torch (the table step never plans)
-
-        precision_from(train_precision=train_precision)  # an unknown value is a ConfigError naming the field
+        check_value("train_precision", train_precision)  # an unknown value is a ConfigError naming the field
         plan.jobs = tuple(
             FLTrainJob(
                 dataset=plan.dataset,

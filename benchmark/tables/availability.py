@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
 from benchmark.data.fetch import network_reachable
-from benchmark.data.registry import dataset_info, load_dataset
+from benchmark.data.registry import dataset_info, split_size
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
 from benchmark.reasons import NotRunReason, ReasonKind
@@ -43,7 +43,7 @@ def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
     try:
         for split in info.splits:
             if split in ("train", "test"):
-                load_dataset(name, split, root, download=False)
+                split_size(name, split, root)
     except DataMissingError as err:
         return NotRunReason(ReasonKind.MISSING_DATA, name, f"dataset files absent: {err.what}")
     return None
