@@ -266,3 +266,20 @@ def test_the_report_waits_for_the_targets_named_beside_it(tmp_path) -> None:
     alone = _snakemake("report", tmp_path, "-n")
     assert alone.returncode == 0, (alone.stdout + alone.stderr)[-3000:]
     assert "results/checks/" not in _report_inputs(alone.stdout) and "fedcof_table5" not in alone.stdout
+
+
+@pytest.mark.realdata
+def test_the_report_waits_for_the_figures_named_beside_it(tmp_path, real_data_root, monkeypatch) -> None:
+    """`snakemake figures report` (CI's last build) draws the figures before the report reads them, although
+    `figures` lists its inputs through a function (which figures run is asked only when it is a target): every
+    figure the `figures` rule needs is an input of the report."""
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+    (tmp_path / "expected").mkdir()
+    (tmp_path / "expected" / "known_findings.yaml").write_text((ROOT / "expected" / "known_findings.yaml").read_text())
+    run = _snakemake("figures", tmp_path, "report", "-n", "--config", "tier=ci")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    drawn = {line.split("input: ", 1)[1] for line in run.stdout.split("rule figures:", 1)[1].split("\n")[:3]
+             if "input: " in line}  # fmt: skip
+    figures = {f for line in drawn for f in line.split(", ")}
+    assert figures and all(f.startswith("results/figures/") for f in figures), figures
+    assert figures <= set(_report_inputs(run.stdout).strip().removeprefix("input: ").split(", ")), figures

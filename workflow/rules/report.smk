@@ -28,8 +28,11 @@ def _fingerprint(*patterns):
 
 def _beside():
     """The inputs of the target rules named with `claims` / `report` on this command line (`figures`, `ci_tables`,
-    a table target): the results they build, which the claims and the report then read only when finished. A
-    named file or a rule without a static input list adds nothing."""
+    a table target): the results they build, which the claims and the report then read only when finished. An
+    input function of such a rule (`figures` asks which figures run only when it is a target) is called here; a
+    named file adds nothing."""
+    from snakemake.iocontainers import Wildcards
+
     asked = set(getattr(getattr(workflow, "dag_settings", None), "targets", None) or ())
     out = []
     for name in sorted(asked - {"claims", "report"}):
@@ -37,7 +40,12 @@ def _beside():
             target = getattr(rules, name)
         except Exception:  # a file target, or a name no rule has (Snakemake reports it itself)
             continue
-        out += [str(f) for f in target.input if not callable(f)]
+        for f in target.input:
+            if callable(f):  # a target rule has no wildcards
+                got = f(Wildcards())
+                out += [str(x) for x in (got if isinstance(got, (list, tuple)) else [got])]
+            else:
+                out.append(str(f))
     return out
 
 
