@@ -17,6 +17,7 @@ Adding a runner is one module here that defines a :class:`Runner` subclass and c
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pkgutil
@@ -112,17 +113,17 @@ def register_runner(runner: Runner) -> Runner:
     return runner
 
 
-#: Whether :func:`load_runners` has imported this package's modules (it is called for every cell a table plans:
-#: scanning the package folder each time cost seconds per Snakemake start).
-_LOADED: set[str] = set()
+@functools.cache
+def _import_package_modules() -> None:
+    """Import every runner module of this package, once a process (:func:`load_runners` is called for every cell a
+    table plans: scanning the package folder each time cost seconds per Snakemake start)."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
 
 
 def load_runners(extra: Sequence[str] = ()) -> dict[str, Runner]:
     """Import every runner module of this package, then those in ``extra`` and ``$FLB_RUNNER_MODULES``."""
-    if __name__ not in _LOADED:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
-        _LOADED.add(__name__)
+    _import_package_modules()
     env = [m for m in os.environ.get("FLB_RUNNER_MODULES", "").split(",") if m.strip()]
     for module in (*extra, *env):
         importlib.import_module(module.strip())
