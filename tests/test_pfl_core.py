@@ -28,7 +28,7 @@ from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
 from benchmark.pfl.parts import is_head
 from benchmark.pfl.personalise import FineTune, personalise
-from benchmark.pfl.streams import LOCAL
+from benchmark.pfl.streams import FINE_TUNE, LOCAL
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 from tests.round_faults import Interrupted, interrupt_at
 
@@ -220,6 +220,55 @@ def test_personalisation_touches_only_the_clients_copy(data, monkeypatch):
     assert _equal(tuned[0], tuned[3])  # client 0 alone == client 0 after client 2
     assert acc201[1] == acc0[0] and acc201[2] == acc1[0]
     assert _equal(t.broadcast, broadcast) and np.array_equal(t.client_accuracy(), before)
+
+
+def test_fedreps_sequential_fine_tuning_is_algorithm_2s(data, monkeypatch):
+    """fedbabu Algorithm 2 fine-tunes FedRep sequentially (lines 17, 20-21): ``part="sequential"`` trains the head
+    alone for ``epochs`` epochs (the body bit-identical after them), then the body alone for one epoch (the head
+    bit-identical after it), with FedRep's own update (one SGD, batches keyed by the epoch); the joint fine-tuning
+    (line 16) gives another model."""
+    cfg = _cfg(algorithm="fedrep", clients=2, rounds=1)
+    t = _trainer(data, cfg)
+    t.run()
+    train, test = data
+    tuned: list[dict[str, torch.Tensor]] = []
+    real = personalise_mod.client_accuracies
+
+    def record(model, data_, test_idx, states, batch=128):
+        tuned.append(_clone(states(0)))
+        return real(model, data_, test_idx, states, batch)
+
+    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    start = t.client_state(0)
+    ft = FineTune(part="sequential", epochs=2, lr=0.05)
+    personalise(t.model, train, test, t.split, t.client_state, ft, cfg.seed, clients=[0])
+    personalise(t.model, train, test, t.split, t.client_state, replace(ft, part="full"), cfg.seed, clients=[0])
+    seq, joint = tuned
+
+    net = build_model(cfg.model, 10, bn=cfg.bn)
+    net.load_state_dict(start)
+    net.train()
+    body = [p for n, p in net.named_parameters() if not is_head(n)]
+    head = [p for n, p in net.named_parameters() if is_head(n)]
+    opt = torch.optim.SGD([{"params": body, "lr": 0.0}, {"params": head, "lr": 0.05}], momentum=0.9)
+    idx = torch.as_tensor(t.split.train[0])
+    for e in range(3):
+        if e == 2:
+            params = dict(net.named_parameters())  # BN's running statistics move in train mode, as in the reference
+            assert all(torch.equal(params[k], start[k]) for k in params if not is_head(k))
+            opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = 0.05, 0.0
+            head_after = {k: v.clone() for k, v in net.state_dict().items() if is_head(k)}
+        for pos, crop, flip in epoch_plan(len(idx), 50, cfg.streams.batches(FINE_TUNE, 0, e)):
+            x, y = train.train_batch(idx[pos], crop, flip)
+            loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert _equal(seq, net.state_dict())
+    assert all(torch.equal(seq[k], head_after[k]) for k in head_after)
+    assert not _equal(seq, joint)
+    with pytest.raises(ConfigError, match="fine-tuning part 'both'"):
+        FineTune(part="both")
 
 
 # ------------------------------------------------------------------- 7. determinism and resumption

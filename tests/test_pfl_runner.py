@@ -133,19 +133,21 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
 
 
 @pytest.mark.parametrize(
-    ("method", "lg", "departures"),
-    [("fedavg", "after_fedavg", ()), ("lg_fedavg_after_fedavg", "after_fedavg", ()),
-     ("lg_fedavg", "from_scratch", ("lg_fedavg_from_scratch",)),
-     ("per_fedavg", "after_fedavg", ("per_fedavg_fine_tuned",))],
+    ("method", "over", "departures"),
+    [("fedavg", {}, ()), ("lg_fedavg_after_fedavg", {}, ()),
+     ("lg_fedavg", {"pfl_lg_fedavg": "from_scratch"}, ("lg_fedavg_from_scratch",)),
+     ("per_fedavg", {}, ("per_fedavg_fine_tuned",)), ("fedrep", {}, ()),
+     ("fedrep", {"pfl_fedrep_finetune": "joint"}, ("fedrep_joint_fine_tuned",))],
 )
 def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_only_as_pass_star(
-    cfg, tmp_path, monkeypatch, method, lg, departures
+    cfg, tmp_path, monkeypatch, method, over, departures
 ):
     """fedbabu App. A.3 starts LG-FedAvg from FedAvg's model at lr 0.001 (``pfl_lg_fedavg: after_fedavg``, the
-    default; ``from_scratch`` departs), and Per-FedAvg is not personalised by Algorithm 2: ours departs there, so a
-    value equal to the paper's is PASS*, never PASS (FedAvg and LG-FedAvg after FedAvg stay PASS)."""
+    default; ``from_scratch`` departs), Per-FedAvg is not personalised by Algorithm 2, and Algorithm 2 fine-tunes
+    FedRep sequentially (``pfl_fedrep_finetune: sequential``, the default; ``joint`` departs): where ours departs, a
+    value equal to the paper's is PASS*, never PASS (FedAvg, LG-FedAvg after FedAvg, FedRep sequential stay PASS)."""
     monkeypatch.chdir(tmp_path)
-    plans = plan_target("fedbabu_table13", cfg(device="cuda", pfl_lg_fedavg=lg))
+    plans = plan_target("fedbabu_table13", cfg(device="cuda", **over))
     plan = next(p for p in plans if p.status == "planned" and p.method == method)
     for job in plan.jobs:
         path = Path(job.path)
@@ -157,6 +159,26 @@ def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_onl
     v = judge(plan.cell, res.values, substitute=False, not_run_reason=None, departures=res.departures)
     assert v.status is (Status.PASS_DEPARTURE if departures else Status.PASS)
     assert all(d in v.reason for d in departures)
+
+
+def test_fedrep_is_personalised_as_algorithm_2_says_unless_the_config_says_joint(cfg):
+    """Algorithm 2 lines 17 and 20-21: FedRep's personalised cells fine-tune sequentially (``ft_part`` sequential)
+    by default and jointly (``full``) under ``pfl_fedrep_finetune: joint``; the other methods keep the parts their
+    cells state (Table 4's body / head included); a value outside the two is one clear error."""
+    from benchmark.errors import ConfigError
+    from benchmark.runners.pfl import personalised_part
+
+    def parts(**over):
+        plans = plan_target("fedbabu_table13", cfg(device="cuda", **over))
+        return {(p.method, j.ft_part) for p in plans if p.status == "planned" for j in p.jobs if j.KIND == "pfl_eval"}
+
+    default, joint = parts(), parts(pfl_fedrep_finetune="joint")
+    assert {m for m, part in default if part == "sequential"} == {"fedrep"}
+    assert ("fedrep", "full") not in default and ("fedrep", "full") in joint
+    assert default - {("fedrep", "sequential")} == joint - {("fedrep", "full")}
+    assert personalised_part("fedrep", "head", {}) == "head" and personalised_part("fedbabu", "full", {}) == "full"
+    with pytest.raises(ConfigError, match=r"pfl_fedrep_finetune='paper'.*sequential, joint"):
+        personalised_part("fedrep", "full", {"pfl_fedrep_finetune": "paper"})
 
 
 def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(

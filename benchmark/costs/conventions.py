@@ -157,6 +157,12 @@ PER_FEDAVG_FINE_TUNED = Departure(
     "Per-FedAvg personalised by fedbabu Algorithm 2's fine-tuning (5 epochs, lr 0.001) instead of its own "
     "few-step adaptation on a support / query split of the test set (fedbabu, discussion of Table 5)",
 )
+FEDREP_JOINT_FINE_TUNED = Departure(
+    "fedrep_joint_fine_tuned",
+    "FedRep personalised by fine-tuning body and head together (fedbabu Algorithm 2, line 16) instead of the head "
+    "for tau_f epochs and then the body for one epoch, the sequential fine-tuning Algorithm 2 gives FedRep "
+    "(lines 17 and 20-21)",
+)
 K_SHOT_SUBSET = Departure(
     "k_shot_subset",
     "trained on MeZO's k-shot subset of the training split (k examples per class) instead of the whole split "
@@ -184,6 +190,7 @@ DEPARTURES: dict[str, Departure] = {
         SELECTED_ON_TEST,
         LG_FEDAVG_FROM_SCRATCH,
         PER_FEDAVG_FINE_TUNED,
+        FEDREP_JOINT_FINE_TUNED,
         K_SHOT_SUBSET,
         OTHER_ROUND_BUDGET,
     )

@@ -31,7 +31,9 @@ class Algorithm:
     ``starts_from`` names the algorithm whose trained model (the same setting, seed and model selection)
     initialises this one, trained ``rounds_divisor`` times as many rounds (this one runs ``R / rounds_divisor``);
     ``lr`` replaces the reference's 0.1 and ``lr_decay`` False keeps it constant (fedbabu App. A.3's
-    LG-FedAvg)."""
+    LG-FedAvg). ``fine_tune`` is Algorithm 2's FINE-TUNE for it: ``full`` (line 16: body and head together) or
+    ``sequential`` (FedRep, lines 17 and 20-21: the head for tau_f epochs, then the body for one;
+    :data:`benchmark.pfl.personalise.PARTS`)."""
 
     name: str
     local_part: str
@@ -45,6 +47,7 @@ class Algorithm:
     rounds_divisor: int = 1
     lr: float | None = None
     lr_decay: bool = True
+    fine_tune: str = "full"
 
     def aggregates(self, key: str) -> bool:
         return _in_part(key, self.aggregate_part)
@@ -95,7 +98,11 @@ ALGORITHMS: dict[str, Algorithm] = {
             "fedprox", "full", "full", prox_mu=0.01, paper="Li et al., MLSys 2020 (fedbabu Table 7: mu 0.01)"
         ),
         Algorithm("fedprox_babu", "body", "body", prox_mu=0.01, paper="fedbabu Table 7: FedProx on the body"),
-        Algorithm("fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021"),
+        # personalised as Algorithm 2 gives it (pfl_fedrep_finetune: sequential, the default); joint = the named
+        # departure fedrep_joint_fine_tuned
+        Algorithm(
+            "fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021", fine_tune="sequential"
+        ),
         Algorithm("ditto", "full", "full", procedure="ditto", paper="Li et al., ICML 2021"),
         # the reference's main_ditto.py as written (personal models reset to the global each round and averaged)
         Algorithm(

@@ -5,8 +5,11 @@
 * **personalised**: a *copy* for each client, fine-tuned for ``epochs`` (5, Table 4; varied in Table 6) with
   SGD lr 1e-3 (the reference notebook; the paper does not state it), momentum 0.9, no weight decay, batch 50,
   on the client's augmented training data, training ``part`` = ``full`` (the reference), ``body`` or ``head``
-  (Table 4; the other part gets lr 0), then evaluated. No client's fine-tuning touches another client's model
-  or the federated state.
+  (Table 4; the other part gets lr 0), then evaluated. ``part`` = ``sequential`` is Algorithm 2's FINE-TUNE
+  for FedRep (lines 17 and 20-21): ``epochs`` epochs of the head alone, then one epoch of the body alone, one
+  SGD throughout as FedRep's local update (:func:`benchmark.pfl.procedures.fedrep.fedrep_update`; the body epoch
+  draws the batches keyed ``epochs``). No client's fine-tuning touches another client's model or the federated
+  state.
 * **ncm** (Table 12, "without classifier"): class templates = mean body feature of the client's (augmented,
   as the reference) training images per class (in index order, batches of 128); a test image gets the class
   of the nearest template: by cosine similarity over the client's classes (the paper, §5.1; the default) or
@@ -29,15 +32,21 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.procedures.fedrep import fedrep_update
 from benchmark.pfl.streams import FINE_TUNE, NCM_CROPS, PFLStreams, as_streams
+
+#: What a fine-tuning trains: both parts jointly (``full``, Algorithm 2 line 16), one part (``body`` / ``head``,
+#: Table 4), or FedRep's head epochs then one body epoch (``sequential``, Algorithm 2 lines 17 and 20-21).
+PARTS = ("full", "body", "head", "sequential")
 
 
 @dataclass(frozen=True)
 class FineTune:
-    """fedbabu's personalisation: ``part`` in full/body/head, ``epochs``, lr, momentum, batch size."""
+    """fedbabu's personalisation: ``part`` in :data:`PARTS`, ``epochs``, lr, momentum, batch size."""
 
     part: str = "full"
     epochs: int = 5
@@ -45,13 +54,17 @@ class FineTune:
     momentum: float = 0.9
     batch_size: int = 50
 
+    def __post_init__(self) -> None:
+        if self.part not in PARTS and not (self.part == "none" and self.epochs == 0):
+            raise ConfigError(f"fine-tuning part {self.part!r}", f"use one of: {', '.join(PARTS)}")
+
     def tag(self) -> str:
         return f"{self.part}-e{self.epochs}-lr{self.lr:g}-m{self.momentum:g}"
 
     def local_sgd(self, streams: int | PFLStreams) -> LocalSGD:
         """The fine-tuning as a local update (no weight decay; the part not tuned at lr 0)."""
-        body = self.lr if self.part in ("full", "body") else 0.0
-        head = self.lr if self.part in ("full", "head") else 0.0
+        body = self.lr if self.part in ("full", "body", "sequential") else 0.0
+        head = self.lr if self.part in ("full", "head", "sequential") else 0.0
         return LocalSGD(self.epochs, self.batch_size, body, head, self.momentum, 0.0, as_streams(streams))
 
 
@@ -71,7 +84,9 @@ def personalise(
     out = []
     for i in clients if clients is not None else range(split.num_clients):
         model.load_state_dict(states(i))
-        if ft.epochs > 0:
+        if ft.epochs > 0 and ft.part == "sequential":
+            fedrep_update(model, train, split.train[i], ft.local_sgd(seed), (FINE_TUNE, i))
+        elif ft.epochs > 0:
             sgd_epochs(model, train, split.train[i], ft.local_sgd(seed), (FINE_TUNE, i))
         tuned = clone_state(model)
         out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])

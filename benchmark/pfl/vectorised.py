@@ -246,7 +246,10 @@ def personalise_vectorised(
 ) -> np.ndarray:
     """:func:`benchmark.pfl.personalise.personalise` (same arguments, same per-client accuracies up to
     rounding) with the clients' copies fine-tuned and evaluated in lock-step chunks of ``chunk`` clients of
-    equal training size. Falls back to the loop (with a warning) for a model :func:`model_reason` refuses."""
+    equal training size. Falls back to the loop (with a warning) for a model :func:`model_reason` refuses, and
+    (silently: nothing is lost but speed) for FedRep's ``sequential`` fine-tuning, which has no lock-step version."""
+    if ft.part == "sequential":
+        return personalise(model, train, test, split, states, ft, seed, eval_batch, clients)
     reason = model_reason(model)
     ids = list(clients) if clients is not None else list(range(split.num_clients))
     if reason:

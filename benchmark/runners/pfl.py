@@ -244,6 +244,25 @@ PROTOCOL_OPTIONS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+#: fedbabu Algorithm 2 fine-tunes FedRep sequentially (lines 17, 20-21: ``sequential``, the default); ``joint``
+#: fine-tunes it like the other methods (line 16), the named departure ``fedrep_joint_fine_tuned``.
+FEDREP_FINE_TUNES = {"sequential": "sequential", "joint": "full"}
+
+
+def personalised_part(algorithm: str, stated: str, config: Mapping[str, Any]) -> str:
+    """The fine-tuning ``part`` of ``algorithm``'s personalised cell whose protocol states ``stated`` (the tables'
+    ``full``, or Table 4's ``body`` / ``head``): a stated ``full`` is Algorithm 2's FINE-TUNE of the algorithm
+    (:attr:`~benchmark.pfl.algorithms.Algorithm.fine_tune`: body and head together, or FedRep's head then body,
+    which also trains both), under ``pfl_fedrep_finetune``."""
+    own = get_algorithm(algorithm).fine_tune
+    if stated != "full" or own == "full":
+        return stated
+    value = str(config.get("pfl_fedrep_finetune") or "sequential")
+    if value not in FEDREP_FINE_TUNES:
+        raise ConfigError(f"pfl_fedrep_finetune={value!r}", f"use one of: {', '.join(FEDREP_FINE_TUNES)}")
+    return FEDREP_FINE_TUNES[value]
+
+
 def chosen_algorithm(algorithm: str, config: Mapping[str, Any]) -> str:
     """The algorithm a spec's ``algorithm`` runs under ``config``'s :data:`PROTOCOL_OPTIONS`."""
     for key, (named, choices) in PROTOCOL_OPTIONS.items():
@@ -329,7 +348,8 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         ev = dict(evaluation="ncm_" + str(config.get("pfl_ncm_metric", "cosine")), ft_part="none", ft_epochs=0,
                   ft_lr="0", ft_momentum="0")  # fmt: skip
     elif stage == "personalized" and classifier == "trained_head":
-        ev = dict(evaluation="personalised", ft_part=str(proto.get("finetune_part", "full")),
+        ev = dict(evaluation="personalised",
+                  ft_part=personalised_part(algorithm, str(proto.get("finetune_part") or "full"), config),
                   ft_epochs=int(proto.get("finetune_epochs", 5)), ft_lr=_num(proto.get("finetune_lr") or 1e-3),
                   ft_momentum=_num(proto.get("finetune_momentum", 0.9)))  # fmt: skip
     else:
@@ -393,7 +413,8 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
     evals = job.clients * (test + train) / (rate * FORWARD_SPEEDUP)
     if job.evaluation != "personalised":
         return evals
-    return evals + job.clients * job.ft_epochs * train / rate
+    epochs = job.ft_epochs + (job.ft_part == "sequential")  # FedRep's body epoch after its head epochs
+    return evals + job.clients * epochs * train / rate
 
 
 def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> str:
@@ -518,6 +539,8 @@ def cell_departures(plan, selected_rounds: list[int]) -> tuple[str, ...]:
     names.extend(algorithm.departures)
     if any(getattr(j, "evaluation", None) == "personalised" for j in plan.jobs):
         names.extend(algorithm.personalised_departures)
+        if algorithm.fine_tune != "full" and any(getattr(j, "ft_part", None) == "full" for j in plan.jobs):
+            names.append("fedrep_joint_fine_tuned")  # Algorithm 2's sequential fine-tuning not applied
     return tuple(names)
 
 

@@ -237,6 +237,7 @@ PLAN_SETTINGS = (
     "pfl_selection",
     "pfl_ncm_metric",
     "pfl_lg_fedavg",
+    "pfl_fedrep_finetune",
     "fl_report_round",
     "flip_stream",
     "resize",
