@@ -20,10 +20,11 @@ Departures and notes:
   default **0.5** (the FedAvg/FedBABU/FedPer scripts pass 0.9). Here the momentum is ``cfg.momentum``: set
   ``momentum=0.5`` in a FedRep cell to reproduce the reference.
 * The reference evaluates every round after running one more FedRep update of *every* client from the new body
-  (its "fine-tuning", at the round's decayed lr, rolled back after the evaluation). The trainer evaluates the
-  clients' models as they are (broadcast body + own head). fedbabu's Algorithm 2 (App. A.4) personalises FedRep
-  the same way (``tau_f`` head epochs, then one body epoch): :func:`fedrep_update` is that update, for the
-  personalisation stage.
+  (its "fine-tuning", at the round's decayed lr, rolled back after the evaluation) and keeps the best round on the
+  test sets. The trainer evaluates the clients' models as they are (broadcast body + own head). fedbabu's
+  Algorithm 2 (App. A.4, lines 17 and 20-21) personalises FedRep the same way (``tau_f`` head epochs, then one
+  body epoch): :func:`fedrep_update` is also that fine-tuning (:func:`benchmark.pfl.personalise.personalise` with
+  ``part="sequential"``, the tables' default; ``pfl_fedrep_finetune: joint`` fine-tunes both parts together).
 * The reference's update returns no loss; here it is the mean over both phases' batches.
 """
 
