@@ -273,7 +273,7 @@ def test_fedreps_sequential_fine_tuning_is_algorithm_2s(data, monkeypatch):
 
 # ------------------------------------------------------------------- 7. determinism and resumption
 @pytest.mark.slow
-def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkeypatch):
+def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkeypatch, capsys):
     """The whole train step twice (real CIFAR-10, a 2-client Dirichlet partition, shrunk to 100/50 images per
     client): the same per-client accuracies, history accuracies and losses, and the same model file. The
     record's wall times differ, so the record is compared without them."""
@@ -300,8 +300,10 @@ def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkey
     assert on_disk["model_sha256"] == a["model_sha256"]
     assert a["model_sha256"] == b["model_sha256"]  # the model file is saved through a file object
     assert a["random_streams"] == "keyed"
+    capsys.readouterr()
     ev = run.eval_step(tmp_path / "a" / "seed0.json", "initial", tmp_path / "a" / "initial.json",
                        data_root=str(real_data_root), device="cpu")  # fmt: skip
+    assert "[initial fedper] 2/2 client (100%)" in capsys.readouterr().err  # the evaluation shows its progress
     assert ev["model_sha256"] == a["model_sha256"] and ev["partition_hash"] == a["partition_hash"]  # the lineage
     assert ev["per_client"] == a["initial"]["per_client"] and ev["random_streams"] == "keyed"
     from benchmark.apps.plots import as_frame, curve
