@@ -137,7 +137,8 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
     [("fedavg", {}, ()), ("lg_fedavg_after_fedavg", {}, ()),
      ("lg_fedavg", {"pfl_lg_fedavg": "from_scratch"}, ("lg_fedavg_from_scratch",)),
      ("per_fedavg", {}, ("per_fedavg_fine_tuned",)), ("fedrep", {}, ()),
-     ("fedrep", {"pfl_fedrep_finetune": "joint"}, ("fedrep_joint_fine_tuned",))],
+     ("fedrep", {"pfl_fedrep_finetune": "joint"}, ("fedrep_joint_fine_tuned",)),
+     ("fedrep", {"pfl_fedrep_momentum": "released"}, ("fedrep_released_momentum",))],
 )
 def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_only_as_pass_star(
     cfg, tmp_path, monkeypatch, method, over, departures
@@ -179,6 +180,26 @@ def test_fedrep_is_personalised_as_algorithm_2_says_unless_the_config_says_joint
     assert personalised_part("fedrep", "head", {}) == "head" and personalised_part("fedbabu", "full", {}) == "full"
     with pytest.raises(ConfigError, match=r"pfl_fedrep_finetune='paper'.*sequential, joint"):
         personalised_part("fedrep", "full", {"pfl_fedrep_finetune": "paper"})
+
+
+def test_fedrep_at_the_released_momentum_is_an_option_for_fedrep_only(cfg):
+    """``pfl_fedrep_momentum: released`` trains and fine-tunes FedRep at 0.5 (the released run_fedrep.sh passes no
+    --momentum); every other method's jobs, and FedRep's by default, keep the cell's 0.9; a value outside the two
+    is one clear error."""
+    from benchmark.errors import ConfigError
+    from benchmark.runners.pfl import momenta
+
+    def momentums(**over):
+        plans = plan_target("fedbabu_table13", cfg(device="cuda", **over))
+        return {(p.method, j.momentum, getattr(j, "ft_momentum", None)) for p in plans if p.status == "planned"
+                for j in p.jobs}  # fmt: skip
+
+    default, released = momentums(), momentums(pfl_fedrep_momentum="released")
+    assert {m for m, mo, _ in default if mo != "0.9"} == set() and ("fedrep", "0.9", "0.9") in default
+    assert {(m, mo, ft) for m, mo, ft in released if m == "fedrep"} == {("fedrep", "0.5", "0.5")}
+    assert {r for r in default if r[0] != "fedrep"} == {r for r in released if r[0] != "fedrep"}
+    with pytest.raises(ConfigError, match=r"pfl_fedrep_momentum='0.5'.*paper, released"):
+        momenta("fedrep", {}, {"pfl_fedrep_momentum": "0.5"})
 
 
 def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(

@@ -163,6 +163,11 @@ FEDREP_JOINT_FINE_TUNED = Departure(
     "for tau_f epochs and then the body for one epoch, the sequential fine-tuning Algorithm 2 gives FedRep "
     "(lines 17 and 20-21)",
 )
+FEDREP_RELEASED_MOMENTUM = Departure(
+    "fedrep_released_momentum",
+    "FedRep trained and fine-tuned at momentum 0.5, as fedbabu's released scripts/run_fedrep.sh ran it (no "
+    "--momentum: options.py's default), instead of the momentum the paper states (0.9)",
+)
 K_SHOT_SUBSET = Departure(
     "k_shot_subset",
     "trained on MeZO's k-shot subset of the training split (k examples per class) instead of the whole split "
@@ -191,6 +196,7 @@ DEPARTURES: dict[str, Departure] = {
         LG_FEDAVG_FROM_SCRATCH,
         PER_FEDAVG_FINE_TUNED,
         FEDREP_JOINT_FINE_TUNED,
+        FEDREP_RELEASED_MOMENTUM,
         K_SHOT_SUBSET,
         OTHER_ROUND_BUDGET,
     )

@@ -249,6 +249,26 @@ PROTOCOL_OPTIONS: dict[str, tuple[str, dict[str, str]]] = {
 FEDREP_FINE_TUNES = {"sequential": "sequential", "joint": "full"}
 
 
+#: The momentum fedbabu's released FedRep ran at: ``scripts/run_fedrep.sh`` passes no ``--momentum``, so
+#: ``utils/options.py``'s default 0.5 reached ``LocalUpdateFedRep`` (training and its per-round fine-tuning), where the
+#: other scripts pass 0.9 and Ditto / Per-FedAvg hard-code it. ``pfl_fedrep_momentum: released`` runs FedRep's
+#: training and personalisation so (App. D: the fine-tuning's momentum is the training's), the named departure
+#: ``fedrep_released_momentum``; ``paper`` (the default) keeps the cell's stated momentum.
+FEDREP_RELEASED_MOMENTUM = 0.5
+FEDREP_MOMENTA = ("paper", "released")
+
+
+def momenta(algorithm: str, proto: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[float, float]:
+    """(training, fine-tuning) momentum of ``algorithm``'s cell ``proto`` under ``pfl_fedrep_momentum``."""
+    train, tune = float(proto.get("momentum", 0.9)), float(proto.get("finetune_momentum", 0.9))
+    value = str(config.get("pfl_fedrep_momentum") or "paper")
+    if value not in FEDREP_MOMENTA:
+        raise ConfigError(f"pfl_fedrep_momentum={value!r}", f"use one of: {', '.join(FEDREP_MOMENTA)}")
+    if algorithm == "fedrep" and value == "released":
+        return FEDREP_RELEASED_MOMENTUM, FEDREP_RELEASED_MOMENTUM
+    return train, tune
+
+
 def personalised_part(algorithm: str, stated: str, config: Mapping[str, Any]) -> str:
     """The fine-tuning ``part`` of ``algorithm``'s personalised cell whose protocol states ``stated`` (the tables'
     ``full``, or Table 4's ``body`` / ``head``): a stated ``full`` is Algorithm 2's FINE-TUNE of the algorithm
@@ -331,11 +351,12 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         return (), _not_implemented(what, f"{what} is not implemented")
     from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 
+    momentum, ft_momentum = momenta(algorithm, proto, config)
     base = dict(
         dataset=dataset, model=model, bn=pfl_model_info(model).default_bn, scheme=scheme, scheme_param=param,
         clients=int(proto.get("clients") or 100), server_fraction="0", algorithm=algorithm,
         participation=_num(proto["participation"]), local_epochs=int(proto["local_epochs"]),
-        rounds=int(proto["rounds"]) // divisor, momentum=_num(proto.get("momentum", 0.9)),
+        rounds=int(proto["rounds"]) // divisor, momentum=_num(momentum),
         head_lr=_num(proto.get("head_lr_ratio", 1.0)), head_init=head_init,
         prox_mu=_num(proto["fedprox_mu"]) if proto.get("fedprox_mu") is not None else "default",
         selection=str(config.get("pfl_selection", "last")),
@@ -351,7 +372,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
         ev = dict(evaluation="personalised",
                   ft_part=personalised_part(algorithm, str(proto.get("finetune_part") or "full"), config),
                   ft_epochs=int(proto.get("finetune_epochs", 5)), ft_lr=_num(proto.get("finetune_lr") or 1e-3),
-                  ft_momentum=_num(proto.get("finetune_momentum", 0.9)))  # fmt: skip
+                  ft_momentum=_num(ft_momentum))  # fmt: skip
     else:
         what = f"stage {stage!r} with classifier {classifier!r}"
         return (), _not_implemented(what, f"{what} is not implemented")
@@ -541,6 +562,9 @@ def cell_departures(plan, selected_rounds: list[int]) -> tuple[str, ...]:
         names.extend(algorithm.personalised_departures)
         if algorithm.fine_tune != "full" and any(getattr(j, "ft_part", None) == "full" for j in plan.jobs):
             names.append("fedrep_joint_fine_tuned")  # Algorithm 2's sequential fine-tuning not applied
+    if algorithm.name == "fedrep" and any(float(j.momentum) != float(plan.cell.protocol.get("momentum", 0.9))
+                                          for j in plan.jobs):  # fmt: skip
+        names.append("fedrep_released_momentum")
     return tuple(names)
 
 

@@ -238,6 +238,7 @@ PLAN_SETTINGS = (
     "pfl_ncm_metric",
     "pfl_lg_fedavg",
     "pfl_fedrep_finetune",
+    "pfl_fedrep_momentum",
     "fl_report_round",
     "flip_stream",
     "resize",
