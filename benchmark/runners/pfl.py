@@ -471,6 +471,9 @@ class PFLRunner(Runner):
             return plan
         algorithm = chosen_algorithm(algorithm, config)
         plan.method = algorithm
+        source = ALGORITHMS[algorithm].starts_from if algorithm in ALGORITHMS else None
+        if source is not None:  # LG-FedAvg after FedAvg (App. A.3): not from scratch
+            plan.weights = f"none (starts from the {source} model of its setting, itself trained from scratch)"
         from benchmark.pfl.models import pfl_model_info  # local: heavy import (torch)
 
         if proto.get("model_readings"):
