@@ -244,6 +244,15 @@ PROTOCOL_OPTIONS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+def config_choice(config: Mapping[str, Any], key: str, choices: Any) -> str:
+    """``config[key]`` (the first of ``choices`` when unset), refused with one error naming the key and the
+    choices when it is not one of them."""
+    value = str(config.get(key) or next(iter(choices)))
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r}", f"use one of: {', '.join(choices)}")
+    return value
+
+
 #: fedbabu Algorithm 2 fine-tunes FedRep sequentially (lines 17, 20-21: ``sequential``, the default); ``joint``
 #: fine-tunes it like the other methods (line 16), the named departure ``fedrep_joint_fine_tuned``.
 FEDREP_FINE_TUNES = {"sequential": "sequential", "joint": "full"}
@@ -261,10 +270,7 @@ FEDREP_MOMENTA = ("paper", "released")
 def momenta(algorithm: str, proto: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[float, float]:
     """(training, fine-tuning) momentum of ``algorithm``'s cell ``proto`` under ``pfl_fedrep_momentum``."""
     train, tune = float(proto.get("momentum", 0.9)), float(proto.get("finetune_momentum", 0.9))
-    value = str(config.get("pfl_fedrep_momentum") or "paper")
-    if value not in FEDREP_MOMENTA:
-        raise ConfigError(f"pfl_fedrep_momentum={value!r}", f"use one of: {', '.join(FEDREP_MOMENTA)}")
-    if algorithm == "fedrep" and value == "released":
+    if algorithm == "fedrep" and config_choice(config, "pfl_fedrep_momentum", FEDREP_MOMENTA) == "released":
         return FEDREP_RELEASED_MOMENTUM, FEDREP_RELEASED_MOMENTUM
     return train, tune
 
@@ -277,20 +283,14 @@ def personalised_part(algorithm: str, stated: str, config: Mapping[str, Any]) ->
     own = get_algorithm(algorithm).fine_tune
     if stated != "full" or own == "full":
         return stated
-    value = str(config.get("pfl_fedrep_finetune") or "sequential")
-    if value not in FEDREP_FINE_TUNES:
-        raise ConfigError(f"pfl_fedrep_finetune={value!r}", f"use one of: {', '.join(FEDREP_FINE_TUNES)}")
-    return FEDREP_FINE_TUNES[value]
+    return FEDREP_FINE_TUNES[config_choice(config, "pfl_fedrep_finetune", FEDREP_FINE_TUNES)]
 
 
 def chosen_algorithm(algorithm: str, config: Mapping[str, Any]) -> str:
     """The algorithm a spec's ``algorithm`` runs under ``config``'s :data:`PROTOCOL_OPTIONS`."""
     for key, (named, choices) in PROTOCOL_OPTIONS.items():
         if algorithm == named:
-            value = str(config.get(key) or next(iter(choices)))
-            if value not in choices:
-                raise ConfigError(f"{key}={value!r}", f"use one of: {', '.join(choices)}")
-            return choices[value]
+            return choices[config_choice(config, key, choices)]
     return algorithm
 
 
