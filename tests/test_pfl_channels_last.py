@@ -94,3 +94,14 @@ def test_the_workflow_channels_last_key_reaches_the_trainer(knob: bool | None) -
                       selection="last", seed=0)  # fmt: skip
     config = {} if knob is None else {"channels_last": knob}
     assert job.pfl_config(config).channels_last is bool(knob)
+
+
+def test_a_checkpoint_resumes_only_in_the_layout_it_was_trained_in(tmp_path) -> None:
+    """A harvest run with ``--config channels_last=true`` meets a parked contiguous checkpoint: one error naming the
+    file and the field, nothing resumed in the other layout; without the option the same file resumes."""
+    ckpt = tmp_path / "run.pt"
+    _trainer(False).run(checkpoint=ckpt, checkpoint_every=1)
+    assert ckpt.is_file()
+    with pytest.raises(ConfigError, match=r"run\.pt belongs to another run.*config\.channels_last"):
+        _trainer(True).run(checkpoint=ckpt, checkpoint_every=1)
+    _trainer(False).run(checkpoint=ckpt, checkpoint_every=1)  # resumed after its last round: evaluated only
