@@ -101,7 +101,8 @@ def train_step(
     this model, batch size and device (:func:`benchmark.pfl.executor.choose_executor`, cached under
     the first writable of the ``exec_cache`` folders), not ``cfg.client_exec``; a run that resumes a checkpoint
     keeps the checkpoint's executor (:func:`benchmark.pfl.executor.resumed_choice`). The record's
-    ``executor_choice`` says which and from what.
+    ``executor_choice`` says which and from what. With ``cfg.client_procs`` above 1 nothing is measured: worker
+    processes run the per-client loop.
 
     ``sibling_out``: also write the outputs of the job that differs only by its model selection (``best`` /
     ``last``) to that record path. Training does not depend on the selection (it only decides which of the two
@@ -110,7 +111,7 @@ def train_step(
     dev = resolve_device(device)
     train, test, split, meta = load_run_data(cfg, partition, dev, data_root)
     choice = None
-    if choose_exec and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
+    if choose_exec and cfg.client_procs == 1 and cfg.algorithm not in CENTRALISED and cfg.algorithm != "local_only":
         choice = resumed_choice(cfg, dev, checkpoint) or choose_executor(cfg, dev, meta["num_classes"], exec_cache)
         cfg = replace(cfg, client_exec=choice.executor)
     init_state = None

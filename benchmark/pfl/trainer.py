@@ -16,6 +16,8 @@ Per round ``r`` (0-based) of ``R``:
    (:mod:`benchmark.pfl.procedures`: FedRep, Ditto, Per-FedAvg), which returns the client's full state; the
    procedure's ``begin_round`` hook runs before the round's first update. ``client_exec="vectorised"`` trains
    the clients in lock-step (:mod:`benchmark.pfl.vectorised`) where the algorithm and model allow it;
+   ``client_procs > 1`` runs the loop's updates in that many forked CPU processes, bit for bit the loop
+   (:mod:`benchmark.pfl.client_pool`);
 3. the server takes the **unweighted** mean of the sampled clients' aggregated entries (integer buffers are
    averaged as floats and cast back, as ``torch.div`` then ``load_state_dict`` do) and broadcasts them to
    every client; each sampled client keeps its personal entries;
@@ -66,6 +68,7 @@ from benchmark.federated.loop import RoundPlan, RoundTrainer, run_rounds
 from benchmark.federated.precision import Precision, precision_from
 from benchmark.federated.sampling import FedBABUSampler
 from benchmark.pfl.algorithms import Algorithm, get_algorithm
+from benchmark.pfl.client_pool import ClientPool
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, weighted_mean
 from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit
@@ -110,6 +113,10 @@ class PFLConfig:
     # 4convNet step ~1.5x faster on a CPU). Not bit-identical to contiguous (other kernels, other summation
     # order), so it is off by default and, when on, part of the checkpoint identity and of the record.
     channels_last: bool = False
+    # execution only: the clients of a round trained in this many forked CPU processes, one torch thread each
+    # (benchmark/pfl/client_pool.py); bit for bit the loop at one thread, so in the record (when above 1) but never
+    # in the checkpoint identity
+    client_procs: int = 1
     # fedbabu App. A.3's LG-FedAvg: ``lr`` held for every round (no x0.1 steps), and the run initialised from
     # the selected model of another training (``init_model``: its record path, ``results/runs/...json``; the
     # sha256 of the model bytes loaded, filled by :func:`benchmark.pfl.run.train_step`, is part of the identity)
@@ -127,6 +134,11 @@ class PFLConfig:
             raise ConfigError(f"client_exec={self.client_exec!r}", "use 'loop' or 'vectorised'")
         if not isinstance(self.channels_last, bool):
             raise ConfigError(f"channels_last={self.channels_last!r}", "use true or false")
+        if isinstance(self.client_procs, bool) or not isinstance(self.client_procs, int) or self.client_procs < 1:
+            raise ConfigError(f"client_procs={self.client_procs!r}", "use a whole number of processes >= 1")
+        if self.client_procs > 1 and self.client_exec != "loop":
+            raise ConfigError(f"client_procs={self.client_procs} with client_exec={self.client_exec!r}",
+                              "worker processes run the per-client loop: use client_exec 'loop' or client_procs 1")  # fmt: skip
         precision_from(dtype=self.dtype)  # float32 (the paper) or float64 (portable pins); else a ConfigError
         if not 0 < self.participation <= 1:
             raise ConfigError(f"participation={self.participation}", "use a client fraction in (0, 1]")
@@ -167,16 +179,18 @@ class PFLConfig:
         """The fields, less the warm-start ones (:data:`WARM_START_DEFAULTS`) at their defaults: the records and
         checkpoint identities of the runs made before they existed stay what they were."""
         out = asdict(self)
-        for key, default in WARM_START_DEFAULTS.items():
+        for key, default in {**WARM_START_DEFAULTS, **EXECUTION_DEFAULTS}.items():
             if out[key] == default:
                 del out[key]
         return out
 
     def identity(self) -> dict[str, Any]:
-        """What a checkpoint of this run must match: :meth:`to_dict`, less ``channels_last`` when it is off (the
-        identity of the runs checkpointed before the option existed), and with the stream scheme when it is
+        """What a checkpoint of this run must match: :meth:`to_dict`, less ``client_procs`` (the same model with any
+        number of processes), less ``channels_last`` when it is off (the identity of the runs checkpointed before
+        the option existed), and with the stream scheme when it is
         ``named`` (a checkpoint of the keyed draws never resumes under the named ones)."""
         out = self.to_dict()
+        out.pop("client_procs", None)  # execution only, bit for bit (benchmark/pfl/client_pool.py)
         if not self.channels_last:
             del out["channels_last"]
         if self.streams.scheme != "keyed":
@@ -187,6 +201,9 @@ class PFLConfig:
 #: The :class:`PFLConfig` fields of a run started from another run's model, and their defaults (a run from
 #: scratch): left out of :meth:`PFLConfig.to_dict` at these values.
 WARM_START_DEFAULTS: dict[str, Any] = {"lr_decay": True, "init_model": None, "init_model_sha256": None}
+#: Execution fields added after runs were recorded, and their defaults: left out of :meth:`PFLConfig.to_dict` at
+#: these values (the records of the runs made before they existed stay what they were).
+EXECUTION_DEFAULTS: dict[str, Any] = {"client_procs": 1}
 
 
 @dataclass(frozen=True)
@@ -285,6 +302,7 @@ class PFLTrainer(RoundTrainer):
             self.procedure = get_procedure(self.algo.procedure)
             self.procedure.check(cfg, self.algo)
         self.progress = progress
+        self.pool: ClientPool | None = None  # the round's worker processes while run() trains (client_procs > 1)
         self.history: list[dict[str, Any]] = []  # the record's rows of the last run()
         self.best = Selection()
         self.accuracy_at: dict[int, float] = {}  # weighted accuracy (percent) after each evaluated round
@@ -358,7 +376,14 @@ class PFLTrainer(RoundTrainer):
         else:
             if self.procedure is not None:
                 self.procedure.start_round(self, round_idx)
-            updates = [self.local_update(i, round_idx, lr) for i in ids]
+            if self.pool is not None:
+                done = self.pool.map(self, round_idx, ids, lr)
+                for i, (_, _, personal) in zip(ids, done, strict=True):
+                    if self.procedure is not None and personal is not None:
+                        self.personal[i] = personal  # what the procedure kept (Ditto's personal model)
+                updates = [(state, loss) for state, loss, _ in done]
+            else:
+                updates = [self.local_update(i, round_idx, lr) for i in ids]
         states = [s for s, _ in updates]
         for i, s in zip(ids, states, strict=True):
             personal = {k: s[k] for k in self.init_personal}
@@ -405,7 +430,14 @@ class PFLTrainer(RoundTrainer):
         ``checkpoint_every`` rounds and after the last, resumed from it when it exists); both selections."""
         t0 = time.perf_counter()
         spec = None if checkpoint is None else CheckpointSpec(Path(checkpoint), checkpoint_every)
-        records = run_rounds(self, self.round_plan(), checkpoint=spec).history
+        procs = self.cfg.client_procs
+        self.pool = ClientPool(self, procs) if procs > 1 else None
+        try:
+            records = run_rounds(self, self.round_plan(), checkpoint=spec).history
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+                self.pool = None
         if self.clients_accuracy is None:  # resumed after the last round: evaluate the final state
             self.evaluate()
         last = Selection(self.accuracy, self.cfg.rounds, *self.snapshot(), self.clients_accuracy)

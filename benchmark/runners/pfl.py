@@ -63,7 +63,8 @@ class _PFLFields(Job):
         """The run's :class:`~benchmark.pfl.trainer.PFLConfig`; ``config`` may carry the reduced-run knobs
         ``pfl_dtype`` and ``pfl_eval_clients`` (the pinned CI guard only; both are recorded in the record) and the
         execution knobs ``train_exec``, ``train_chunk`` and ``channels_last`` (the workflow's, shared with
-        ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run)."""
+        ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run), and
+        ``pfl_client_procs`` (a round's clients in that many CPU processes, bit for bit the loop)."""
         from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
 
         knobs = config or {}
@@ -73,10 +74,13 @@ class _PFLFields(Job):
         if algo.lr is not None:
             warm["lr"] = algo.lr
         exec_ = str(knobs.get("train_exec", "auto"))
-        if exec_ == "auto":
+        if exec_ == "auto" and knobs.get("pfl_client_procs", 1) != 1:
+            exec_ = "loop"  # worker processes run the per-client loop (benchmark/pfl/client_pool.py)
+        elif exec_ == "auto":
             exec_ = "vectorised" if str(knobs.get("device") or "").startswith("cuda") else "loop"
         return PFLConfig(
             client_exec=exec_, vector_chunk=knobs.get("train_chunk"), channels_last=bool(knobs.get("channels_last", False)),
+            client_procs=knobs.get("pfl_client_procs", 1),
             eval_every=pfl_eval_every(knobs, self.selection, self.rounds, sibling=self.writes_sibling(knobs)),
             dtype=str(knobs.get("pfl_dtype", "float32")), eval_clients=knobs.get("pfl_eval_clients"),
             dataset=self.dataset, model=self.model, algorithm=self.algorithm, clients=self.clients,
@@ -178,6 +182,10 @@ class PFLTrainJob(_PFLFields):
     def inputs(self) -> tuple[Job, ...]:
         source = self.source()
         return () if source is None else (source,)
+
+    def threads(self, config: Mapping[str, Any]) -> int:
+        """The CPU threads the training takes: its client processes (``pfl_client_procs``), one thread each."""
+        return int(config.get("pfl_client_procs", 1))
 
     def execute(self, config: Mapping[str, Any]) -> None:
         from benchmark.pfl.run import train_step  # local: heavy import (torch)
@@ -421,7 +429,8 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
     """Estimated seconds of one :class:`PFLTrainJob` (its :func:`training_passes` plus the evaluations its
     selection rule needs) or :class:`PFLEvalJob` (every client's evaluation, plus the personalisation's
     fine-tuning) on ``machine`` (``cpu`` / ``h100``) at the throughput table's rate for the model (an idle
-    machine's); None without a rate."""
+    machine's), wall time: a training's passes shared among its ``pfl_client_procs`` processes; None without a
+    rate."""
     rate = native_rate(machine, job.model)
     if rate is None:
         return None
@@ -430,7 +439,8 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
         every = pfl_eval_every(config, job.selection, job.rounds, sibling=job.writes_sibling(config))
         evaluated = len(set(range(every, job.rounds + 1, every)) | {job.rounds})  # and always after the last round
         evals = evaluated * job.clients * test  # every client evaluated
-        return training_passes(job) / rate + evals / (rate * FORWARD_SPEEDUP)
+        procs = min(job.threads(config), sampled_clients(job))  # the round's clients side by side, one core each
+        return training_passes(job) / (rate * procs) + evals / (rate * FORWARD_SPEEDUP)
     evals = job.clients * (test + train) / (rate * FORWARD_SPEEDUP)
     if job.evaluation != "personalised":
         return evals
@@ -447,7 +457,8 @@ def estimate(jobs: tuple[Job, ...], seeds: int, config: Mapping[str, Any]) -> st
     trains = [j for j in every if j.KIND == "pfl_train"]  # with the training a run starts from (LG-FedAvg's)
     per_seed = sum(training_images(j) for j in trains) / max(seeds, 1)
     what = f"{seeds} seed(s) x {per_seed / 1e6:.2f} M training images" if trains else ""
-    secs = [pfl_job_seconds(j, "cpu", config) for j in every if j.KIND in ("pfl_train", "pfl_eval")]
+    one_core = {**config, "pfl_client_procs": 1}  # CPU-hours: the same whatever the processes a round is split over
+    secs = [pfl_job_seconds(j, "cpu", one_core) for j in every if j.KIND in ("pfl_train", "pfl_eval")]
     if secs and all(s is not None for s in secs):
         what += f", about {sum(secs) / 3600:.1f} CPU-hours on this suite's 2-core CPU (training and evaluations)"
     return what.lstrip(", ")

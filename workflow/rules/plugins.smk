@@ -28,6 +28,14 @@ def plugin_job_resources(cls):
     return res
 
 
+def plugin_job_threads(cls):
+    """The rule's threads: what the job class's ``threads(config)`` asks for (a pfl training's client processes,
+    ``pfl_client_procs``), else 1."""
+    if not hasattr(cls, "threads"):
+        return 1
+    return _per_job(cls, lambda job: job.threads(config))
+
+
 for _kind, _cls in wf.plugin_job_types().items():
     rule:
         name: f"job_{_kind}"
@@ -35,6 +43,7 @@ for _kind, _cls in wf.plugin_job_types().items():
         output: _cls.PATTERN
         log: "results/logs/jobs/" + _cls.PATTERN.removeprefix("results/") + ".log"
         conda: CONDA_ENV
+        threads: plugin_job_threads(_cls)
         resources: **plugin_job_resources(_cls)
         params:
             job=wf.plugin_job_arg(_cls),
