@@ -495,6 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.nice(19)  # the workers inherit it
     config = harvest_config(args.device, parse_kv(args.config), workers=args.workers, nice=args.nice)
     ledgers = [args.out] + ([LEDGER_DIR] if args.out.resolve() != LEDGER_DIR.resolve() else [])
+    procs = int(config.get("pfl_client_procs", 1))
+    if procs > 1 and args.workers * procs > (os.cpu_count() or 1):
+        print(f"flb harvest: note: {args.workers} worker(s) x pfl_client_procs {procs} = {args.workers * procs} "
+              f"processes on {os.cpu_count()} CPU(s): they share them (e.g. --workers 1)", flush=True)  # fmt: skip
     print(f"flb harvest: planning {len(targets)} target(s) on {args.device} ...", flush=True)
     seeds = tuple(args.seeds) if args.seeds else None
     if seeds is not None and (len(set(seeds)) != len(seeds) or min(seeds) < 0):

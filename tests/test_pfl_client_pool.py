@@ -156,3 +156,21 @@ def test_the_snakemake_job_asks_for_a_thread_per_process(tmp_path, real_data_roo
             threads[rule] = (threads[rule] - {"1"}) | {line.split(": ", 1)[1]}
     assert threads.get("job_pfl_train") == {"2"}, threads
     assert threads.get("job_pfl_eval") == {"1"}, threads
+
+
+def test_the_pool_closes_under_a_harvest_workers_sigterm_handler() -> None:
+    """A harvest worker catches SIGTERM to end its round (``benchmark.harvest._on_sigterm``) and the fork copies
+    that handler: the pool's workers must still end when the run closes the pool (the workers reset SIGTERM to
+    its default action; a pool whose workers ignored SIGTERM was seen hanging in its terminate here)."""
+    script = (
+        "import signal, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "signal.signal(signal.SIGTERM, lambda *a: None)\n"
+        "import torch; torch.set_num_threads(1)\n"
+        "import test_pfl_client_pool as t\n"
+        "t._trainer('ditto', 2, rounds=1).run()\n"
+        "print('closed')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(ROOT / "tests")], capture_output=True, text=True,
+                          timeout=180, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0 and "closed" in proc.stdout, proc.stderr[-2000:]

@@ -100,3 +100,19 @@ def test_pfl_bench_ratios_per_layout_against_bare_and_peak(tmp_path) -> None:
 
 def test_pfl_bench_imports_only_what_a_gpu_machine_has() -> None:
     assert heavy_imports("pfl_bench", (*NOT_ON_A_GPU_MACHINE, "torchvision")) == []
+
+
+def test_pfl_bench_times_the_client_processes_against_the_loop(tmp_path) -> None:
+    rc = pfl_bench.main([
+        "--out", str(tmp_path), "--device", "cpu", "--model", "4convnet", "--clients", "4",
+        "--images-per-client", "20", "--rounds", "1", "--num-classes", "10", "--batch-size", "10",
+        "--modes", "loop,procs", "--procs", "2", "--threads", "1", "--no-check",
+        "--peak-batch", "2", "--peak-matmul", "64", "--peak-repeats", "1",
+    ])  # fmt: skip
+    assert rc == 0
+    doc = json.loads((tmp_path / "pfl_bench.json").read_text())
+    res = doc["results"]
+    assert res["procs"]["status"] == "ok" and res["procs"]["procs"] == 2
+    assert doc["ratios"]["procs_to_loop"] == pytest.approx(
+        res["procs"]["images_per_s"] / res["loop"]["images_per_s"], abs=1e-3
+    )

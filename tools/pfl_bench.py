@@ -10,6 +10,8 @@ the package is not installed)::
     python tools/pfl_bench.py --out DIR --device cpu --model 4convnet --clients 10 --images-per-client 100
     python tools/pfl_bench.py --out DIR --device cpu --model 4convnet --clients 10 --images-per-client 100 \
         --threads 1 --modes loop,bare,central --layouts contiguous,channels_last      # issue 27's CPU ratios
+    python tools/pfl_bench.py --out DIR --device cpu --model 4convnet --clients 10 --images-per-client 500 \
+        --threads 1 --modes loop,procs --layouts channels_last --no-check      # two client processes vs the loop
 
 What one run measures, on synthetic uint8 32x32 images (``--clients * --images-per-client`` of them, random
 labels of ``--num-classes`` classes: throughput does not depend on the pixels) held on the device as
@@ -23,6 +25,9 @@ trainer's path), network ``--model`` from :mod:`benchmark.pfl.models` (random in
 * ``central``: SGD with momentum over every parameter of the same network on batches of ``clients *
   min(batch_size, images_per_client)`` images (what one lock-step step of all clients processes), drawn and
   augmented the same way, as many images as one round.
+
+* ``procs``: the loop's rounds with ``client_procs = --procs`` (:mod:`benchmark.pfl.client_pool`: the clients
+  in forked CPU processes of one thread each; ratio ``procs_to_loop``, against the loop run with ``--threads``);
 
 * ``bare``: the same network's forward + backward + SGD step (momentum, every parameter) on pre-made float
   tensors of ``--batch-size`` images (no gather, no augmentation, no optimiser set-up per client): the floor
@@ -80,6 +85,7 @@ except ModuleNotFoundError:  # a checkout without the package installed (a lent 
 
 from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.io import atomic_write_json
+from benchmark.pfl.client_pool import ClientPool
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
@@ -88,7 +94,7 @@ from benchmark.provenance import git_commit, machine, package_versions
 from benchmark.timing import peak_gib, reset_peak_memory, sync, timed
 
 MODELS = ("mobilenet_cifar", "4convnet")
-MODES = ("loop", "vectorised", "central", "bare")
+MODES = ("loop", "vectorised", "central", "bare", "procs")
 LAYOUTS = ("contiguous", "channels_last")
 TARGET = 0.60  # issue 12: vectorised round >= 60 % of centralised images/s
 CHECK_BOUND = (
@@ -129,7 +135,8 @@ def make_trainer(
         batch_size=args.batch_size,
         lr=args.lr,
         seed=args.seed,
-        client_exec=mode,
+        client_exec="loop" if mode == "procs" else mode,
+        client_procs=args.procs if mode == "procs" else 1,
         vector_chunk=args.chunk,
         channels_last=layout == "channels_last",
     )
@@ -165,7 +172,12 @@ def time_federated(
         trainer = make_trainer(args, train, test, mode, layout)
         if mode == "vectorised":
             rec["fallback"] = loop_reason(trainer)
-        times = timed(lambda r: run_round(trainer, r), args.rounds, device)
+        if mode == "procs":  # the pool run() opens around its rounds
+            rec["procs"] = args.procs
+            with ClientPool(trainer, args.procs) as trainer.pool:
+                times = timed(lambda r: run_round(trainer, r), args.rounds, device)
+        else:
+            times = timed(lambda r: run_round(trainer, r), args.rounds, device)
     except torch.OutOfMemoryError:
         return {**rec, "status": "oom", "peak_mem_gib": peak_gib(device)}
     return {**rec, "status": "ok", "round_s": [round(t, 5) for t in times], "images_per_round": images_per_round(args),
@@ -316,6 +328,8 @@ def ratios_of(results: dict[str, dict[str, Any]], flops: float, peak: float) -> 
                 out[f"{name}_to_{base}"] = round(rec["images_per_s"] / ref["images_per_s"], 4)
         if flops and peak:
             out[f"{name}_to_peak"] = round(rec["images_per_s"] * flops / 1e9 / peak, 4)
+        if mode == "procs" and (ref := ok.get(result_key("loop", layout or "contiguous"))) is not None:
+            out[f"{name}_to_loop"] = round(rec["images_per_s"] / ref["images_per_s"], 4)
         if layout:
             ref = ok.get(mode)
             if ref is not None:
@@ -409,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=50, help="client batch size (the reference's 50)")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per mode (after one warm-up round)")
     ap.add_argument("--chunk", type=int, default=None, help="clients per vectorised chunk (default: all)")
+    ap.add_argument("--procs", type=int, default=2, help="worker processes of the procs mode (one thread each)")
     ap.add_argument("--num-classes", type=int, default=100)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)

@@ -55,9 +55,11 @@ Result = tuple["State", float, "State | None"]
 
 
 def _start_worker() -> None:
-    """A worker ignores Ctrl-C (the terminal sends it to the whole group: the trainer's process decides), ends
-    with its parent (Linux's parent-death signal, where it has one) and computes with one thread."""
+    """A worker ignores Ctrl-C (the terminal sends it to the whole group: the trainer's process decides), ends on
+    SIGTERM (the pool's terminate; a harvest worker's stop handler, which the fork copies, would keep it alive),
+    ends with its parent (Linux's parent-death signal, where it has one) and computes with one thread."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the harvest worker's stop handler, inherited by the fork
     try:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux: a worker outliving a killed parent waits idle on its queue
