@@ -64,7 +64,14 @@ from benchmark.harvest import (
     resume_point,
     written_by,
 )
-from benchmark.harvest_estimate import DEFAULT_JOB_S, RESUMED_NOTE, Calibration, calibrate, job_estimate
+from benchmark.harvest_estimate import (
+    DEFAULT_JOB_S,
+    PROCS_NOTE,
+    RESUMED_NOTE,
+    Calibration,
+    calibrate,
+    job_estimate,
+)
 from benchmark.harvest_park import PARK_DIR, PARK_MAX_BYTES, clear_recorded, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
 from benchmark.jobs import Job
@@ -371,6 +378,8 @@ def record_finished(units: Sequence[Unit], entries: Sequence[Mapping[str, Any]],
         try:
             resumed = entry.get("resumed_from")
             own_notes = (RESUMED_NOTE.format(done=resumed[0], rounds=resumed[1]),) if resumed and not notes else ()
+            procs = job.threads(config) if hasattr(job, "threads") and not notes else 1
+            own_notes += (PROCS_NOTE.format(procs=procs),) if procs > 1 else ()
             prov = provenance_for(job, entry, config, run, source, root, notes + own_notes,
                                   None if notes else estimates.get(job.path))  # fmt: skip
             rec = write_record(job, prov, root=root,

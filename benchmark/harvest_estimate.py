@@ -147,6 +147,17 @@ def job_estimate(job: Job, device: str, config: Mapping[str, Any] | None = None)
 #: How a record's note says its wall time covers only the rounds after a checkpoint (:func:`resumed_fraction`).
 RESUMED_NOTE = "resumed from its checkpoint at round {done}/{rounds}: the wall time covers the rounds after it"
 _RESUMED = re.compile(r"^resumed from its checkpoint at round (\d+)/(\d+):")
+#: How a record's note says a training ran its rounds' clients in worker processes (:func:`procs_of`).
+PROCS_NOTE = "its rounds' clients trained in {procs} processes (pfl_client_procs): the wall time is theirs"
+_PROCS = re.compile(r"^its rounds' clients trained in (\d+) processes")
+
+
+def procs_of(notes: Iterable[str]) -> int:
+    """The client processes a recorded training ran with (:data:`PROCS_NOTE`), else 1."""
+    for note in notes:
+        if m := _PROCS.match(note):
+            return int(m.group(1))
+    return 1
 
 
 def resumed_fraction(notes: Iterable[str]) -> float:
@@ -199,7 +210,8 @@ def calibrate(records: Iterable[Any], device: str, machine: str, config: Mapping
     (``cpu`` or ``cuda``), with a wall time, and not written by another job's run (a training's sibling
     selection carries that training's time). A job the estimator cannot rate (a default) is left out; a job
     resumed from a checkpoint is compared with the share of the estimate its rounds are
-    (:func:`resumed_fraction`; records from before that note count whole). A kind
+    (:func:`resumed_fraction`; records from before that note count whole), and a training with the client
+    processes it ran with (:func:`procs_of`; the harvest's own ``pfl_client_procs`` does not rescale the past). A kind
     with fewer than :data:`CALIBRATION_MIN_RUNS` such runs takes the factor of the other machines of
     ``machine``'s family (:func:`machine_family`), pooled, named in :attr:`Calibration.borrowed`."""
     want = machine_key(device)
@@ -213,7 +225,8 @@ def calibrate(records: Iterable[Any], device: str, machine: str, config: Mapping
             continue
         if any("written by" in note for note in prov.notes):
             continue
-        est = job_estimate(rec.job, device, config)
+        # the estimate of the run as it ran: with its own client processes, not those of this harvest
+        est = job_estimate(rec.job, device, {**(config or {}), "pfl_client_procs": procs_of(prov.notes)})
         share = resumed_fraction(prov.notes)  # a resumed run's wall time covers only the rounds it ran
         if est.measured and est.seconds > 0 and share > 0:
             ratio = float(prov.wall_s) / (est.seconds * share)

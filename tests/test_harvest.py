@@ -271,6 +271,28 @@ def test_a_resumed_run_is_compared_with_the_share_of_the_estimate_it_ran():
     assert cal.factors == {"pfl_train": (2.0, 2)}
 
 
+def test_a_run_in_client_processes_is_compared_with_the_estimate_of_its_own_processes():
+    """``pfl_client_procs`` shares a training among processes: the plan's estimate shrinks, the records made with
+    one process keep their factor under a harvest with two, and a record made with two (its note) counts as such."""
+    from types import SimpleNamespace as NS
+
+    from benchmark.harvest_estimate import PROCS_NOTE, calibrate, procs_of
+
+    job = _pfl(selection="last", participation="0.1", local_epochs=4, rounds=80)
+    one, two = (job_estimate(job, "cpu", {"pfl_client_procs": p}).seconds for p in (1, 2))
+    assert two < one
+    here = "x86_64 2 cpu (AMD EPYC; avx2)"
+    note = PROCS_NOTE.format(procs=2)
+    assert procs_of([note]) == 2 and procs_of(["another note"]) == 1
+
+    def rec(wall, notes=()):
+        return NS(job=job, provenance=NS(machine=here, device="cpu", wall_s=wall, notes=notes))
+
+    records = [rec(2 * one), rec(2 * one), rec(2 * two, (note,))]
+    for cfg in ({}, {"pfl_client_procs": 2}):
+        assert calibrate(records, "cpu", here, cfg).factors == {"pfl_train": (2.0, 3)}
+
+
 def test_estimates_come_from_the_measured_rates_else_a_stated_default():
     job = _pfl(rounds=32, participation="0.1", local_epochs=10)
     est = job_estimate(job, "cpu")
