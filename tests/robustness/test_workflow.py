@@ -156,7 +156,7 @@ def _typed(tmp: Path) -> dict[str, Any]:
         "channels_last": True, "checkpoint_every": 5, "pfl_selection": "last", "pfl_ncm_metric": "euclidean",
         "pfl_lg_fedavg": "from_scratch", "pfl_fedrep_finetune": "joint",
         "pfl_fedrep_momentum": "released",
-        "pfl_both_selections": True, "pfl_eval_every": 1, "pfl_measure_exec": False, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
+        "pfl_both_selections": True, "pfl_eval_every": 1, "pfl_measure_exec": False, "pfl_client_procs": 3, "fedbabu_central_epochs": 3, "fedbabu_central_train_images": 100, "zo_k_shot": 16, "zo_lr": 0.25,
         "zo_rounds": 4, "zo_encoder": "roberta-large", "zo_eval_every": 2, "zo_test_limit": 50,
         "zo_figure_tasks": ["mnli"], "cell_filter": "cifar10/.*", "ci_training": ["legate2023_cifar100/lp"],
         "fl_report_round": "best_on_test", "flip_stream": "fixed", "resize": "pil_uint8",
@@ -182,7 +182,7 @@ def _cli_word(value: Any) -> str:
 WHERE = {
     "data_root": "job", "weights_dir": "job", "cache_dir": "job", "device": "job", "batch_size": "job",
     "train_exec": "job", "train_chunk": "job", "channels_last": "job", "checkpoint_every": "job",
-    "pfl_both_selections": "job", "pfl_eval_every": "job", "pfl_measure_exec": "job",
+    "pfl_both_selections": "job", "pfl_eval_every": "job", "pfl_measure_exec": "job", "pfl_client_procs": "job",
     "precision": "plan (extraction jobs' paths)", "tier": "plan", "table_subset": "plan (jobs' subset)",
     "ci_closed_form": "plan (tier ci)", "ci_training": "plan (tier ci)", "cpu_training": "plan (training cells)",
     "use_records": "plan (jobs filled from the ledger)",
@@ -292,9 +292,13 @@ def test_every_config_key_is_what_the_job_uses(job_config, dry_run, tmp_path) ->
     pfl = PFLTrainJob(dataset="cifar10", model="cnn4", bn="none", scheme="shards", scheme_param="2", clients=10,
                       server_fraction="0", algorithm="fedavg", participation="0.1", local_epochs=1, rounds=2,
                       momentum="0.9", head_lr="1", head_init="default", prox_mu="default", selection="best",
-                      seed=0).pfl_config(job_config)  # fmt: skip
-    assert (pfl.client_exec, pfl.vector_chunk, pfl.eval_every) == (typed["train_exec"], typed["train_chunk"],
-                                                                   typed["pfl_eval_every"])  # fmt: skip
+                      seed=0)  # fmt: skip
+    # worker processes run the per-client loop: the vectorised executor and pfl_client_procs are read one at a time
+    vectorised = pfl.pfl_config({**job_config, "pfl_client_procs": 1})
+    assert (vectorised.client_exec, vectorised.vector_chunk, vectorised.eval_every) == (
+        typed["train_exec"], typed["train_chunk"], typed["pfl_eval_every"])  # fmt: skip
+    procs = pfl.pfl_config({**job_config, "train_exec": "auto"})
+    assert (procs.client_exec, procs.client_procs) == ("loop", typed["pfl_client_procs"])
     extract = dry_run.line("extract")
     for flag, key in (("--data-root", "data_root"), ("--weights-dir", "weights_dir"), ("--cache-dir", "cache_dir"),
                       ("--device", "device"), ("--batch-size", "batch_size")):  # fmt: skip
