@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_pfl_channels_last import _images  # the same synthetic CIFAR-10 images
 
 from benchmark.errors import ConfigError
-from benchmark.federated.images import NORMALISATION, DeviceImages
 from benchmark.federated.loop import StopRequested, clear_stop_request, request_stop
 from benchmark.harvest_park import progress_of
 from benchmark.pfl import client_pool
@@ -29,17 +29,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 CLIENTS = 4
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _images(n: int, seed: int) -> DeviceImages:
-    g = torch.Generator().manual_seed(seed)
-    mean, std = NORMALISATION["cifar10"]
-    return DeviceImages(
-        torch.randint(0, 256, (n, 3, 32, 32), generator=g, dtype=torch.uint8),
-        torch.randint(0, 10, (n,), generator=g),
-        torch.tensor(mean).view(1, -1, 1, 1),
-        torch.tensor(std).view(1, -1, 1, 1),
-    )
 
 
 def _trainer(algorithm: str, procs: int, rounds: int = 3) -> PFLTrainer:
