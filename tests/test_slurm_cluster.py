@@ -6,8 +6,10 @@ numbers of an uninterrupted run (issue 28).
 folder (one node: this host; one partition, ``debug``). Snakemake then runs one real pfl training (fedbabu's
 FedBABU on CIFAR-10, 4convNet, 6 rounds, a checkpoint every 3: about 15 s of training on one CPU core) as a
 SLURM job through ``workflow/profiles/slurm``. Once the job's first checkpoint is on disk (round 3 of 6: one every
-3 rounds) the test cancels the job (``scancel``, as SLURM kills a job at its time limit: SIGTERM, then SIGKILL
-``KillWait`` later). ``flb job`` lets the round in progress end on the SIGTERM and writes its checkpoint there,
+3 rounds) the test holds the job's training process (SIGSTOP) and cancels the job (``scancel``, as SLURM kills a
+job at its time limit: SIGTERM, then SIGKILL ``KillWait`` later); once the SIGTERM is pending it lets the process go
+on (SIGCONT). Without the hold, on a machine whose rounds take a second, the job reached its last round before the
+signal came and completed (CI, 2026-12-06: the target existed after the cancel). ``flb job`` lets the round in progress end on the SIGTERM and writes its checkpoint there,
 although none is due (:func:`benchmark.cli._job_on_sigterm`; a kill alone would leave round 3); the profile's
 ``retries`` submits it again, the new SLURM job resumes from that checkpoint, and the build completes. Its record (per-client accuracies,
 selected round, history but its wall times) and its model weights equal those of the same job run without
@@ -42,6 +44,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -162,9 +165,22 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_uninterrupte
             assert run.poll() is None, (tmp_path / "snakemake-slurm.log").read_text()[-3000:]
             assert time.monotonic() - t0 < 300, "no checkpoint after 300 s"
             time.sleep(0.1)
+        # Held still from its first checkpoint until SLURM's SIGTERM is pending, so that the cancel lands in the
+        # round after that checkpoint on any machine: with the job running on, rounds of a second or less ended
+        # the run before the signal came (round 6 of 6 ends the run anyway), and the retry had nothing to resume.
+        trainer = _training_process()
+        os.kill(trainer, signal.SIGSTOP)
+        while _state(trainer) not in "Tt":
+            assert _state(trainer) != "X", "the training process ended before it could be held"
+            time.sleep(0.001)
         [(first, state)] = _jobs(cluster)
         assert state == "RUNNING"
         cluster.run("scancel", first)
+        t1 = time.monotonic()
+        while not _sigterm_pending_or_resumed(trainer):
+            assert time.monotonic() - t1 < 60, "SLURM sent no SIGTERM within 60 s of scancel"
+            time.sleep(0.01)
+        os.kill(trainer, signal.SIGCONT)
         while dict(_jobs(cluster))[first] != "CANCELLED":
             time.sleep(0.1)
         while any(p.name == "slurmstepd" for p in _procs()):  # the job's processes are gone
@@ -213,3 +229,56 @@ class _Proc:
 
 def _procs() -> list[_Proc]:
     return [_Proc(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _training_process() -> int:
+    """The pid of the one ``flb job`` process (``python -m benchmark.cli job ...``) that SLURM started."""
+    found = []
+    for p in _procs():
+        try:
+            args = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"benchmark.cli" in args and b"job" in args and _under_slurmstepd(p.pid):
+            found.append(p.pid)
+    assert len(found) == 1, f"expected one flb job process under slurmstepd, found {found}"
+    return found[0]
+
+
+def _under_slurmstepd(pid: int) -> bool:
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if name == "slurmstepd":
+            return True
+        pid = int(rest[1])  # the parent
+    return False
+
+
+def _sigterm_pending_or_resumed(pid: int) -> bool:
+    """SIGTERM pending for ``pid`` (held by SIGSTOP), or ``pid`` running again (SLURM sends SIGCONT before
+    its SIGTERM) or gone."""
+    status = _status(pid)
+    if status is None:
+        return True
+    term = 1 << (signal.SIGTERM - 1)
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return bool(pending & term) or status["State"][0] not in "Tt"
+
+
+def _status(pid: int) -> dict[str, str] | None:
+    """/proc/PID/status as a dict (None once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+def _state(pid: int) -> str:
+    """The one-letter state of ``pid`` (``T`` stopped), ``X`` once it is gone."""
+    status = _status(pid)
+    return "X" if status is None else status["State"][0]
