@@ -271,6 +271,102 @@ def test_fedreps_sequential_fine_tuning_is_algorithm_2s(data, monkeypatch):
         FineTune(part="both")
 
 
+def test_per_fedavgs_released_evaluation_adapts_every_client_on_the_source_clients_test_images(data, monkeypatch):
+    """The released ``one_sgd_step`` (main_per_fedavg.py): each client's copy, in train mode, takes an SGD step
+    (momentum 0.9) at lr on the first batch of a shuffle of the source client's test images, then one at beta on
+    the next batch, with no restore; the model tested is that one, written out here with torch alone. The
+    federated state is untouched, and the step's lrs matter (lr = beta = 0 tests the model as trained)."""
+    from benchmark.pfl.personalise import PerFedAvgStep, per_fedavg_step
+    from benchmark.pfl.streams import PER_FEDAVG_STEP
+
+    cfg = _cfg(algorithm="per_fedavg", clients=3, rounds=1)
+    t = _trainer(data, cfg, _split(3, n_test=53))  # 53 test images: a batch of 50, then one of 3
+    t.run()
+    _train, test = data
+    broadcast = _clone(t.broadcast)
+    adapted: list[dict[str, torch.Tensor]] = []
+    real = personalise_mod.client_accuracies
+
+    def record(model, data_, test_idx, states, batch=128):
+        adapted.append(_clone(states(0)))
+        return real(model, data_, test_idx, states, batch)
+
+    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    step = PerFedAvgStep(source=2, lr=0.05, beta=0.02)
+    acc = per_fedavg_step(t.model, test, t.split, t.client_state, step, cfg.streams)
+    assert _equal(t.broadcast, broadcast) and len(acc) == 3
+    src = torch.as_tensor(t.split.test[2])
+    for i in range(3):
+        net = build_model(cfg.model, 10, bn=cfg.bn)
+        net.load_state_dict(t.client_state(i))
+        net.train()
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        order = torch.randperm(53, generator=cfg.streams.batches(PER_FEDAVG_STEP, i))
+        for lr, batch in ((0.05, order[:50]), (0.02, order[50:100])):
+            opt.param_groups[0]["lr"] = lr
+            x, y = test.test_batch(src[batch])
+            loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        assert _equal(adapted[i], net.state_dict()), i
+    assert not _equal(adapted[0], adapted[1])  # each client's own shuffle of the same images
+    still = per_fedavg_step(t.model, test, t.split, t.client_state, PerFedAvgStep(2, 0.0, 0.0), cfg.streams)
+    assert np.array_equal(still, t.client_accuracy()) and not np.array_equal(acc, still)
+
+
+def test_per_fedavgs_released_evaluation_takes_the_last_client_drawn_and_the_algorithms_beta():
+    """The source is the last client of the round's draw in the order drawn (the released loop's leftover
+    ``idx``), not of the sorted draw the round trains; lr is the schedule's after that round; beta is that lr
+    for the paper's Per-FedAvg (App. A.3) and 0.1 for the reference's; other methods are refused."""
+    from benchmark.pfl.run import per_fedavg_step_of
+
+    cfg = PFLConfig(dataset="cifar10", model="4convnet", algorithm="per_fedavg", clients=100, participation=0.1,
+                    rounds=32, seed=0)  # fmt: skip
+    sampler = cfg.sampler()
+    for done in (1, 16, 32):
+        drawn = sampler.drawn(done - 1)
+        assert np.array_equal(np.sort(drawn), sampler.sample(done - 1))
+        step = per_fedavg_step_of(cfg, done)
+        assert step.source == drawn[-1] and step.lr == cfg.lr_at(done) == step.beta
+    assert any(sampler.drawn(r)[-1] != sampler.sample(r)[-1] for r in range(32))
+    assert per_fedavg_step_of(cfg, 32).lr == pytest.approx(0.001)  # after both decays, as the released loop
+    assert per_fedavg_step_of(replace(cfg, algorithm="per_fedavg_reference"), 32).beta == 0.1
+    with pytest.raises(ConfigError, match="evaluates Per-FedAvg runs only"):
+        per_fedavg_step_of(replace(cfg, algorithm="fedavg"), 32)
+
+
+def test_the_released_per_fedavg_evaluation_of_a_trained_run_adapts_on_its_last_rounds_last_client(
+    real_data_root, tmp_path, monkeypatch
+):
+    """``eval_step(..., "per_fedavg_step")`` on a trained Per-FedAvg run (real CIFAR-10, 3 clients of 100/50
+    images, one a round): the record names the step (source, lr, beta), and its per-client accuracies are
+    :func:`per_fedavg_step` on the selected model, also where the source is beyond the clients evaluated."""
+    from dataclasses import asdict
+
+    from benchmark.pfl import run
+    from benchmark.pfl.personalise import per_fedavg_step
+
+    monkeypatch.setattr(run, "make_partitioner",
+                        lambda *, num_clients, beta, **_: DirichletPartitioner(num_clients, beta, 100, 50))  # fmt: skip
+    seed = next(s for s in range(50) if _cfg(clients=3, participation=0.34, seed=s).sampler().drawn(1)[-1] == 2)
+    cfg = _cfg(algorithm="per_fedavg", clients=3, participation=0.34, rounds=2, seed=seed, eval_clients=2)
+    path = tmp_path / "seed0.json"
+    run.train_step(cfg, {"kind": "dirichlet", "beta": 0.5}, path, data_root=str(real_data_root), device="cpu",
+                   progress=False)  # fmt: skip
+    ev = run.eval_step(path, "per_fedavg_step", tmp_path / "step.json", ft=FineTune("none", 0, 0.0, 0.9),
+                       data_root=str(real_data_root), device="cpu", progress=False)  # fmt: skip
+    step = run.per_fedavg_step_of(cfg, 2)
+    assert step.source == 2 and ev["per_fedavg_step"] == asdict(step) and ev["finetune"] is None
+    record, sel = run.load_selected(path)
+    _train, test, split, meta = run.load_run_data(cfg, record["partition"], torch.device("cpu"), str(real_data_root))
+    model = build_model(cfg.model, meta["num_classes"], bn=cfg.bn)
+    want = per_fedavg_step(model, test, split, lambda i: _clone(sel["broadcast"]), step, cfg.streams,
+                           clients=[0, 1])  # fmt: skip
+    assert ev["per_client"] == [float(a) for a in want] and len(want) == 2
+    assert ev["per_client"] != record["initial"]["per_client"]
+
+
 # ------------------------------------------------------------------- 7. determinism and resumption
 @pytest.mark.slow
 def test_train_step_is_bit_identical_for_a_seed(real_data_root, tmp_path, monkeypatch, capsys):

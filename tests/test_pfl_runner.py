@@ -138,7 +138,8 @@ def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_depa
      ("lg_fedavg", {"pfl_lg_fedavg": "from_scratch"}, ("lg_fedavg_from_scratch",)),
      ("per_fedavg", {}, ("per_fedavg_fine_tuned",)), ("fedrep", {}, ()),
      ("fedrep", {"pfl_fedrep_finetune": "joint"}, ("fedrep_joint_fine_tuned",)),
-     ("fedrep", {"pfl_fedrep_momentum": "released"}, ("fedrep_released_momentum",))],
+     ("fedrep", {"pfl_fedrep_momentum": "released"}, ("fedrep_released_momentum",)),
+     ("per_fedavg", {"pfl_per_fedavg_eval": "released_step"}, ("per_fedavg_released_step",))],
 )
 def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_only_as_pass_star(
     cfg, tmp_path, monkeypatch, method, over, departures
@@ -154,7 +155,7 @@ def test_a_personalised_cell_of_a_method_run_off_the_papers_protocol_matches_onl
         path = Path(job.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"per_client": [plan.cell.mean] * 4, "selected_round": job.rounds}))
-    assert any(getattr(j, "evaluation", None) == "personalised" for j in plan.jobs)
+    assert any(getattr(j, "evaluation", None) in ("personalised", "per_fedavg_step") for j in plan.jobs)
     res = get_runner("pfl").collect(load_spec("fedbabu_table13"), plan, {}, {})
     assert res.departures == departures
     v = judge(plan.cell, res.values, substitute=False, not_run_reason=None, departures=res.departures)
@@ -200,6 +201,28 @@ def test_fedrep_at_the_released_momentum_is_an_option_for_fedrep_only(cfg):
     assert {r for r in default if r[0] != "fedrep"} == {r for r in released if r[0] != "fedrep"}
     with pytest.raises(ConfigError, match=r"pfl_fedrep_momentum='0.5'.*paper, released"):
         momenta("fedrep", {}, {"pfl_fedrep_momentum": "0.5"})
+
+
+def test_per_fedavgs_released_evaluation_is_an_option_for_per_fedavgs_personalised_cells_only(cfg):
+    """``pfl_per_fedavg_eval: released_step`` evaluates Per-FedAvg's personalised cells by the released step
+    (``per_fedavg_step``, no fine-tuning) from the same training jobs; every other job is the default's; a value
+    outside the two is one clear error."""
+    from benchmark.errors import ConfigError
+
+    def jobs(**over):
+        plans = plan_target("fedbabu_table13", cfg(device="cuda", **over))
+        return {(p.method, j.path) for p in plans if p.status == "planned" for j in p.jobs} | {
+            (p.method, j.training().path) for p in plans if p.status == "planned" for j in p.jobs
+            if j.KIND == "pfl_eval"}  # fmt: skip
+
+    default, released = jobs(), jobs(pfl_per_fedavg_eval="released_step")
+    changed_off, changed_on = default - released, released - default
+    assert changed_off and {m for m, _ in changed_off | changed_on} == {"per_fedavg"}
+    assert all("/personalised-" in p for _, p in changed_off)
+    assert all(p.endswith("/per_fedavg_step-none-e0-lr0-m0.9.json") for _, p in changed_on)
+    assert len(changed_off) == len(changed_on)
+    with pytest.raises(ConfigError, match=r"pfl_per_fedavg_eval.*'support_query' is not one of \['fine_tune', 'released_step'\]"):
+        plan_target("fedbabu_table13", cfg(device="cuda", pfl_per_fedavg_eval="support_query"))
 
 
 def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(

@@ -77,6 +77,7 @@ def _keyed_passes(rounds: int, clients: int, tau: int, ft_epochs: int, passes: i
                 yield (st.LOCAL, (r, i, e, p))
     for i in range(clients):
         yield (st.NCM_CROPS, (i,))
+        yield (st.PER_FEDAVG_STEP, (i,))
         for e in range(ft_epochs):
             yield (st.FINE_TUNE, (i, e))
 
@@ -127,13 +128,14 @@ def test_a_long_run_samples_its_clients_from_the_named_stream():
 
 def _seed_words(rounds: int, tau: int, seed: int) -> list[int]:
     """The 32-bit torch seeds of every pass a keyed f = 0.1 run of 100 clients draws (the clients its sampler
-    picks, FedRep's extra body epoch, the NCM crops, 5 fine-tuning epochs)."""
+    picks, FedRep's extra body epoch, the NCM crops, Per-FedAvg's evaluation step, 5 fine-tuning epochs)."""
     from benchmark.federated.sampling import FedBABUSampler
 
     sampler = FedBABUSampler(100, 10, seed)
     keys = [st.KEYED_BATCHES[st.LOCAL]((r, int(i), e)) for r in range(rounds) for i in sampler.sample(r)
             for e in range(tau + 1)]  # fmt: skip
     keys += [st.KEYED_BATCHES[st.NCM_CROPS]((i,)) for i in range(100)]
+    keys += [st.KEYED_BATCHES[st.PER_FEDAVG_STEP]((i,)) for i in range(100)]
     keys += [st.KEYED_BATCHES[st.FINE_TUNE]((i, e)) for i in range(100) for e in range(5)]
     return [int(np.random.SeedSequence([seed, *k]).generate_state(1)[0]) for k in keys]
 

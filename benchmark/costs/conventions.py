@@ -157,6 +157,13 @@ PER_FEDAVG_FINE_TUNED = Departure(
     "Per-FedAvg personalised by fedbabu Algorithm 2's fine-tuning (5 epochs, lr 0.001) instead of its own "
     "few-step adaptation on a support / query split of the test set (fedbabu, discussion of Table 5)",
 )
+PER_FEDAVG_RELEASED_STEP = Departure(
+    "per_fedavg_released_step",
+    "Per-FedAvg personalised as the released main_per_fedavg.py evaluates it (every client's model adapted by one "
+    "step at the round's lr and one at beta on the test images of the last client the round drew, then tested on "
+    "its own; the selected round, not the best round on the test sets) instead of its few-step adaptation on a "
+    "support / query split of each client's test set (fedbabu, discussion of Table 5)",
+)
 FEDREP_JOINT_FINE_TUNED = Departure(
     "fedrep_joint_fine_tuned",
     "FedRep personalised by fine-tuning body and head together (fedbabu Algorithm 2, line 16) instead of the head "
@@ -195,6 +202,7 @@ DEPARTURES: dict[str, Departure] = {
         SELECTED_ON_TEST,
         LG_FEDAVG_FROM_SCRATCH,
         PER_FEDAVG_FINE_TUNED,
+        PER_FEDAVG_RELEASED_STEP,
         FEDREP_JOINT_FINE_TUNED,
         FEDREP_RELEASED_MOMENTUM,
         K_SHOT_SUBSET,

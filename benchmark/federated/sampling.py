@@ -55,8 +55,14 @@ class FedBABUSampler:
 
     def sample(self, round_idx: int) -> np.ndarray:
         """Sorted client ids of round ``round_idx`` (0-based)."""
+        return np.sort(self.drawn(round_idx))
+
+    def drawn(self, round_idx: int) -> np.ndarray:
+        """The client ids of round ``round_idx`` in the order drawn: the order the reference's loop visits them
+        (``for idx in idxs_users``), whose last one its Per-FedAvg evaluation adapts on
+        (:func:`benchmark.pfl.personalise.per_fedavg_step`)."""
         if self.rng_for_round is not None:
             rng = self.rng_for_round(int(round_idx))
         else:
             rng = keyed_rng(self.seed, self.SAMPLING_KEY, int(round_idx))
-        return np.sort(rng.choice(self.num_clients, self.per_round, replace=False))
+        return rng.choice(self.num_clients, self.per_round, replace=False)

@@ -16,6 +16,9 @@
   by Euclidean ``cdist`` (the reference notebook; evaluation ``ncm_euclidean``). The reference returns a *count* of correct images that equals a
   percentage only with 100 test images per client; here it is a percentage.
 
+* **per_fedavg_step** (``pfl_per_fedavg_eval: released_step``): the released ``main_per_fedavg.py``'s evaluation
+  of Per-FedAvg (:func:`per_fedavg_step`), in place of the fine-tuning.
+
 Random draws (the fine-tuning's batches, the templates' crops) come from the run's streams ``seed``
 (:mod:`benchmark.pfl.streams`: ``data_order/fine_tune`` keyed by client and epoch, ``data_order/ncm_crops`` by
 client; a bare seed is the keyed scheme).
@@ -34,10 +37,10 @@ import torch
 
 from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
-from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs
+from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, sgd_step
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures.fedrep import fedrep_update
-from benchmark.pfl.streams import FINE_TUNE, NCM_CROPS, PFLStreams, as_streams
+from benchmark.pfl.streams import FINE_TUNE, NCM_CROPS, PER_FEDAVG_STEP, PFLStreams, as_streams
 
 #: What a fine-tuning trains: both parts jointly (``full``, Algorithm 2 line 16), one part (``body`` / ``head``,
 #: Table 4), or FedRep's head epochs then one body epoch (``sequential``, Algorithm 2 lines 17 and 20-21).
@@ -91,6 +94,72 @@ def personalise(
         tuned = clone_state(model)
         out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=tuned: s, eval_batch)[0])
     return np.asarray(out)
+
+
+@dataclass(frozen=True)
+class PerFedAvgStep:
+    """The adaptation of the released Per-FedAvg evaluation (:func:`per_fedavg_step`): ``source`` is the client
+    whose test images every client adapts on, ``lr`` and ``beta`` the two steps' learning rates."""
+
+    source: int
+    lr: float
+    beta: float
+    momentum: float = 0.9
+    batch_size: int = 50
+
+
+def per_fedavg_step(
+    model: torch.nn.Module,
+    test: DeviceImages,
+    split: ClientSplit,
+    states: Callable[[int], State],
+    step: PerFedAvgStep,
+    seed: int | PFLStreams,
+    eval_batch: int = 128,
+    clients: list[int] | None = None,
+) -> np.ndarray:
+    """Per-client accuracy after the released evaluation of Per-FedAvg (jhoon-oh/FedBABU ``main_per_fedavg.py``,
+    e34c15b, "SGD one step with testset"; ``models/Update.py: LocalUpdatePerFedAvg.one_sgd_step``).
+
+    Each client's copy of its model (``states(i)``) takes, in train mode, one SGD step (momentum
+    ``step.momentum``, the released 0.9) at ``step.lr`` on a batch of ``step.batch_size`` test images of client
+    ``step.source``, then one step at ``step.beta`` on the next batch of them (no restore between them: the second
+    step's momentum carries the first gradient), and is tested on its own test images. The batches are the
+    first two of a shuffle of the source's test images (the released ``DataLoader(shuffle=True)``, re-created for
+    every client; where one batch holds them all, the second is the first of a fresh shuffle, as the released
+    ``StopIteration`` handler takes it), drawn from ``data_order/per_fedavg_step`` keyed by the client adapted.
+
+    The released loop passes ``dict_users_test[idx]`` with ``idx`` the last client its training loop visited:
+    the same client's test images for every client (:func:`benchmark.pfl.run.per_fedavg_step_of` names it from
+    the run's sampler). fedbabu's text describes a support / query split of each client's test set instead (the
+    discussion of its Table 5), without its proportions or number of steps; that is not implemented. Departure
+    from the released loop: one evaluation of the selected model, not one per round with the best round on the
+    test sets kept."""
+    streams = as_streams(seed)
+    dev = test.images.device
+    src = torch.as_tensor(split.test[step.source], device=dev)
+    out = []
+    for i in clients if clients is not None else range(split.num_clients):
+        model.load_state_dict(states(i))
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=step.lr, momentum=step.momentum)
+        first, second = _two_batches(len(src), step.batch_size, streams.batches(PER_FEDAVG_STEP, i))
+        sgd_step(model, opt, *test.test_batch(src[first.to(dev)]))
+        opt.param_groups[0]["lr"] = step.beta
+        sgd_step(model, opt, *test.test_batch(src[second.to(dev)]))
+        adapted = clone_state(model)
+        out.append(client_accuracies(model, test, (split.test[i],), lambda _j, s=adapted: s, eval_batch)[0])
+    return np.asarray(out)
+
+
+def _two_batches(n: int, batch: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first two batches a shuffling loader over ``n`` items yields, a fresh shuffle when one runs out."""
+    if n == 0:
+        raise ConfigError("the Per-FedAvg evaluation's source client has no test images", "check the partition")
+    order = torch.randperm(n, generator=gen)
+    if n > batch:
+        return order[:batch], order[batch : 2 * batch]
+    return order, torch.randperm(n, generator=gen)[:batch]
 
 
 def ncm_accuracy(

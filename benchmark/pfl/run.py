@@ -41,13 +41,22 @@ from benchmark.federated.history import RoundRecord
 from benchmark.federated.images import DeviceImages
 from benchmark.federated.progress import CountProgress
 from benchmark.io import atomic_path, atomic_write_bytes, atomic_write_json, read_verified_json, sha256_bytes
+from benchmark.pfl.algorithms import get_algorithm
 from benchmark.pfl.centralised import CENTRALISED, run_centralised
 from benchmark.pfl.executor import choose_executor, resumed_choice
 from benchmark.pfl.local import client_accuracies, weighted_mean
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit, make_partitioner
-from benchmark.pfl.personalise import FineTune, ncm_accuracy, personalise, summary
+from benchmark.pfl.personalise import (
+    FineTune,
+    PerFedAvgStep,
+    ncm_accuracy,
+    per_fedavg_step,
+    personalise,
+    summary,
+)
+from benchmark.pfl.procedures.per_fedavg import PerFedAvgOptions
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer
 from benchmark.pfl.vectorised import model_reason, personalise_vectorised
 from benchmark.provenance import git_commit, machine, package_versions
@@ -263,6 +272,23 @@ def load_selected(record_path: str | Path) -> tuple[dict[str, Any], dict[str, An
     return record, torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
+def per_fedavg_step_of(cfg: PFLConfig, done: int, momentum: float = 0.9) -> PerFedAvgStep:
+    """The released Per-FedAvg evaluation after ``done`` rounds of the run ``cfg``
+    (:func:`benchmark.pfl.personalise.per_fedavg_step`): the source is the last client the run's sampler drew in
+    that round (the released loop's leftover ``idx``); ``lr`` the round's lr after the decay that round ends
+    with (the released loop decays before it evaluates); ``beta`` the algorithm's meta-step lr there (the
+    paper's Per-FedAvg: that lr, fedbabu App. A.3; the reference's: 0.1, what the released evaluation passes)."""
+    algorithm = get_algorithm(cfg.algorithm)
+    if algorithm.procedure not in ("per_fedavg", "per_fedavg_beta_lr"):
+        raise ConfigError(f"evaluation per_fedavg_step of a {cfg.algorithm} run", "it evaluates Per-FedAvg runs only")
+    if not 1 <= done <= cfg.rounds:
+        raise ConfigError(f"Per-FedAvg evaluation after round {done}", f"a round in 1..{cfg.rounds}")
+    lr = cfg.lr_at(done)
+    beta = PerFedAvgOptions().beta if algorithm.procedure == "per_fedavg" else None
+    source = int(cfg.sampler().drawn(done - 1)[-1])
+    return PerFedAvgStep(source, lr, lr if beta is None else float(beta), momentum, cfg.batch_size)
+
+
 def eval_step(
     record_path: str | Path,
     evaluation: str,
@@ -290,6 +316,9 @@ def eval_step(
     model = place_model(model, dev, cfg.precision.dtype, cfg.channels_last)  # the training's layout
     train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
+    step = per_fedavg_step_of(cfg, int(record["selected_round"]), ft.momentum if ft else 0.9) \
+        if evaluation == "per_fedavg_step" else None  # fmt: skip
+    source_test = split.test[step.source] if step else None  # the source may be beyond the first n clients
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
     personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
@@ -309,6 +338,10 @@ def eval_step(
         )
     elif evaluation == "personalised":
         acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.streams, cfg.eval_batch)
+    elif evaluation == "per_fedavg_step":
+        src_split = ClientSplit(split.train, (*split.test, source_test), split.server, split.label_rows)
+        acc = per_fedavg_step(model, test, src_split, states, replace(step, source=len(split.test)), cfg.streams,
+                              cfg.eval_batch, clients=list(range(n)))  # fmt: skip
     elif evaluation in ("ncm_cosine", "ncm_euclidean"):
         metric = evaluation.removeprefix("ncm_")
         acc = ncm_accuracy(
@@ -316,14 +349,15 @@ def eval_step(
         )
     else:
         raise ConfigError(
-            f"evaluation {evaluation!r}", "use initial, personalised, ncm_cosine or ncm_euclidean"
+            f"evaluation {evaluation!r}", "use initial, personalised, per_fedavg_step, ncm_cosine or ncm_euclidean"
         )
     bar.close()
     mean, std = summary(acc)
     result = {
         "kind": "pfl_eval",
         "evaluation": evaluation,
-        "finetune": asdict(ft) if ft else None,
+        "finetune": asdict(ft) if ft and evaluation == "personalised" else None,
+        **({"per_fedavg_step": asdict(step)} if step else {}),
         "training_record": str(record_path),
         "model_sha256": record["model_sha256"],  # the lineage: the evaluated bytes (checked by load_selected)
         "partition_hash": meta["partition_hash"],

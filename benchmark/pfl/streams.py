@@ -13,6 +13,8 @@ purpose                            keys            pass
 ``data_order/ditto_personal``      r, i, e         Ditto's personal pass
 ``data_order/fine_tune``           i, e            personalisation: fine-tuning epoch ``e`` of client ``i``
 ``data_order/ncm_crops``           i               the crops of the nearest-template evaluation (no shuffle)
+``data_order/per_fedavg_step``     i               client ``i``'s released Per-FedAvg evaluation step (the
+                                                   order of the source client's test images)
 ``data_order/centralised``         e               epoch ``e`` of centralised training (Table 9)
 ``data_order/local_only``          i, e            epoch ``e`` of client ``i`` trained alone
 ``client_sampling``                r               the clients of round ``r``
@@ -61,6 +63,7 @@ LOCAL = "data_order"
 DITTO_PERSONAL = "data_order/ditto_personal"
 FINE_TUNE = "data_order/fine_tune"
 NCM_CROPS = "data_order/ncm_crops"
+PER_FEDAVG_STEP = "data_order/per_fedavg_step"
 CENTRALISED = "data_order/centralised"
 LOCAL_ONLY = "data_order/local_only"
 CLIENT_SAMPLING = "client_sampling"
@@ -79,6 +82,7 @@ KEYED_BATCHES: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = {
     DITTO_PERSONAL: lambda k: (k[0], k[1], 0xD1, *k[2:]),
     FINE_TUNE: lambda k: (0xF7, *k),
     NCM_CROPS: lambda k: (0xCE, *k),
+    PER_FEDAVG_STEP: lambda k: (0xFA5, *k),  # no run has 4,005 rounds
     CENTRALISED: lambda k: (0xCE17, *k),
     LOCAL_ONLY: lambda k: (0x10CA1, *k),
 }

@@ -175,6 +175,11 @@ class PFLConfig:
         """The run's random streams (:mod:`benchmark.pfl.streams`: keyed up to 206 rounds, named beyond)."""
         return PFLStreams.for_run(self.seed, self.rounds)
 
+    def sampler(self) -> FedBABUSampler:
+        """The run's client sampler: fedbabu's draw from the run's ``client_sampling`` stream."""
+        return FedBABUSampler(self.clients, self.clients_per_round, self.seed,
+                              rng_for_round=partial(self.streams.numpy, CLIENT_SAMPLING))  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """The fields, less the warm-start ones (:data:`WARM_START_DEFAULTS`) at their defaults: the records and
         checkpoint identities of the runs made before they existed stay what they were."""
@@ -337,8 +342,7 @@ class PFLTrainer(RoundTrainer):
         cfg = self.cfg
         return RoundPlan(
             rounds=cfg.rounds,
-            sampler=FedBABUSampler(cfg.clients, cfg.clients_per_round, cfg.seed,
-                                   rng_for_round=partial(cfg.streams.numpy, CLIENT_SAMPLING)),
+            sampler=cfg.sampler(),
             lr_at=cfg.lr_at,
             eval_every=cfg.eval_every,
             identity=run_identity(

@@ -231,7 +231,8 @@ class PFLEvalJob(_PFLFields):
 
         ft = FineTune(self.ft_part, self.ft_epochs, float(self.ft_lr), float(self.ft_momentum))
         eval_step(
-            self.training().path, self.evaluation, self.path, ft=ft if self.evaluation == "personalised" else None,
+            self.training().path, self.evaluation, self.path,
+            ft=ft if self.evaluation in ("personalised", "per_fedavg_step") else None,  # the step's momentum
             device=config.get("device"), data_root=config.get("data_root"),
         )  # fmt: skip
 
@@ -281,6 +282,14 @@ def momenta(algorithm: str, proto: Mapping[str, Any], config: Mapping[str, Any])
     if algorithm == "fedrep" and config_choice(config, "pfl_fedrep_momentum", FEDREP_MOMENTA) == "released":
         return FEDREP_RELEASED_MOMENTUM, FEDREP_RELEASED_MOMENTUM
     return train, tune
+
+
+#: How a Per-FedAvg cell's personalised accuracy is measured: ``fine_tune`` = fedbabu Algorithm 2's fine-tuning
+#: like every other method (the named departure ``per_fedavg_fine_tuned``), ``released_step`` = the released
+#: ``main_per_fedavg.py`` evaluation (:func:`benchmark.pfl.personalise.per_fedavg_step`: every client adapted by
+#: one lr step and one beta step on the test images of the last client its round drew; the named departure
+#: ``per_fedavg_released_step``). The text's support / query split is not stated precisely enough to build.
+PER_FEDAVG_EVALS = {"fine_tune": "personalised", "released_step": "per_fedavg_step"}
 
 
 def personalised_part(algorithm: str, stated: str, config: Mapping[str, Any]) -> str:
@@ -376,6 +385,10 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     if stage == "initial" and classifier == "nearest_template_cosine":
         ev = dict(evaluation="ncm_" + str(config.get("pfl_ncm_metric", "cosine")), ft_part="none", ft_epochs=0,
                   ft_lr="0", ft_momentum="0")  # fmt: skip
+    elif (stage == "personalized" and classifier == "trained_head"
+          and get_algorithm(algorithm).procedure.startswith("per_fedavg")
+          and config_choice(config, "pfl_per_fedavg_eval", PER_FEDAVG_EVALS) == "released_step"):  # fmt: skip
+        ev = dict(evaluation="per_fedavg_step", ft_part="none", ft_epochs=0, ft_lr="0", ft_momentum=_num(ft_momentum))
     elif stage == "personalized" and classifier == "trained_head":
         ev = dict(evaluation="personalised",
                   ft_part=personalised_part(algorithm, str(proto.get("finetune_part") or "full"), config),
@@ -442,6 +455,8 @@ def pfl_job_seconds(job: Any, machine: str, config: Mapping[str, Any]) -> float 
         procs = min(job.threads(config), sampled_clients(job))  # the round's clients side by side, one core each
         return training_passes(job) / (rate * procs) + evals / (rate * FORWARD_SPEEDUP)
     evals = job.clients * (test + train) / (rate * FORWARD_SPEEDUP)
+    if job.evaluation == "per_fedavg_step":  # two batches of 50 per client, no pass over its training images
+        return job.clients * test / (rate * FORWARD_SPEEDUP) + job.clients * 2 * 50 / rate
     if job.evaluation != "personalised":
         return evals
     epochs = job.ft_epochs + (job.ft_part == "sequential")  # FedRep's body epoch after its head epochs
@@ -576,6 +591,8 @@ def cell_departures(plan, selected_rounds: list[int]) -> tuple[str, ...]:
         names.extend(algorithm.personalised_departures)
         if algorithm.fine_tune != "full" and any(getattr(j, "ft_part", None) == "full" for j in plan.jobs):
             names.append("fedrep_joint_fine_tuned")  # Algorithm 2's sequential fine-tuning not applied
+    if any(getattr(j, "evaluation", None) == "per_fedavg_step" for j in plan.jobs):
+        names.append("per_fedavg_released_step")
     if algorithm.name == "fedrep" and any(float(j.momentum) != float(plan.cell.protocol.get("momentum", 0.9))
                                           for j in plan.jobs):  # fmt: skip
         names.append("fedrep_released_momentum")

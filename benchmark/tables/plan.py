@@ -239,6 +239,7 @@ PLAN_SETTINGS = (
     "pfl_lg_fedavg",
     "pfl_fedrep_finetune",
     "pfl_fedrep_momentum",
+    "pfl_per_fedavg_eval",
     "fl_report_round",
     "flip_stream",
     "resize",
