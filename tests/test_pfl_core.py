@@ -87,6 +87,19 @@ def _clone(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in state.items()}
 
 
+def _evaluated_states(monkeypatch) -> list[dict[str, torch.Tensor]]:
+    """The states :mod:`benchmark.pfl.personalise` evaluates, in order (a copy of each, as it is tested)."""
+    seen: list[dict[str, torch.Tensor]] = []
+    real = personalise_mod.client_accuracies
+
+    def record(model, data_, test_idx, states, batch=128):
+        seen.append(_clone(states(0)))
+        return real(model, data_, test_idx, states, batch)
+
+    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    return seen
+
+
 # ------------------------------------------------------------------------------- 1. FedBABU's fixed head
 def test_fedbabu_head_stays_bit_identical_to_its_initialisation(data):
     """fedbabu Algorithm 1: the head gets lr 0 and is never aggregated, so after training it is the random
@@ -199,14 +212,7 @@ def test_personalisation_touches_only_the_clients_copy(data, monkeypatch):
     broadcast, personal = _clone(t.broadcast), {i: _clone(s) for i, s in t.personal.items()}
     before = t.client_accuracy()
 
-    tuned: list[dict[str, torch.Tensor]] = []  # the fine-tuned state personalise evaluates, per client
-    real = personalise_mod.client_accuracies
-
-    def record(model, data_, test_idx, states, batch=128):
-        tuned.append(_clone(states(0)))
-        return real(model, data_, test_idx, states, batch)
-
-    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    tuned = _evaluated_states(monkeypatch)  # the fine-tuned state personalise evaluates, per client
     ft = FineTune(epochs=1, lr=0.01)
     acc0 = personalise(t.model, train, test, t.split, t.client_state, ft, cfg.seed, clients=[0])
     assert _equal(t.broadcast, broadcast)
@@ -231,14 +237,7 @@ def test_fedreps_sequential_fine_tuning_is_algorithm_2s(data, monkeypatch):
     t = _trainer(data, cfg)
     t.run()
     train, test = data
-    tuned: list[dict[str, torch.Tensor]] = []
-    real = personalise_mod.client_accuracies
-
-    def record(model, data_, test_idx, states, batch=128):
-        tuned.append(_clone(states(0)))
-        return real(model, data_, test_idx, states, batch)
-
-    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    tuned = _evaluated_states(monkeypatch)
     start = t.client_state(0)
     ft = FineTune(part="sequential", epochs=2, lr=0.05)
     personalise(t.model, train, test, t.split, t.client_state, ft, cfg.seed, clients=[0])
@@ -284,14 +283,7 @@ def test_per_fedavgs_released_evaluation_adapts_every_client_on_the_source_clien
     t.run()
     _train, test = data
     broadcast = _clone(t.broadcast)
-    adapted: list[dict[str, torch.Tensor]] = []
-    real = personalise_mod.client_accuracies
-
-    def record(model, data_, test_idx, states, batch=128):
-        adapted.append(_clone(states(0)))
-        return real(model, data_, test_idx, states, batch)
-
-    monkeypatch.setattr(personalise_mod, "client_accuracies", record)
+    adapted = _evaluated_states(monkeypatch)
     step = PerFedAvgStep(source=2, lr=0.05, beta=0.02)
     acc = per_fedavg_step(t.model, test, t.split, t.client_state, step, cfg.streams)
     assert _equal(t.broadcast, broadcast) and len(acc) == 3

@@ -56,7 +56,7 @@ from benchmark.pfl.personalise import (
     personalise,
     summary,
 )
-from benchmark.pfl.procedures.per_fedavg import PerFedAvgOptions
+from benchmark.pfl.procedures.per_fedavg import PROCEDURE_OPTIONS
 from benchmark.pfl.trainer import PFLConfig, PFLResult, PFLTrainer
 from benchmark.pfl.vectorised import model_reason, personalise_vectorised
 from benchmark.provenance import git_commit, machine, package_versions
@@ -278,15 +278,14 @@ def per_fedavg_step_of(cfg: PFLConfig, done: int, momentum: float = 0.9) -> PerF
     that round (the released loop's leftover ``idx``); ``lr`` the round's lr after the decay that round ends
     with (the released loop decays before it evaluates); ``beta`` the algorithm's meta-step lr there (the
     paper's Per-FedAvg: that lr, fedbabu App. A.3; the reference's: 0.1, what the released evaluation passes)."""
-    algorithm = get_algorithm(cfg.algorithm)
-    if algorithm.procedure not in ("per_fedavg", "per_fedavg_beta_lr"):
+    opts = PROCEDURE_OPTIONS.get(get_algorithm(cfg.algorithm).procedure)
+    if opts is None:
         raise ConfigError(f"evaluation per_fedavg_step of a {cfg.algorithm} run", "it evaluates Per-FedAvg runs only")
     if not 1 <= done <= cfg.rounds:
         raise ConfigError(f"Per-FedAvg evaluation after round {done}", f"a round in 1..{cfg.rounds}")
     lr = cfg.lr_at(done)
-    beta = PerFedAvgOptions().beta if algorithm.procedure == "per_fedavg" else None
     source = int(cfg.sampler().drawn(done - 1)[-1])
-    return PerFedAvgStep(source, lr, lr if beta is None else float(beta), momentum, cfg.batch_size)
+    return PerFedAvgStep(source, lr, float(opts.beta_at(lr)), momentum, cfg.batch_size)
 
 
 def eval_step(
@@ -316,9 +315,7 @@ def eval_step(
     model = place_model(model, dev, cfg.precision.dtype, cfg.channels_last)  # the training's layout
     train.dtype = test.dtype = cfg.precision.dtype
     n = cfg.eval_clients or split.num_clients  # reduced configurations evaluate the first clients only
-    step = per_fedavg_step_of(cfg, int(record["selected_round"]), ft.momentum if ft else 0.9) \
-        if evaluation == "per_fedavg_step" else None  # fmt: skip
-    source_test = split.test[step.source] if step else None  # the source may be beyond the first n clients
+    whole, step = split, None  # the Per-FedAvg step's source may be beyond the first n clients
     split = ClientSplit(split.train[:n], split.test[:n], split.server, split.label_rows)
     broadcast = {k: v.to(dev) for k, v in sel["broadcast"].items()}
     personal = {int(i): {k: v.to(dev) for k, v in s.items()} for i, s in sel["personal"].items()}
@@ -339,9 +336,8 @@ def eval_step(
     elif evaluation == "personalised":
         acc = personalise(model, train, test, split, states, ft or FineTune(), cfg.streams, cfg.eval_batch)
     elif evaluation == "per_fedavg_step":
-        src_split = ClientSplit(split.train, (*split.test, source_test), split.server, split.label_rows)
-        acc = per_fedavg_step(model, test, src_split, states, replace(step, source=len(split.test)), cfg.streams,
-                              cfg.eval_batch, clients=list(range(n)))  # fmt: skip
+        step = per_fedavg_step_of(cfg, int(record["selected_round"]), ft.momentum if ft else 0.9)
+        acc = per_fedavg_step(model, test, whole, states, step, cfg.streams, cfg.eval_batch, clients=list(range(n)))
     elif evaluation in ("ncm_cosine", "ncm_euclidean"):
         metric = evaluation.removeprefix("ncm_")
         acc = ncm_accuracy(

@@ -55,6 +55,10 @@ class PerFedAvgOptions:
 
     beta: float | None = 0.1
 
+    def beta_at(self, lr: float) -> float:
+        """The meta-step lr in a round whose lr is ``lr``."""
+        return lr if self.beta is None else self.beta
+
 
 def per_fedavg_update(
     model: torch.nn.Module,
@@ -96,10 +100,12 @@ def per_fedavg(
 ) -> tuple[State, float]:
     """Client ``i``'s Per-FedAvg update in round ``r``: its full state after it, and the mean step-2 loss."""
     trainer.model.load_state_dict(trainer.client_state(i))
-    beta = lr if opts.beta is None else opts.beta
+    beta = opts.beta_at(lr)
     sgd, idx = trainer.cfg.local_sgd(lr, lr), trainer.split.train[i]
     loss = per_fedavg_update(trainer.model, trainer.train, idx, sgd, (LOCAL, r, i), beta=beta)
     return clone_state(trainer.model), loss
 
 
 per_fedavg_beta_lr = partial(per_fedavg, opts=PerFedAvgOptions(beta=None))
+#: Each Per-FedAvg procedure's options: the reference's beta 0.1, or the paper's beta = the round's lr.
+PROCEDURE_OPTIONS = {"per_fedavg": PerFedAvgOptions(), "per_fedavg_beta_lr": PerFedAvgOptions(beta=None)}
