@@ -207,3 +207,19 @@ def test_released_local_update_without_augmentation_or_shuffle_equals_ours(
     assert moved > 1e-3  # the update did something
     worst = max(float((ours[k] - theirs[k]).abs().max()) for k in ours)
     assert worst <= 1e-5, worst
+
+
+@needs_checkout
+def test_released_main_ditto_equals_ditto_reference_on_a_deterministic_loop(real_data_root, tmp_path):
+    """``main_ditto.py`` as released (through the driver) and this suite's ``ditto_reference`` on the
+    ``ditto-loop-identity`` configuration (no augmentation or shuffling, the same clients, tau = 1, 3 rounds):
+    every round's size-weighted accuracy of the clients' models as the script tests them agrees within the
+    configuration's 0.25 point (measured: equal to 4 decimals). The paper's Ditto (``ditto``: personal models
+    kept, the global updates averaged) does not (docs/peers/fedbabu.md)."""
+    from benchmark.peers import fedbabu
+    from benchmark.peers.compare import render
+    from benchmark.peers.registry import PeerRequest
+
+    cmp = fedbabu.run(PeerRequest("fedbabu", "ditto-loop-identity", (0,), _checkout(), tmp_path))
+    assert cmp.outcome().status == "AGREE", render(cmp)
+    assert len(cmp.ours[0].rounds) == 3 and cmp.ours[0].accuracy[-1] > 10

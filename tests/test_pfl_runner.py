@@ -225,6 +225,40 @@ def test_per_fedavgs_released_evaluation_is_an_option_for_per_fedavgs_personalis
         plan_target("fedbabu_table13", cfg(device="cuda", pfl_per_fedavg_eval="support_query"))
 
 
+def test_ditto_as_released_is_an_option_whose_personalised_cells_read_the_training_not_a_fine_tuning(
+    cfg, tmp_path, monkeypatch
+):
+    """``pfl_ditto: released`` runs the released main_ditto.py (``ditto_reference``) and reads its cells from the
+    training's own evaluation of the clients' models after the last round, as main_ditto.py reports them (no
+    Algorithm 2 fine-tuning): Ditto's jobs are trainings of ``ditto_reference``, every other job is the default's,
+    a value equal to the paper's is PASS* (``ditto_released``), and a value outside the two is one clear error."""
+    from benchmark.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+
+    def planned(**over):
+        return [p for p in plan_target("fedbabu_table13", cfg(device="cuda", **over)) if p.status == "planned"]
+
+    default, released = planned(), planned(pfl_ditto="released")
+    ditto = [p for p in released if p.method == "ditto_reference"]
+    assert ditto and not any(p.method == "ditto" for p in released)
+    assert {p.cell.id for p in ditto} == {p.cell.id for p in default if p.method == "ditto"}
+    assert all(j.KIND == "pfl_train" and j.algorithm == "ditto_reference" for p in ditto for j in p.jobs)
+    assert all(any(j.KIND == "pfl_eval" and j.evaluation == "personalised" for j in p.jobs)
+               for p in default if p.method == "ditto")  # fmt: skip
+    others = {(p.cell.id, j.path) for p in default if p.method != "ditto" for j in p.jobs}
+    assert others == {(p.cell.id, j.path) for p in released if p.method != "ditto_reference" for j in p.jobs}
+    plan = ditto[0]
+    for job in plan.jobs:
+        _write_record(job, [plan.cell.mean] * 4, selected=job.rounds)
+    res = get_runner("pfl").collect(load_spec("fedbabu_table13"), plan, {}, {})
+    assert res.values == [plan.cell.mean] and res.departures == ("ditto_released",)
+    v = judge(plan.cell, res.values, substitute=False, not_run_reason=None, departures=res.departures)
+    assert v.status is Status.PASS_DEPARTURE and "main_ditto.py" in v.reason
+    with pytest.raises(ConfigError, match=r"pfl_ditto.*'reference' is not one of \['paper', 'released'\]"):
+        plan_target("fedbabu_table13", cfg(device="cuda", pfl_ditto="reference"))
+
+
 def test_the_paper_client_std_is_not_a_seed_std_and_the_table_shows_ours_beside_it(
     cfg, tmp_path, monkeypatch
 ):

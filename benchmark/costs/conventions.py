@@ -164,6 +164,15 @@ PER_FEDAVG_RELEASED_STEP = Departure(
     "its own; the selected round, not the best round on the test sets) instead of its few-step adaptation on a "
     "support / query split of each client's test set (fedbabu, discussion of Table 5)",
 )
+DITTO_RELEASED = Departure(
+    "ditto_released",
+    "Ditto run and measured as fedbabu's released main_ditto.py does: each round every client's personal model "
+    "restarts from the round-start global model, the server averages the personal models, both trainings run "
+    "at the initial lr every round, and the personalised accuracy is that of the personal models after the last "
+    "round with no fine-tuning (a client the last round did not draw is tested with the round-start global "
+    "model), instead of Ditto with personal models kept across rounds and Algorithm 2's fine-tuning (fedbabu "
+    "App. A.3, Algorithm 2)",
+)
 FEDREP_JOINT_FINE_TUNED = Departure(
     "fedrep_joint_fine_tuned",
     "FedRep personalised by fine-tuning body and head together (fedbabu Algorithm 2, line 16) instead of the head "
@@ -203,6 +212,7 @@ DEPARTURES: dict[str, Departure] = {
         LG_FEDAVG_FROM_SCRATCH,
         PER_FEDAVG_FINE_TUNED,
         PER_FEDAVG_RELEASED_STEP,
+        DITTO_RELEASED,
         FEDREP_JOINT_FINE_TUNED,
         FEDREP_RELEASED_MOMENTUM,
         K_SHOT_SUBSET,

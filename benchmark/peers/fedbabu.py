@@ -72,7 +72,18 @@ CONFIGS: dict[str, Mapping[str, Any]] = {
                       "ft_clients": None},
     "paper-s10-tau10": {**_BASE, "kind": "train", "algorithms": ("fedbabu", "fedavg"), "local_epochs": 10,
                         "rounds": 32, "ft_clients": None},
+    # main_ditto.py beside ditto_reference, the whole loop deterministic as loop-identity; 3 rounds so that a
+    # round starts from personal models averaged and reset twice; what main_ditto.py reports (its personal
+    # models, not fine-tuned): no personalisation on either side
+    "ditto-loop-identity": {
+        **_BASE, "kind": "train", "algorithms": ("ditto",), "local_epochs": 1, "rounds": 3, "ft_clients": None,
+        "personalise": False, "same_clients": True, "augment": False, "shuffle": False,
+    },
 }  # fmt: skip
+
+#: This suite's algorithm for a released script run as written: ``main_ditto.py`` is ``ditto_reference``
+#: (benchmark/pfl/procedures/ditto.py; the paper's Ditto, ``ditto``, keeps the personal models).
+OURS = {"ditto": "ditto_reference"}
 
 #: Components of the two sides that differ on these configurations (docs/peers/fedbabu.md).
 DIFFERENCES: tuple[Difference, ...] = (
@@ -182,7 +193,7 @@ def _released_spec(
         "augment": cfg["augment"], "shuffle": cfg["shuffle"],
         "local_bs": cfg["batch_size"], "bs": cfg["eval_batch"], "seed": seed,
         "personalise": {"epochs": cfg["ft_epochs"], "lr": cfg["ft_lr"], "momentum": cfg["momentum"],
-                        "clients": cfg["ft_clients"]},
+                        "clients": cfg["ft_clients"]} if cfg.get("personalise", True) else None,
     }  # fmt: skip
     if cfg["same_clients"]:
         per_round = max(int(cfg["participation"] * cfg["clients"]), 1)
@@ -191,10 +202,13 @@ def _released_spec(
 
 
 def theirs_train(out: Mapping[str, Any]) -> dict[str, Any]:
-    """The quantities of one released training run (driver output of mode ``train``)."""
+    """The quantities of one released training run (driver output of mode ``train``); without a
+    personalisation ``final`` is the last round's accuracy and there is no ``initial``."""
+    tuned = "personalised_mean" in out
     return {
         "rounds": tuple(int(r) for r in out["rounds"]), "accuracy": tuple(float(a) for a in out["accuracy"]),
-        "initial": float(out["initial_mean"]), "final": float(out["personalised_mean"]),
+        "initial": float(out["initial_mean"]) if tuned else None,
+        "final": float(out["personalised_mean"] if tuned else out["last_accuracy"]),
         "extra": {"best_round_accuracy": float(out["best_accuracy"]), "last_accuracy": float(out["last_accuracy"])},
         "wall_s": float(out["wall_s"]),
     }  # fmt: skip
@@ -202,8 +216,8 @@ def theirs_train(out: Mapping[str, Any]) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------------------------- ours
 def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) -> dict[str, Any]:
-    """This suite's pfl runner on the configuration: training, then the personalisation of the selected
-    model (the same quantities as :func:`theirs_train`)."""
+    """This suite's pfl runner on the configuration: training (the released script's algorithm, :data:`OURS`),
+    then the personalisation of the selected model (the same quantities as :func:`theirs_train`)."""
     import torch
 
     from benchmark.data.registry import load_dataset
@@ -213,7 +227,8 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
     from benchmark.pfl.trainer import PFLConfig, PFLTrainer
 
     t0 = time.perf_counter()
-    pcfg = PFLConfig(dataset=cfg["dataset"], model=cfg["model"], algorithm=algorithm, clients=cfg["clients"],
+    pcfg = PFLConfig(dataset=cfg["dataset"], model=cfg["model"], algorithm=OURS.get(algorithm, algorithm),
+                     clients=cfg["clients"],
                      participation=cfg["participation"], local_epochs=cfg["local_epochs"], rounds=cfg["rounds"],
                      batch_size=cfg["batch_size"], lr=cfg["lr"], momentum=cfg["momentum"],
                      eval_batch=cfg["eval_batch"], seed=seed, selection="best")  # fmt: skip
@@ -223,6 +238,12 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
     trainer = PFLTrainer(pcfg, train, test, split, cfg["num_classes"], progress=False)
     with _batches(augment=cfg["augment"], shuffle=cfg["shuffle"]):
         res = trainer.run()
+    hist = [h for h in res.history if "test_accuracy" in h]
+    curve = {"rounds": tuple(int(h["round"]) for h in hist), "accuracy": tuple(float(h["test_accuracy"]) for h in hist)}
+    extra = {"best_round_accuracy": float(res.extra["best_accuracy"]), "last_accuracy": float(res.extra["last_accuracy"])}
+    if not cfg.get("personalise", True):
+        return {**curve, "initial": None, "final": extra["last_accuracy"], "extra": extra,
+                "wall_s": time.perf_counter() - t0}  # fmt: skip
     sel = res.selected
     clients = list(range(cfg["ft_clients"] or cfg["clients"]))
 
@@ -236,14 +257,8 @@ def ours_train(cfg: Mapping[str, Any], algorithm: str, seed: int, split: Any) ->
                                cfg["eval_batch"])  # fmt: skip
     with _batches(augment=cfg["augment"], shuffle=cfg["shuffle"]):
         after = personalise(trainer.model, train, test, split, state, ft, pcfg.streams, cfg["eval_batch"], clients)
-    hist = [h for h in res.history if "test_accuracy" in h]
-    return {
-        "rounds": tuple(int(h["round"]) for h in hist), "accuracy": tuple(float(h["test_accuracy"]) for h in hist),
-        "initial": float(np.mean(before)), "final": float(np.mean(after)),
-        "extra": {"best_round_accuracy": float(res.extra["best_accuracy"]),
-                  "last_accuracy": float(res.extra["last_accuracy"])},
-        "wall_s": time.perf_counter() - t0,
-    }  # fmt: skip
+    return {**curve, "initial": float(np.mean(before)), "final": float(np.mean(after)), "extra": extra,
+            "wall_s": time.perf_counter() - t0}  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -342,13 +357,20 @@ def run(request: PeerRequest) -> PeerComparison:
             )
             per_ours[algo] = ours_train(cfg, algo, seed, inputs["split"])
         o, t = _merge(per_ours, cfg["algorithms"]), _merge(per_theirs, cfg["algorithms"])
+        tuned = cfg.get("personalise", True)
+        script = "main_ditto.py" if cfg["algorithms"][0] in OURS else "main_fed.py"
         ours_runs.append(SideRun("ours", seed, o["rounds"], o["accuracy"], o["final"], o["initial"], o["extra"],
-                                 o["wall_s"], "benchmark.pfl PFLTrainer + personalise"))  # fmt: skip
+                                 o["wall_s"], "benchmark.pfl PFLTrainer" + (" + personalise" if tuned else "")))  # fmt: skip
         theirs_runs.append(SideRun("theirs", seed, t["rounds"], t["accuracy"], t["final"], t["initial"], t["extra"],
-                                   t["wall_s"], "main_fed.py (runpy) + analysis.ipynb cell 2 via the driver"))  # fmt: skip
-    if cfg["kind"] == "train":
+                                   t["wall_s"], f"{script} (runpy)" + (" + analysis.ipynb cell 2" if tuned else "")
+                                   + " via the driver"))  # fmt: skip
+    if cfg["kind"] == "train" and cfg.get("personalise", True):
         notes.append("final = personalised mean (Table 13), initial = the selected model's mean (Table 12 w/ "
                      f"classifier); first algorithm {cfg['algorithms'][0]}, others as prefixed extras")  # fmt: skip
+    elif cfg["kind"] == "train":
+        notes.append(f"{cfg['algorithms'][0]}: the released script beside this suite's "
+                     f"{OURS.get(cfg['algorithms'][0], cfg['algorithms'][0])}; final = the last round's size-weighted "
+                     "accuracy of the clients' models as the script tests them, not fine-tuned (what it reports)")  # fmt: skip
     return PeerComparison(
         family="fedbabu", config_name=request.config_name, config=_jsonable(cfg), seeds=tuple(request.seeds),
         official_repo=OFFICIAL_URL, official_commit=official_commit(request.official_repo),

@@ -33,7 +33,9 @@ class Algorithm:
     ``lr`` replaces the reference's 0.1 and ``lr_decay`` False keeps it constant (fedbabu App. A.3's
     LG-FedAvg). ``fine_tune`` is Algorithm 2's FINE-TUNE for it: ``full`` (line 16: body and head together) or
     ``sequential`` (FedRep, lines 17 and 20-21: the head for tau_f epochs, then the body for one;
-    :data:`benchmark.pfl.personalise.PARTS`)."""
+    :data:`benchmark.pfl.personalise.PARTS`), or ``none``: its personalised cells read the training's own
+    evaluation of the clients' models after the selected round, not fine-tuned (the released ``main_ditto.py``
+    reports its personal models so)."""
 
     name: str
     local_part: str
@@ -104,13 +106,17 @@ ALGORITHMS: dict[str, Algorithm] = {
             "fedrep", "full", "body", procedure="fedrep", paper="Collins et al., ICML 2021", fine_tune="sequential"
         ),
         Algorithm("ditto", "full", "full", procedure="ditto", paper="Li et al., ICML 2021"),
-        # the reference's main_ditto.py as written (personal models reset to the global each round and averaged)
+        # the reference's main_ditto.py as written (personal models reset to the global each round and averaged,
+        # no lr decay) and as it reports (the personal models after the last round, not fine-tuned): fedbabu's
+        # Ditto cells under pfl_ditto: released (the named departure ditto_released)
         Algorithm(
             "ditto_reference",
             "full",
             "full",
             procedure="ditto_reference",
             paper="jhoon-oh/FedBABU main_ditto.py",
+            departures=("ditto_released",),
+            fine_tune="none",
         ),
         # fedbabu App. A.3: beta = the round's lr (the default); the reference passes beta = 0.1
         # personalised by Algorithm 2's fine-tuning, not by its own few-step adaptation (a named departure)

@@ -247,9 +247,13 @@ HEAD_INITS = {
 #: Config keys that choose between a paper's protocol for a method and this suite's other version of it:
 #: key -> (the algorithm a spec names, {value: the algorithm run}); the first value is the default. fedbabu's
 #: LG-FedAvg: App. A.3's training after FedAvg (``after_fedavg``) or from scratch like the other methods
-#: (``from_scratch``, the named departure ``lg_fedavg_from_scratch``).
+#: (``from_scratch``, the named departure ``lg_fedavg_from_scratch``). fedbabu's Ditto: the method of its citation
+#: with App. A.3's lambda and Algorithm 2's fine-tuning (``paper``), or the released ``main_ditto.py`` as written and
+#: as it reports (``released``: :data:`~benchmark.pfl.procedures.ditto.ditto_reference`, its personal models after
+#: the last round not fine-tuned; the named departure ``ditto_released``).
 PROTOCOL_OPTIONS: dict[str, tuple[str, dict[str, str]]] = {
     "pfl_lg_fedavg": ("lg_fedavg", {"after_fedavg": "lg_fedavg_after_fedavg", "from_scratch": "lg_fedavg"}),
+    "pfl_ditto": ("ditto", {"paper": "ditto", "released": "ditto_reference"}),
 }
 
 
@@ -380,7 +384,9 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     )  # fmt: skip
     stage = proto.get("stage")
     classifier = proto.get("classifier", "trained_head")
-    if stage == "initial" and classifier == "trained_head":
+    if (stage == "initial" or (stage == "personalized" and get_algorithm(algorithm).fine_tune == "none")) and (
+        classifier == "trained_head"
+    ):  # a personalised cell of an algorithm reported as trained (released Ditto): the training's own evaluation
         return tuple(PFLTrainJob(**base, seed=s) for s in seeds), None
     if stage == "initial" and classifier == "nearest_template_cosine":
         ev = dict(evaluation="ncm_" + str(config.get("pfl_ncm_metric", "cosine")), ft_part="none", ft_epochs=0,

@@ -240,6 +240,7 @@ PLAN_SETTINGS = (
     "pfl_fedrep_finetune",
     "pfl_fedrep_momentum",
     "pfl_per_fedavg_eval",
+    "pfl_ditto",
     "fl_report_round",
     "flip_stream",
     "resize",

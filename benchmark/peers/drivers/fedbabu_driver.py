@@ -8,11 +8,13 @@ Nothing of the released code is copied here: the script imports the checkout's m
 
 Modes (``spec["mode"]``):
 
-* ``train`` -- the released ``main_fed.py`` itself, executed as ``__main__`` (``runpy``) with its own argument
-  parser fed the spec's values, then the personalisation of ``analysis.ipynb`` cell 2 re-expressed by calling
-  the checkout's functions (``test_img_local``, ``DatasetSplit``; the fine-tuning loop is the notebook's: SGD
-  with the body/head groups at the fine-tuning lr, momentum, no weight decay, batch ``local_bs``, shuffled
-  augmented training data, ``ft_epochs`` passes). Run-time shims (no file of the checkout is edited):
+* ``train`` -- the released ``main_fed.py`` (``main_ditto.py`` for ``algorithm: ditto``) itself, executed as
+  ``__main__`` (``runpy``) with its own argument parser fed the spec's values, then the personalisation of
+  ``analysis.ipynb`` cell 2 re-expressed by calling the checkout's functions (``test_img_local``,
+  ``DatasetSplit``; the fine-tuning loop is the notebook's: SGD with the body/head groups at the fine-tuning lr,
+  momentum, no weight decay, batch ``local_bs``, shuffled augmented training data, ``ft_epochs`` passes; not for
+  Ditto, whose script saves no ``best_model.pt`` and reports its personal models as they stand). Run-time shims
+  (no file of the checkout is edited):
 
   - ``utils.train_utils.get_data`` is replaced by a function that builds torchvision's CIFAR-10/100 from
     ``data_root`` with ``download=False`` (the released code downloads into ``./data``) with the released
@@ -72,7 +74,10 @@ ALGORITHMS = {  # the released scripts' (--local_upt_part, --aggr_part)
     "fedbabu": ("body", "body"),
     "fedper": ("full", "body"),
     "lg_fedavg": ("full", "head"),
+    "ditto": ("full", "full"),  # main_ditto.py reads neither switch
 }
+#: The released script of an algorithm (``main_fed.py`` for the others).
+SCRIPTS = {"ditto": "main_ditto.py"}
 
 
 def _prepare(spec: dict) -> None:
@@ -289,7 +294,7 @@ def mode_train(spec: dict) -> dict:
     sys.argv = argv
     t0 = time.perf_counter()
     try:
-        g = runpy.run_path(str(repo / "main_fed.py"), run_name="__main__")
+        g = runpy.run_path(str(repo / SCRIPTS.get(spec["algorithm"], "main_fed.py")), run_name="__main__")
     finally:
         os.chdir(cwd)
         sys.argv = saved_argv
@@ -301,6 +306,14 @@ def mode_train(spec: dict) -> dict:
 
     res = pd.read_csv(base / "results.csv")
     last_clients, last_mean = _test_all(g["net_local_list"], args, dataset_test, dict_test)
+    if spec["algorithm"] in SCRIPTS:
+        # main_ditto.py rolls every client's model back to the new global after its last test: its last round's
+        # own measure (the personal models before the rollback) is results.csv's last acc_test; the
+        # rolled-back models' accuracy (the final global's) is kept beside it
+        out_extra = {"rolled_back_accuracy": last_mean, "rolled_back_per_client": last_clients}
+        last_mean, last_clients = float(res["acc_test"].iloc[-1]), None
+    else:
+        out_extra = {}
     out = {
         "mode": "train",
         "argv": argv,
@@ -312,6 +325,7 @@ def mode_train(spec: dict) -> dict:
         "last_accuracy": last_mean,
         "last_per_client": last_clients,
         "train_wall_s": train_wall,
+        **out_extra,
     }
     if spec.get("out"):  # the training's results, before the (long) personalisation
         Path(spec["out"]).with_suffix(".train.json").write_text(json.dumps(out))
