@@ -41,26 +41,31 @@ class ClosedFormRunner(Runner):
     }  # fmt: skip
 
     def check_params(self, params, where) -> None:
-        """``protocol`` is a closed-form protocol; ``partition`` a known scheme with only its own parameters."""
+        """``protocol`` is a closed-form protocol; ``partition`` (required: it names every job's clients) a known
+        scheme with only its own parameters."""
 
         if "protocol" in params:  # the names from the catalogue file (its module imports torch)
             names = lambda: dict(load_catalogue("closed_form").data.get("protocols") or {})
             check_name(params["protocol"], where.at("protocol"), names, "closed-form protocol")
         part = params.get("partition")
-        if part:
-            scheme = check_name(part.get("scheme"), where.at("partition", "scheme"), available_partitioners,
-                                "partition scheme")  # fmt: skip
-            fn = get_partitioner(scheme)
-            args = list(inspect.signature(fn).parameters)[2:]
-            check_mapping(part, where.at("partition"), allowed=["scheme", *args])
-            hints = typing.get_type_hints(fn)
-            plain = {int, float, str, bool, type(None)}
-            for key, value in part.items():
-                hint = hints.get(key, Any)
-                if key != "scheme" and set(typing.get_args(hint) or (hint,)) <= plain:  # not array parameters
-                    coerce(value, hint, where.at("partition", key))
-            if isinstance(part.get("num_clients"), int) and part["num_clients"] < 1:
-                raise where.at("partition", "num_clients").error(f"must be >= 1, got {part['num_clients']}", "e.g. 100")
+        if not part:
+            raise where.at("partition").error(
+                "is missing or empty: the closed-form runner splits every dataset among clients",
+                "give it, e.g. partition: {scheme: dirichlet, alpha: 0.1, num_clients: 100}",
+            )
+        scheme = check_name(part.get("scheme"), where.at("partition", "scheme"), available_partitioners,
+                            "partition scheme")  # fmt: skip
+        fn = get_partitioner(scheme)
+        args = list(inspect.signature(fn).parameters)[2:]
+        check_mapping(part, where.at("partition"), allowed=["scheme", *args])
+        hints = typing.get_type_hints(fn)
+        plain = {int, float, str, bool, type(None)}
+        for key, value in part.items():
+            hint = hints.get(key, Any)
+            if key != "scheme" and set(typing.get_args(hint) or (hint,)) <= plain:  # not array parameters
+                coerce(value, hint, where.at("partition", key))
+        if isinstance(part.get("num_clients"), int) and part["num_clients"] < 1:
+            raise where.at("partition", "num_clients").error(f"must be >= 1, got {part['num_clients']}", "e.g. 100")
 
     def runner_protocol(self, spec, cell, rule, dataset) -> dict[str, Any] | None:
         natural = dataset in rule.params.get("natural_users", [])

@@ -277,3 +277,21 @@ def test_any_partition_request_partitions_or_fails_with_one_error(scheme, n, cla
 def test_catalogue_properties_start_from_files_that_load(name) -> None:
     """The properties mutate the real catalogues, which load as they are."""
     assert _catalogue_loader(name)(ROOT / "benchmark" / "protocols")
+
+
+def test_a_closed_form_rule_without_its_partition_is_one_error_naming_it(tmp_path) -> None:
+    """The edit the property above drew on 2026-12-06 (``runners[0].partition`` removed from fedcof Table 3): one
+    error naming the field, not a KeyError while planning."""
+    from benchmark.tables.plan import plan_target
+    from benchmark.tables.spec import load_spec
+    from benchmark.workflow import load_config
+
+    data = yaml.safe_load((ROOT / "paper_tables" / f"{SPEC}.yaml").read_text())
+    del data["runners"][0]["partition"]
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / f"{SPEC}.yaml").write_text(dump(data), encoding="utf-8")
+    with pytest.raises(BenchmarkError, match=r"partition.*is missing") as err:
+        load_spec(SPEC, folder)
+        plan_target(SPEC, load_config(), folder)
+    one_error(err.value)
