@@ -329,6 +329,7 @@ def run(request: PeerRequest) -> PeerComparison:
             f"{request.official_repo} has no main_fed.py", f"clone {OFFICIAL_URL} and pass its path"
         )
     ours_runs, theirs_runs, notes = [], [], []
+    tuned = cfg.get("personalise", True)  # the selected model personalised on both sides (Algorithm 2)
     for seed in request.seeds:
         inputs = write_inputs(request.workdir / "inputs", dataset=cfg["dataset"], model=cfg["model"],
                               num_classes=cfg["num_classes"], shards=cfg["shards"], clients=cfg["clients"],
@@ -357,14 +358,13 @@ def run(request: PeerRequest) -> PeerComparison:
             )
             per_ours[algo] = ours_train(cfg, algo, seed, inputs["split"])
         o, t = _merge(per_ours, cfg["algorithms"]), _merge(per_theirs, cfg["algorithms"])
-        tuned = cfg.get("personalise", True)
         script = "main_ditto.py" if cfg["algorithms"][0] in OURS else "main_fed.py"
         ours_runs.append(SideRun("ours", seed, o["rounds"], o["accuracy"], o["final"], o["initial"], o["extra"],
                                  o["wall_s"], "benchmark.pfl PFLTrainer" + (" + personalise" if tuned else "")))  # fmt: skip
         theirs_runs.append(SideRun("theirs", seed, t["rounds"], t["accuracy"], t["final"], t["initial"], t["extra"],
                                    t["wall_s"], f"{script} (runpy)" + (" + analysis.ipynb cell 2" if tuned else "")
                                    + " via the driver"))  # fmt: skip
-    if cfg["kind"] == "train" and cfg.get("personalise", True):
+    if cfg["kind"] == "train" and tuned:
         notes.append("final = personalised mean (Table 13), initial = the selected model's mean (Table 12 w/ "
                      f"classifier); first algorithm {cfg['algorithms'][0]}, others as prefixed extras")  # fmt: skip
     elif cfg["kind"] == "train":

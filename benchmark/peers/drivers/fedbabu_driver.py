@@ -172,7 +172,7 @@ def _args(spec: dict):
 
     local_upt, aggr = ALGORITHMS[spec["algorithm"]]
     argv = [
-        "main_fed.py", "--dataset", spec.get("dataset", "cifar10"), "--model", spec.get("model", "cnn"),
+        SCRIPTS.get(spec["algorithm"], "main_fed.py"), "--dataset", spec.get("dataset", "cifar10"), "--model", spec.get("model", "cnn"),
         "--num_classes", str(spec.get("num_classes", 10)), "--shard_per_user", str(spec.get("shard_per_user", 10)),
         "--epochs", str(spec["rounds"]), "--lr", str(spec.get("lr", 0.1)), "--num_users", str(spec["num_users"]),
         "--frac", str(spec["frac"]), "--local_ep", str(spec["local_ep"]), "--local_bs", str(spec.get("local_bs", 50)),
