@@ -300,13 +300,9 @@ def test_fetch_weights_verifies_the_sha256_prefix(tmp_path, monkeypatch, server,
 @pytest.fixture
 def fresh_availability():
     """Planning caches emptied before and after (the test changes the network state and data roots)."""
-    cached = [availability.online, availability.dataset_missing, availability.dataset_fetch_planned,
-              availability.choose_weights]  # fmt: skip
-    for fn in cached:
-        fn.cache_clear()
+    availability.clear_caches()
     yield
-    for fn in cached:
-        fn.cache_clear()
+    availability.clear_caches()
 
 
 def _plans(target: str, root: Path, network: bool, monkeypatch) -> list:
@@ -341,6 +337,25 @@ def test_reachable_network_plans_a_fetch_job_instead(tmp_path, monkeypatch, fres
         "results/data/weights/squeezenet1_1.json",
     ]
     assert wf.fetch_inputs(cfg, "cifar10", "squeezenet1_1", "substitute") == ["results/data/cifar10.json"]
+
+
+def test_the_answer_follows_the_data_root_the_environment_names_at_each_call(real_data_root, tmp_path, monkeypatch):
+    """The root left to ``$FLB_DATA_ROOT`` (``root=None``) is resolved at each call: a process that planned with
+    one folder is not answered for it after the variable names another (a test that planned with the default
+    ``./data`` made every later plan in its process NOT RUN, 2026-12-06); likewise a relative root after a chdir."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("FLB_DATA_ROOT", str(empty))
+    assert availability.dataset_missing("cifar10") is not None
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+    assert availability.dataset_missing("cifar10") is None
+    monkeypatch.delenv("FLB_DATA_ROOT")
+    monkeypatch.chdir(tmp_path)
+    assert availability.dataset_missing("cifar10") is not None  # ./data is absent here
+    (tmp_path / "data").symlink_to(real_data_root)
+    assert availability.dataset_missing("cifar10") is not None  # the same folder: remembered, as before
+    availability.clear_caches()
+    assert availability.dataset_missing("cifar10") is None
 
 
 def test_present_data_needs_no_fetch(real_data_root, monkeypatch, fresh_availability, tmp_path):

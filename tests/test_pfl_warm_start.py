@@ -24,14 +24,15 @@ from benchmark.tables.plan import plan_target
 CELL = "s-10/f-0_1/tau-10/personalized-accuracy/lg-fedavg"
 
 
-def _plan(**config):
+def _plan(data_root, **config):
+    """The cell's plan with the real CIFAR-10 (planning a cell checks that its dataset is there)."""
     base = yaml.safe_load(open("config/config.yaml"))
-    cfg = {**base, "cpu_training": True, **config}
+    cfg = {**base, "cpu_training": True, "data_root": str(data_root), **config}
     return next(p for p in plan_target("fedbabu_table13", cfg) if p.cell.id.endswith(CELL))
 
 
-def test_lg_fedavg_is_planned_after_the_fedavg_training_of_its_setting_by_default():
-    plan = _plan()
+def test_lg_fedavg_is_planned_after_the_fedavg_training_of_its_setting_by_default(real_data_root):
+    plan = _plan(real_data_root)
     assert plan.status == "planned" and plan.method == "lg_fedavg_after_fedavg"
     (evaluation,) = plan.jobs
     train = evaluation.training()
@@ -46,8 +47,8 @@ def test_lg_fedavg_is_planned_after_the_fedavg_training_of_its_setting_by_defaul
     assert not train.writes_sibling({"pfl_both_selections": True})  # the other selection starts from another model
 
 
-def test_without_training_the_cell_says_it_runs_after_fedavg_and_counts_both_trainings():
-    plan = _plan(cpu_training=False, device="cpu")
+def test_without_training_the_cell_says_it_runs_after_fedavg_and_counts_both_trainings(real_data_root):
+    plan = _plan(real_data_root, cpu_training=False, device="cpu")
     assert plan.status != "planned"
     detail = plan.not_run.detail
     assert "after the fedavg training of its setting" in detail and "from scratch" not in detail
@@ -55,8 +56,8 @@ def test_without_training_the_cell_says_it_runs_after_fedavg_and_counts_both_tra
     assert "1 seed(s) x 2.00 M training images" in detail
 
 
-def test_from_scratch_is_the_named_departure_and_a_wrong_value_is_one_error():
-    plan = _plan(pfl_lg_fedavg="from_scratch")
+def test_from_scratch_is_the_named_departure_and_a_wrong_value_is_one_error(real_data_root):
+    plan = _plan(real_data_root, pfl_lg_fedavg="from_scratch")
     (evaluation,) = plan.jobs
     train = evaluation.training()
     assert (plan.method, train.rounds, train.inputs()) == ("lg_fedavg", 32, ())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,23 @@ def training_allowed(config: Mapping[str, Any]) -> bool:
     return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
 
 
-@functools.cache
+def _here() -> str:
+    """The working folder: a relative data root or weights folder (the default ``./data``) means another
+    folder after a ``chdir``, so the answers below are remembered per working folder too."""
+    return os.getcwd()
+
+
 def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
     """None when ``name`` loads from the data root (without downloading), else the reason it cannot: its
-    files are absent (``missing data``) or the suite has no loader for it (``not implemented``)."""
+    files are absent (``missing data``) or the suite has no loader for it (``not implemented``).
+
+    Asked once per dataset and *resolved* data root: ``root=None`` means ``$FLB_DATA_ROOT`` (else ``./data``)
+    as it is at the call, so a process that changes the variable is not answered for the earlier folder."""
+    return _dataset_missing(name, str(data_root(root)), _here())
+
+
+@functools.cache
+def _dataset_missing(name: str, root: str, _cwd: str) -> NotRunReason | None:
     try:
         info = dataset_info(name)
     except UnknownNameError as err:
@@ -56,7 +70,6 @@ def online() -> bool:
     return network_reachable()
 
 
-@functools.cache
 def dataset_fetch_planned(name: str, root: str | None = None) -> bool:
     """True when ``name`` is absent here, has a public download and the network is reachable: the
     workflow then fetches (and verifies) it in a ``fetch_data`` job before the jobs that read it."""
@@ -122,18 +135,25 @@ def weights_blocker(model: str, root: str | None = None, wdir: str | None = None
     return missing_weights_reason(model, ckpt, spec.substitute.filename, folder)
 
 
-@functools.cache
 def choose_weights(model: str, root: str | None = None, wdir: str | None = None) -> tuple[str | None, str]:
     """The weights a paper cell with ``model`` runs with here: ``(source or None, explanation)``.
 
     The papers' own (torchvision) checkpoint when it is in the torch hub cache or the network is
     reachable; otherwise the substitute file when one exists; otherwise None, and the explanation is the
-    text of :func:`weights_blocker`'s reason.
+    text of :func:`weights_blocker`'s reason. Asked once per model, *resolved* weights folder and torch hub
+    folder (the environment variables as they are at the call, like :func:`dataset_missing`).
     """
+    from benchmark.models.weights import torch_hub_dir  # local, like the model imports above
+
+    return _choose_weights(model, str(weights_dir(wdir, root)), str(torch_hub_dir()), _here())
+
+
+@functools.cache
+def _choose_weights(model: str, folder: str, _hub: str, _cwd: str) -> tuple[str | None, str]:
     from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
     from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
-    blocker = weights_blocker(model, root, wdir)
+    blocker = weights_blocker(model, None, folder)
     if blocker is not None:
         return None, blocker.render()
     spec = backbone_spec(model)
@@ -169,3 +189,13 @@ def missing_weights_reason(model: str, ckpt: Path, substitute: str, folder: Path
 
 def describe_root(root: str | None = None) -> Path:
     return data_root(root)
+
+
+def clear_caches() -> None:
+    """Forget what was found (datasets, weights, the network probe): for a process that changes the files or
+    the network under a running planner (tests); a changed root or environment variable needs no clearing."""
+    for cached in _CACHED:
+        cached.cache_clear()
+
+
+_CACHED = (_dataset_missing, _choose_weights, online)

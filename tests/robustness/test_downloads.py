@@ -401,7 +401,7 @@ def test_wrong_weights_dir_reason_names_the_weights_setting_and_the_fetch(tmp_pa
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     monkeypatch.setattr(availability, "online", lambda: False)
-    availability.choose_weights.cache_clear()
+    availability.clear_caches()
     wrong = tmp_path / "wrong-weights"
     wrong.mkdir()
     guard = tree_guard(*CHECKOUT)
@@ -432,7 +432,7 @@ def test_wrong_weights_dir_reason_names_the_weights_setting_and_the_fetch(tmp_pa
             "snakemake --cores all t"
         )
     finally:
-        availability.choose_weights.cache_clear()
+        availability.clear_caches()
     guard.check()
 
 
