@@ -175,12 +175,9 @@ def test_corrupt_archive_is_rejected_and_nothing_is_written(tmp_path, fake_remot
 
 @pytest.fixture
 def fresh_availability():
-    cached = [availability.online, availability.dataset_missing, availability.dataset_fetch_planned]
-    for fn in cached:
-        fn.cache_clear()
+    availability.clear_caches()
     yield
-    for fn in cached:
-        fn.cache_clear()
+    availability.clear_caches()
 
 
 def test_offline_blocker_names_the_fetch_command(tmp_path, fresh_availability) -> None:

@@ -394,13 +394,10 @@ def test_mnli_absent_offline_names_the_fetch_command(tmp_path) -> None:
     msg = str(err.value)
     assert "`flb data fetch mnli`" in msg and str(tmp_path / "text" / "MNLI") in msg and "train.tsv" in msg
     assert text.MNLI_URL in msg and "FLB_DATA_ROOT" in msg and "\n" not in msg
-    cached = [availability.online, availability.dataset_missing, availability.dataset_fetch_planned]
-    for fn in cached:
-        fn.cache_clear()
+    availability.clear_caches()
     try:
         reason = availability.dataset_blocker("mnli", str(tmp_path))
     finally:
-        for fn in cached:
-            fn.cache_clear()
+        availability.clear_caches()
     assert reason is not None and f"`flb data fetch mnli --data-root {tmp_path}`" in reason.render()
     assert reason.command == f"flb data fetch mnli --data-root {tmp_path}" and reason.missing == "mnli"
