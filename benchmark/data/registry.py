@@ -68,10 +68,17 @@ def load_dataset(
     return info.loader(data_root(root), split, download, **options)
 
 
-@functools.cache
 def split_size(name: str, split: str, root: str | Path | None = None) -> int:
     """Examples in ``split`` of ``name`` as found on disk (verified and read once per process; never downloads):
     what planning asks (is the dataset here, how many images does a run see). Raises what :func:`load_dataset`
     raises with ``download=False``. Cached: a workflow plans thousands of cells over a few datasets, and reading
-    CIFAR or parsing SST each time cost seconds per Snakemake start."""
+    CIFAR or parsing SST each time cost seconds per Snakemake start. Remembered per folder the root resolves to at
+    the call (``root=None``: ``$FLB_DATA_ROOT`` as it is then; a relative root: from the working folder then), so
+    the same folder named two ways is read once, and another folder is never answered for."""
+    where = data_root(root)
+    return _split_size(name, split, str(where), str(where.absolute()))
+
+
+@functools.cache
+def _split_size(name: str, split: str, root: str, _folder: str) -> int:
     return len(load_dataset(name, split, root, download=False).labels)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,23 +31,20 @@ def training_allowed(config: Mapping[str, Any]) -> bool:
     return str(config.get("device") or "").startswith("cuda") or bool(config.get("cpu_training", False))
 
 
-def _here() -> str:
-    """The working folder: a relative data root or weights folder (the default ``./data``) means another
-    folder after a ``chdir``, so the answers below are remembered per working folder too."""
-    return os.getcwd()
-
-
 def dataset_missing(name: str, root: str | None = None) -> NotRunReason | None:
     """None when ``name`` loads from the data root (without downloading), else the reason it cannot: its
     files are absent (``missing data``) or the suite has no loader for it (``not implemented``).
 
     Asked once per dataset and *resolved* data root: ``root=None`` means ``$FLB_DATA_ROOT`` (else ``./data``)
-    as it is at the call, so a process that changes the variable is not answered for the earlier folder."""
-    return _dataset_missing(name, str(data_root(root)), _here())
+    as it is at the call, so a process that changes the variable is not answered for the earlier folder; the key
+    is the absolute folder, so a relative root is another folder after a ``chdir`` and one folder named two ways
+    is one answer."""
+    where = data_root(root)
+    return _dataset_missing(name, str(where), str(where.absolute()))
 
 
 @functools.cache
-def _dataset_missing(name: str, root: str, _cwd: str) -> NotRunReason | None:
+def _dataset_missing(name: str, root: str, _folder: str) -> NotRunReason | None:
     try:
         info = dataset_info(name)
     except UnknownNameError as err:
@@ -145,11 +141,12 @@ def choose_weights(model: str, root: str | None = None, wdir: str | None = None)
     """
     from benchmark.models.weights import torch_hub_dir  # local, like the model imports above
 
-    return _choose_weights(model, str(weights_dir(wdir, root)), str(torch_hub_dir()), _here())
+    folder = weights_dir(wdir, root)
+    return _choose_weights(model, str(folder), str(folder.absolute()), str(torch_hub_dir().absolute()))
 
 
 @functools.cache
-def _choose_weights(model: str, folder: str, _hub: str, _cwd: str) -> tuple[str | None, str]:
+def _choose_weights(model: str, folder: str, _absolute: str, _hub: str) -> tuple[str | None, str]:
     from benchmark.models.backbones import backbone_spec  # local: heavy import (torch, torchvision)
     from benchmark.models.weights import hub_checkpoint_path  # local: heavy import (torch)
 
