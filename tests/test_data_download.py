@@ -356,6 +356,9 @@ def test_the_answer_follows_the_data_root_the_environment_names_at_each_call(rea
     assert availability.dataset_missing("cifar10") is not None  # the same folder: remembered, as before
     availability.clear_caches()
     assert availability.dataset_missing("cifar10") is None
+    (tmp_path / "data").unlink()
+    availability.clear_caches()  # the files are gone: the split sizes are forgotten too
+    assert availability.dataset_missing("cifar10") is not None
 
 
 def test_present_data_needs_no_fetch(real_data_root, monkeypatch, fresh_availability, tmp_path):

@@ -82,3 +82,8 @@ def split_size(name: str, split: str, root: str | Path | None = None) -> int:
 @functools.cache
 def _split_size(name: str, split: str, root: str, _folder: str) -> int:
     return len(load_dataset(name, split, root, download=False).labels)
+
+
+def forget_split_sizes() -> None:
+    """Forget every size :func:`split_size` found: for a process whose dataset files change under it (tests)."""
+    _split_size.cache_clear()

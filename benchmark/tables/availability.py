@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmark.data.download import NO_DOWNLOAD, SOURCES, fetch_command
 from benchmark.data.fetch import network_reachable
-from benchmark.data.registry import dataset_info, split_size
+from benchmark.data.registry import dataset_info, forget_split_sizes, split_size
 from benchmark.errors import DataMissingError, UnknownNameError
 from benchmark.paths import data_root, weights_dir
 from benchmark.reasons import NotRunReason, ReasonKind
@@ -189,10 +189,12 @@ def describe_root(root: str | None = None) -> Path:
 
 
 def clear_caches() -> None:
-    """Forget what was found (datasets, weights, the network probe): for a process that changes the files or
-    the network under a running planner (tests); a changed root or environment variable needs no clearing."""
+    """Forget what was found (datasets and their sizes, weights, the network probe): for a process that changes the
+    files or the network under a running planner (tests); a changed root or environment variable needs no
+    clearing."""
     for cached in _CACHED:
         cached.cache_clear()
+    forget_split_sizes()
 
 
 _CACHED = (_dataset_missing, _choose_weights, online)
