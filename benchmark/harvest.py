@@ -55,7 +55,10 @@ class Unit:
     the training job, then the jobs that read it. ``resumes``: (rounds done, rounds) of the training's checkpoint
     when a previous harvest left one (its estimate then counts the rounds left). ``job_est_s``: each job's share
     of ``est_s`` (0 for a job that does not run), in the order of ``jobs``; recorded with the job's run.
-    ``unmeasured``: some job of it has no measured rate on the device (its estimate is an assumed default)."""
+    ``unmeasured``: some job of it has no measured rate on the device (its estimate is an assumed default).
+    ``input_resumes``: (kind, rounds done, rounds) of each training among the unit's inputs that has a checkpoint
+    (the FedAvg model LG-FedAvg starts from): its estimate counts the rounds left too; planning only, not
+    serialised."""
 
     jobs: tuple[Job, ...]
     cells: tuple[str, ...]
@@ -65,6 +68,7 @@ class Unit:
     resumes: tuple[int, int] | None = None
     job_est_s: tuple[float, ...] = ()
     unmeasured: bool = False
+    input_resumes: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def root(self) -> Job:

@@ -211,7 +211,8 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     job of no measured rate on the device come after every measured one: their assumed minutes say nothing of
     their cost (a ResNet-50 training on a CPU would rank first on an assumed 10 minutes). A training
     that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
-    a nearly finished unit ranks as the cheap one it is; with ``park``, a parked checkpoint further on counts as
+    a nearly finished unit ranks as the cheap one it is, and so is a training among a unit's inputs (LG-FedAvg's
+    FedAvg model, App. A.3: :attr:`~benchmark.harvest.Unit.input_resumes`); with ``park``, a parked checkpoint further on counts as
     the harvest would restore it (:func:`~benchmark.harvest_park.restore_parked`), so that a plan made without
     restoring (``flb estimate``) has the harvest's order. With ``ledgers``, a recorded training whose weights are on
     disk is materialised first (:func:`fill_weighted_trainings`): only its evaluations are estimated and run."""
@@ -228,6 +229,9 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
             return est.seconds
         return est.seconds * calibration.factor(job.KIND)
 
+    def checkpointed(job: Job) -> tuple[int, int] | None:  # the further of its local and parked checkpoints
+        return max((p for p in (resume_point(job, root), park and resume_point(job, park)) if p), default=None)
+
     units = plan_units(targets, config, lambda job: 0.0, seeds)
     fill_weighted_trainings(units, ledgers, root)
     todo = []
@@ -235,19 +239,22 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         if all(done(j) for j in u.jobs):
             continue
         shared = bool(config.get("pfl_both_selections"))
-        resumes = None
-        if must_run(u.root, u, root):
-            points = [p for p in (resume_point(u.root, root), park and resume_point(u.root, park)) if p]
-            resumes = max(points, default=None)
-        left = 1.0 if resumes is None else 1.0 - resumes[0] / resumes[1]
         runs = [must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) for j in u.jobs]
-        per_job = tuple(seconds(j) * (left if j is u.root else 1.0) if run else 0.0
+        points = {j.path: checkpointed(j) for j, run in zip(u.jobs, runs, strict=True) if run}
+        per_job = tuple(seconds(j) * _left(points.get(j.path)) if run else 0.0
                         for j, run in zip(u.jobs, runs, strict=True))  # fmt: skip
         guessed = any(run and j.path in unmeasured for j, run in zip(u.jobs, runs, strict=True))
-        todo.append(dataclasses.replace(u, est_s=sum(per_job), resumes=resumes, job_est_s=per_job,
-                                        unmeasured=guessed))  # fmt: skip
+        inputs = tuple((j.KIND, *p) for j in u.jobs[: u.prereq] if (p := points.get(j.path)) is not None)
+        todo.append(dataclasses.replace(u, est_s=sum(per_job), resumes=points.get(u.root.path), job_est_s=per_job,
+                                        unmeasured=guessed, input_resumes=inputs))  # fmt: skip
     todo.sort(key=lambda u: (u.unmeasured, -u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
+
+
+def _left(point: tuple[int, int] | None) -> float:
+    """The share of a training's rounds still to run from a checkpoint at ``point`` (rounds done, rounds); 1
+    without one."""
+    return 1.0 if point is None or point[1] <= 0 else max(0.0, 1.0 - point[0] / point[1])
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
@@ -303,6 +310,8 @@ def describe_plan(plan: HarvestPlan, device: str, budget_s: float, workers: int,
     for i, u in enumerate(plan.units[:show], 1):
         mark = "fits" if u in fit else "cut" if u in cut else "later"
         resumed = "" if u.resumes is None else f"  (resumes at round {u.resumes[0]}/{u.resumes[1]})"
+        resumed += "".join(f"  (its input {kind} resumes at round {done}/{rounds})"
+                           for kind, done, rounds in u.input_resumes)  # fmt: skip
         resumed += "  (no measured rate: assumed)" if u.unmeasured else ""
         lines.append(f"  {i:3d}. {len(u.cells):3d} cells  est {u.est_s / 60:8.1f} min  [{mark}]  {u.root.path}"
                      + resumed)  # fmt: skip

@@ -179,6 +179,45 @@ def test_a_stopped_training_is_estimated_for_the_rounds_its_checkpoint_has_left(
     assert [(u.root.name, u.resumes) for u in parked.units] == [("c", (60, 80)), ("a", (40, 80)), ("b", None)]
 
 
+@dataclass(frozen=True)
+class _WarmTrain(Job):
+    """A training that starts from another training's model (LG-FedAvg after FedAvg, App. A.3)."""
+
+    KIND: ClassVar[str] = "pfl_train"
+    PATTERN: ClassVar[str] = "results/w/{name}/seed{seed}.json"
+    name: str
+    seed: int
+
+    def inputs(self) -> tuple[Job, ...]:
+        return (_CkptTrain(self.name, self.seed),)
+
+    def checkpoint_file(self) -> Path:
+        return checkpoint_for(self.path)
+
+
+def test_a_training_among_a_units_inputs_is_estimated_for_the_rounds_its_checkpoint_has_left(tmp_path, monkeypatch):
+    """LG-FedAvg's unit trains its FedAvg model first: when that training is parked at round 60 of 80, the unit
+    costs a quarter of it (the LG-FedAvg training in full), and the plan says where the input resumes. Before this,
+    the input counted whole (2026-12-06: 96 min estimated for a unit whose FedAvg was parked at 74/80)."""
+    from benchmark.federated.checkpoint import save_checkpoint
+
+    planned = [(f"T:{n}", _WarmTrain(n, 0)) for n in ("a", "b")]
+    monkeypatch.setattr(harvest_cli, "plan_units", lambda targets, config, seconds, seeds=None: group_units(planned, seconds))
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0 if job.KIND == "partition" else 600.0, True))
+    state = {"run": {"config": {}, "method": "x", "stage": "", "start_round": 0, "rounds": 80}, "round": 60,
+             "trainer": {}, "history": [], "costs": {}}  # fmt: skip
+    park = tmp_path / "runs" / "parked"
+    save_checkpoint(park / _CkptTrain("b", 0).checkpoint_file(), state)
+    plan = harvest_cli.plan_harvest(["T"], {"device": "cpu"}, set(), root=tmp_path, park=park)
+    by = {u.root.name: u for u in plan.units}
+    assert [j.KIND for j in by["b"].jobs] == ["partition", "pfl_train", "pfl_train"] and by["b"].prereq == 2
+    assert by["b"].est_s == 60.0 + 600.0 * 20 / 80 + 600.0 and by["a"].est_s == 60.0 + 600.0 + 600.0
+    assert by["b"].resumes is None and by["b"].input_resumes == (("pfl_train", 60, 80),)
+    assert [u.root.name for u in plan.units] == ["b", "a"]
+    text = "\n".join(harvest_cli.describe_plan(plan, "cpu", 3600.0, 1))
+    assert "(its input pfl_train resumes at round 60/80)" in text and "(resumes at" not in text
+
+
 def test_a_recorded_training_whose_evaluation_is_still_to_run_is_estimated_and_run_again(tmp_path, monkeypatch):
     """The ledger keeps no weights: an evaluation still to run needs its training run again, so the training
     counts in the estimate (recorded, or only materialised from a record), but not when it is on disk with its
