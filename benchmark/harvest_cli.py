@@ -71,6 +71,7 @@ from benchmark.harvest_estimate import (
     Calibration,
     calibrate,
     job_estimate,
+    rounds_left_share,
 )
 from benchmark.harvest_park import PARK_DIR, PARK_MAX_BYTES, clear_recorded, park_checkpoints, restore_parked
 from benchmark.io import atomic_write_json
@@ -212,8 +213,8 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     their cost (a ResNet-50 training on a CPU would rank first on an assumed 10 minutes). A training
     that a previous harvest stopped is estimated for the rounds its checkpoint has left (:func:`resume_point`), so
     a nearly finished unit ranks as the cheap one it is, and so is a training among a unit's inputs (LG-FedAvg's
-    FedAvg model, App. A.3: :attr:`~benchmark.harvest.Unit.input_resumes`); with ``park``, a parked checkpoint further on counts as
-    the harvest would restore it (:func:`~benchmark.harvest_park.restore_parked`), so that a plan made without
+    FedAvg model, App. A.3: :attr:`~benchmark.harvest.Unit.input_resumes`); with ``park``, a parked checkpoint
+    further on counts as the harvest would restore it (:func:`~benchmark.harvest_park.restore_parked`), so that a plan made without
     restoring (``flb estimate``) has the harvest's order. With ``ledgers``, a recorded training whose weights are on
     disk is materialised first (:func:`fill_weighted_trainings`): only its evaluations are estimated and run."""
     unmeasured: set[str] = set()
@@ -241,7 +242,7 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
         shared = bool(config.get("pfl_both_selections"))
         runs = [must_run(j, u, root) and not written_by(j, u.root, shared_selections=shared) for j in u.jobs]
         points = {j.path: checkpointed(j) for j, run in zip(u.jobs, runs, strict=True) if run}
-        per_job = tuple(seconds(j) * _left(points.get(j.path)) if run else 0.0
+        per_job = tuple(seconds(j) * rounds_left_share(points.get(j.path)) if run else 0.0
                         for j, run in zip(u.jobs, runs, strict=True))  # fmt: skip
         guessed = any(run and j.path in unmeasured for j, run in zip(u.jobs, runs, strict=True))
         inputs = tuple((j.KIND, *p) for j in u.jobs[: u.prereq] if (p := points.get(j.path)) is not None)
@@ -249,12 +250,6 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
                                         unmeasured=guessed, input_resumes=inputs))  # fmt: skip
     todo.sort(key=lambda u: (u.unmeasured, -u.value, u.seed, u.root.path))
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
-
-
-def _left(point: tuple[int, int] | None) -> float:
-    """The share of a training's rounds still to run from a checkpoint at ``point`` (rounds done, rounds); 1
-    without one."""
-    return 1.0 if point is None or point[1] <= 0 else max(0.0, 1.0 - point[0] / point[1])
 
 
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:

@@ -160,13 +160,20 @@ def procs_of(notes: Iterable[str]) -> int:
     return 1
 
 
+def rounds_left_share(point: tuple[int, int] | None) -> float:
+    """The share of a training's rounds still to run from a checkpoint at ``point`` (rounds done, rounds): ``1 -
+    done/rounds``; 1 without one."""
+    if point is None or point[1] <= 0:
+        return 1.0
+    return max(0.0, 1.0 - point[0] / point[1])
+
+
 def resumed_fraction(notes: Iterable[str]) -> float:
     """The share of a job's rounds its recorded wall time covers: ``1 - done/rounds`` where a note says it resumed
     (:data:`RESUMED_NOTE`), else 1."""
     for note in notes:
         if m := _RESUMED.match(note):
-            done, rounds = int(m.group(1)), int(m.group(2))
-            return max(0.0, 1.0 - done / rounds) if rounds > 0 else 1.0
+            return rounds_left_share((int(m.group(1)), int(m.group(2))))
     return 1.0
 
 

@@ -179,20 +179,13 @@ def test_a_stopped_training_is_estimated_for_the_rounds_its_checkpoint_has_left(
     assert [(u.root.name, u.resumes) for u in parked.units] == [("c", (60, 80)), ("a", (40, 80)), ("b", None)]
 
 
-@dataclass(frozen=True)
-class _WarmTrain(Job):
+class _WarmTrain(_CkptTrain):
     """A training that starts from another training's model (LG-FedAvg after FedAvg, App. A.3)."""
 
-    KIND: ClassVar[str] = "pfl_train"
     PATTERN: ClassVar[str] = "results/w/{name}/seed{seed}.json"
-    name: str
-    seed: int
 
     def inputs(self) -> tuple[Job, ...]:
         return (_CkptTrain(self.name, self.seed),)
-
-    def checkpoint_file(self) -> Path:
-        return checkpoint_for(self.path)
 
 
 def test_a_training_among_a_units_inputs_is_estimated_for_the_rounds_its_checkpoint_has_left(tmp_path, monkeypatch):
