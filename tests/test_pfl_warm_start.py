@@ -156,3 +156,37 @@ def test_a_training_job_with_a_source_reads_it():
     (src,) = job.inputs()
     assert src.path == PFLTrainJob(**{**fields, "algorithm": "fedavg", "rounds": 320}).path
     assert PFLTrainJob(**{**fields, "algorithm": "fedavg"}).inputs() == ()
+
+
+def test_a_warm_start_draws_under_its_sources_stream_scheme_so_both_share_the_client_partition():
+    """LG-FedAvg after FedAvg at tau = 1: 80 rounds (``keyed`` by their length) after FedAvg's 320 (``named``). The
+    run takes its source's scheme, hence its source's partition (the run's check refused the other partition,
+    2026-12-07); at tau = 4 both lengths are keyed and the config (the records') is what it was."""
+    import numpy as np
+
+    from benchmark.pfl.partition import make_partitioner
+    from benchmark.pfl.streams import PFLStreams
+
+    fields = dict(dataset="cifar10", model="4convnet", bn="batch", scheme="shards", scheme_param="10", clients=100,
+                  server_fraction="0", algorithm="lg_fedavg_after_fedavg", participation="0.1", local_epochs=1,
+                  rounds=80, momentum="0.9", head_lr="1", head_init="default", prox_mu="default", selection="last",
+                  seed=0)  # fmt: skip
+    lg = PFLTrainJob(**fields).pfl_config({})
+    (source,) = PFLTrainJob(**fields).inputs()
+    fedavg = PFLTrainJob(**{**fields, "algorithm": "fedavg", "rounds": 320}).pfl_config({})
+    assert source.path == PFLTrainJob(**{**fields, "algorithm": "fedavg", "rounds": 320}).path
+    assert lg.streams == fedavg.streams == PFLStreams(0, "named")
+    assert lg.to_dict()["random_streams"] == "named" and lg.identity()["random_streams"] == "named"
+
+    labels = np.repeat(np.arange(10), 500)
+    split = make_partitioner("shards", 100, shards_per_client=10)
+    ours, theirs = split(labels, labels[::5], lg.streams), split(labels, labels[::5], fedavg.streams)
+    by_length = split(labels, labels[::5], PFLStreams.for_run(0, 80))  # the draws before the fix
+    assert all(np.array_equal(a, b) for a, b in zip(ours.train + ours.test, theirs.train + theirs.test, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(ours.train, by_length.train, strict=True))
+
+    lg4 = PFLTrainJob(**{**fields, "local_epochs": 4, "rounds": 20}).pfl_config({})
+    assert lg4.random_streams is None and "random_streams" not in lg4.to_dict() and lg4.streams.scheme == "keyed"
+    assert replace(lg4, random_streams="keyed").random_streams is None  # its own length's scheme: stored as None
+    with pytest.raises(ConfigError, match="random_streams"):
+        replace(lg4, random_streams="other")

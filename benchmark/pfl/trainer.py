@@ -73,7 +73,7 @@ from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state,
 from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit
 from benchmark.pfl.procedures import get_procedure
-from benchmark.pfl.streams import CLIENT_SAMPLING, LOCAL, PFLStreams
+from benchmark.pfl.streams import CLIENT_SAMPLING, LOCAL, SCHEMES, PFLStreams, scheme_for
 from benchmark.pfl.vectorised import local_updates_vectorised
 from benchmark.pfl.work import BATCH_SIZE
 
@@ -123,8 +123,18 @@ class PFLConfig:
     lr_decay: bool = True
     init_model: str | None = None
     init_model_sha256: str | None = None
+    # the random-stream scheme (benchmark.pfl.streams: ``keyed`` / ``named``) when it is not the one of this run's
+    # length: a run started from another training's model draws under that training's scheme, so that its client
+    # partition is the source's (LG-FedAvg's 80 rounds after FedAvg's 320 at tau = 1). None: by the run's length;
+    # a value equal to that is stored as None (the records of the runs made before the field stay what they were)
+    random_streams: str | None = None
 
     def __post_init__(self) -> None:
+        if self.random_streams is not None:
+            if self.random_streams not in SCHEMES:
+                raise ConfigError(f"random_streams={self.random_streams!r}", f"use one of {', '.join(SCHEMES)}")
+            if self.random_streams == scheme_for(self.rounds):
+                object.__setattr__(self, "random_streams", None)
         if self.selection not in ("best", "last"):
             raise ConfigError(f"selection={self.selection!r}", "use 'best' (the reference) or 'last'")
         if self.selection == "best" and self.eval_every != 1:
@@ -172,8 +182,9 @@ class PFLConfig:
 
     @property
     def streams(self) -> PFLStreams:
-        """The run's random streams (:mod:`benchmark.pfl.streams`: keyed up to 206 rounds, named beyond)."""
-        return PFLStreams.for_run(self.seed, self.rounds)
+        """The run's random streams (:mod:`benchmark.pfl.streams`: keyed up to 206 rounds, named beyond, unless
+        :attr:`random_streams` names the scheme of the training this run starts from)."""
+        return PFLStreams(self.seed, self.random_streams or scheme_for(self.rounds))
 
     def sampler(self) -> FedBABUSampler:
         """The run's client sampler: fedbabu's draw from the run's ``client_sampling`` stream."""
@@ -205,7 +216,9 @@ class PFLConfig:
 
 #: The :class:`PFLConfig` fields of a run started from another run's model, and their defaults (a run from
 #: scratch): left out of :meth:`PFLConfig.to_dict` at these values.
-WARM_START_DEFAULTS: dict[str, Any] = {"lr_decay": True, "init_model": None, "init_model_sha256": None}
+WARM_START_DEFAULTS: dict[str, Any] = {
+    "lr_decay": True, "init_model": None, "init_model_sha256": None, "random_streams": None
+}
 #: Execution fields added after runs were recorded, and their defaults: left out of :meth:`PFLConfig.to_dict` at
 #: these values (the records of the runs made before they existed stay what they were).
 EXECUTION_DEFAULTS: dict[str, Any] = {"client_procs": 1}

@@ -65,12 +65,15 @@ class _PFLFields(Job):
         execution knobs ``train_exec``, ``train_chunk`` and ``channels_last`` (the workflow's, shared with
         ``fl_train``; the model's memory layout, recorded, and kept by the evaluations of the run), and
         ``pfl_client_procs`` (a round's clients in that many CPU processes, bit for bit the loop)."""
-        from benchmark.pfl.trainer import PFLConfig  # local: heavy import (torch)
+        from benchmark.pfl.streams import scheme_for  # local: heavy imports (torch)
+        from benchmark.pfl.trainer import PFLConfig
 
         knobs = config or {}
         algo = get_algorithm(self.algorithm)
         source = self.source()
         warm = {"lr_decay": algo.lr_decay, "init_model": None if source is None else source.path}
+        if source is not None:  # the source's draws, hence its partition (PFLConfig.random_streams)
+            warm["random_streams"] = scheme_for(source.rounds)
         if algo.lr is not None:
             warm["lr"] = algo.lr
         exec_ = str(knobs.get("train_exec", "auto"))
