@@ -38,7 +38,9 @@ Two schemes map a purpose and its keys to a generator:
 a key (tested by enumerating them), and ``named`` otherwise. Every recorded pfl run (32 or 80 rounds) was made
 under ``keyed`` and stays bit-identical; a 320-round run (tau = 1) draws from named streams. Departure from a
 single scheme: the scheme depends on the run's length. Moving every run to ``named`` is one line in
-:func:`scheme_for` plus a ``NUMERICS`` bump of the pfl jobs (their records are then stale and re-run).
+:func:`scheme_for` plus a ``NUMERICS`` bump of the pfl jobs (their records are then stale and re-run). A run started
+from another training's model (LG-FedAvg after FedAvg) draws under that training's scheme
+(``PFLConfig.random_streams``), since its partition is the source's: at tau = 1 its 80 rounds follow FedAvg's 320.
 """
 
 from __future__ import annotations
