@@ -35,8 +35,8 @@ Two schemes map a purpose and its keys to a generator:
   (``SeedSequence`` pads a 3-word key with zeros), and round 247's epochs have the shuffle of its fine-tuning.
 
 :func:`scheme_for` picks ``keyed`` for a run of at most :data:`KEYED_SAFE_ROUNDS` rounds, where no two passes share
-a key (tested by enumerating them), and ``named`` otherwise. Every recorded pfl run (32 or 80 rounds) was made
-under ``keyed`` and stays bit-identical; a 320-round run (tau = 1) draws from named streams. Departure from a
+a key (tested by enumerating them), and ``named`` otherwise. Every pfl run recorded before ``named`` existed (32 or 80
+rounds) was made under ``keyed`` and stays bit-identical; a 320-round run (tau = 1) draws from named streams. Departure from a
 single scheme: the scheme depends on the run's length. Moving every run to ``named`` is one line in
 :func:`scheme_for` plus a ``NUMERICS`` bump of the pfl jobs (their records are then stale and re-run). A run started
 from another training's model (LG-FedAvg after FedAvg) draws under that training's scheme
