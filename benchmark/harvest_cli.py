@@ -252,6 +252,20 @@ def plan_harvest(targets: Sequence[str], config: Mapping[str, Any], recorded: se
     return HarvestPlan(tuple(todo), len(units) - len(todo), len(unmeasured), calibration)
 
 
+def parked_jobs_to_keep(whole: HarvestPlan, narrowed: bool, plain: Callable[[], HarvestPlan]) -> list[Job]:
+    """The jobs whose parked checkpoints a harvest keeps though the ledger records them
+    (:func:`~benchmark.harvest_park.clear_recorded`): those of its whole plan (``--only`` aside: a later harvest
+    may want them) and, when ``narrowed`` (``--targets``, ``--seeds`` or ``--config`` leave units out of that
+    plan), those of ``plain()``, the plan of a harvest without them (every spec, the specs' own seeds, the
+    default config), whose units a later harvest resumes. A narrowed harvest sees too little to call a parked
+    checkpoint unwanted: a ``--seeds 1`` harvest (2026-12-07) removed so the parked FedAvg retraining that
+    LG-FedAvg after FedAvg (App. A.3), seed 0, starts from, at round 145 of 320."""
+    jobs = [job for unit in whole.units for job in unit.jobs]
+    if narrowed:
+        jobs += [job for unit in plain().units for job in unit.jobs]
+    return jobs
+
+
 def keep_only(plan: HarvestPlan, patterns: Sequence[str]) -> HarvestPlan:
     """``plan`` with only the units whose root path matches one of ``patterns`` (``re.search``); a pattern that
     is not a regular expression, or matches no unit of the plan, is one :class:`ConfigError` (a typed filter
@@ -529,8 +543,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole = plan_harvest(targets, config, recorded_paths(ledgers), seeds=seeds, calibration=calibration,
                          ledgers=ledgers)  # fmt: skip
     plan = keep_only(whole, args.only)
-    running = [job for unit in whole.units for job in unit.jobs]  # --only aside: a later harvest may want them
-    if park is not None and (cleared := clear_recorded(park, (r.job for r in records), running)):
+    overrides = parse_kv(args.config)
+    narrowed = seeds is not None or set(targets) != set(list_specs()) or any(k not in HARVEST_KEYS for k in overrides)
+
+    def plain() -> HarvestPlan:
+        own = {k: v for k, v in overrides.items() if k in HARVEST_KEYS}
+        cfg = harvest_config(args.device, own, workers=args.workers, nice=args.nice)
+        return plan_harvest(list_specs(), cfg, recorded_paths(ledgers))
+
+    if park is not None and park.is_dir() and any(p.is_file() for p in park.rglob("*")) and (
+            cleared := clear_recorded(park, (r.job for r in records), parked_jobs_to_keep(whole, narrowed, plain))):
         print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}", flush=True)
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)

@@ -10,7 +10,9 @@ machine of a pool each time, whose ``results/`` is empty, so a unit longer than 
   trainings (the root, and a training it starts from: LG-FedAvg's FedAvg) is copied to
   ``<ledger>/parked/<checkpoint path>`` when the training is not finished, and a parked copy is removed once its
   training's output exists; :func:`clear_recorded` (before a harvest plans) removes those of trainings recorded in
-  the ledger, finished elsewhere. The files are the checkpoints as written
+  the ledger, finished elsewhere, except the trainings a planned unit still runs: those of the harvest's whole
+  plan and, for a harvest narrowed by ``--seeds``, ``--targets`` or ``--config``, of a plain harvest's
+  (:func:`benchmark.harvest_cli.parked_jobs_to_keep`). The files are the checkpoints as written
   (:func:`benchmark.io.write_sealed`: self-verifying; verified when read and copied), small for the pfl networks
   (4convNet: 0.5 MB for FedAvg, 1.4 MB for FedBABU, whose checkpoint holds more state), committed with the records;
   a file larger than :data:`PARK_MAX_BYTES` (Ditto's, with its 100 personal models) is not parked, and the harvest

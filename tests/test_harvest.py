@@ -1068,3 +1068,40 @@ def test_a_training_that_another_starts_from_is_parked_with_its_record_and_repla
         (here / job.path).parent.mkdir(parents=True, exist_ok=True)
         (here / job.path).write_text("{}")
     assert (park / (stem + ".model.pt")) in park_checkpoints([unit], park, here).cleared
+
+
+def test_a_harvest_narrowed_by_its_seeds_keeps_the_parked_checkpoint_a_plain_harvest_resumes(tmp_path, monkeypatch):
+    """A recorded training retrained as another unit's input (LG-FedAvg after FedAvg, App. A.3: the ledger keeps
+    no weights) is parked unfinished. A harvest narrowed by ``--seeds`` (or ``--targets``, ``--config``) does not
+    plan that unit, yet a later plain one resumes it: the parked checkpoint stays (a ``--seeds 1`` harvest of
+    2026-12-07 removed the seed-0 FedAvg at 145/320 so). A plain harvest whose plan no longer runs it removes it."""
+    from types import SimpleNamespace as NS
+
+    from benchmark.harvest_estimate import Calibration
+
+    retrained, second_seed = _pfl(rounds=320, seed=0), _pfl(rounds=32, local_epochs=10, seed=1)
+    lg_unit = [("T:lg", retrained)]  # the plain plan: the unit that starts from the retrained training
+
+    def plan_units(targets, config, seconds, seeds=None):
+        return group_units([("T:s1", second_seed)] if seeds == (1,) else lg_unit, seconds)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(harvest_cli, "plan_units", plan_units)
+    monkeypatch.setattr(harvest_cli, "list_specs", lambda: ["T"])
+    monkeypatch.setattr(harvest_cli, "load_spec", lambda target: None)
+    monkeypatch.setattr(harvest_cli, "ledger_records", lambda ledgers: [NS(job=retrained, stale=False)])
+    monkeypatch.setattr(harvest_cli, "recorded_paths", lambda ledgers: set())  # LG-FedAvg itself is not recorded
+    monkeypatch.setattr(harvest_cli, "calibrate", lambda *a, **k: Calibration())
+    monkeypatch.setattr(harvest_cli, "job_estimate", lambda job, device, config: Estimate(60.0, True))
+    parked = tmp_path / "runs" / "parked" / retrained.checkpoint_file()
+    parked.parent.mkdir(parents=True)
+    parked.write_bytes(b"145/320")
+    args = ["--device", "cpu", "--budget", "1h", "--dry-run"]
+
+    assert harvest_cli.main([*args, "--seeds", "1"]) == 0
+    assert parked.read_bytes() == b"145/320"  # the narrowed harvest kept it
+    assert harvest_cli.main(args) == 0
+    assert parked.is_file()  # the plain plan runs it
+    lg_unit.clear()  # the unit is done: no plan runs the training any more
+    assert harvest_cli.main(args) == 0
+    assert not parked.exists()
