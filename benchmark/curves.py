@@ -150,27 +150,36 @@ def mean_curve(curves: Sequence[CurveLike], x: Axis) -> dict[str, tuple[np.ndarr
     """Per stage: ``(xs, mean, min, max)`` of the accuracy over runs, at the evaluated rounds they share.
 
     x is averaged too (cost axes can differ slightly between seeds, e.g. client sizes, and a training stage
-    that follows a closed-form initialisation starts at a seed-dependent round); runs must evaluate the same
-    rounds relative to the start of the stage (same protocol), otherwise a :class:`ConfigError` says which.
+    that follows a closed-form initialisation starts at a seed-dependent round). Rounds are counted from the
+    start of the stage (its first row, evaluated or not); the runs must span the same rounds of it (same
+    protocol), otherwise a :class:`ConfigError` says which. Where they evaluated different rounds of it (a run
+    recorded before the pfl runner evaluated only where its selection needs, beside one recorded after: every
+    round against the last, fedbabu seeds 0 and 1 of 2026-12-07), the curve is at the rounds every run evaluated.
     """
     frames = [as_frame(c) for c in curves]
     out: dict[str, tuple[np.ndarray, ...]] = {}
     stages = list(dict.fromkeys(s for f in frames for s in f["stage"]))
     for stage in stages:
-        per = []
+        per, spans = [], []
         for f in frames:
-            ev = f[(f["stage"] == stage) & ~f["accuracy"].isna()]
-            per.append((ev["round"].to_numpy(), x_values(ev, x), ev["accuracy"].to_numpy(dtype=float)))
+            rows = f[f["stage"] == stage]
+            start = rows["round"].min() if len(rows) else 0
+            ev = rows[~rows["accuracy"].isna()]
+            spans.append(rows["round"].max() - start if len(rows) else None)
+            per.append((ev["round"].to_numpy() - start, x_values(ev, x), ev["accuracy"].to_numpy(dtype=float)))
         # a stage may start at another round per seed (the init stage's length depends on the seed's
         # arrival schedule): align on the rounds *within* the stage, average x as well
-        rel = [p[0] - p[0][0] if len(p[0]) else p[0] for p in per]
+        rel = [p[0] for p in per]
         if any(len(r) != len(rel[0]) or not np.array_equal(r, rel[0]) for r in rel):
+            shared = np.array(sorted(set.intersection(*(set(r.tolist()) for r in rel))))
             if stage == INIT_STAGE:  # init rounds depend on the seed's arrival schedule: plot the first run
                 per = per[:1]
-            else:
+            elif len(set(spans)) > 1 or not len(shared):
                 raise ConfigError(
                     f"runs evaluate different rounds in stage {stage!r}", "average runs of one protocol"
                 )
+            else:  # one protocol, evaluated at other rounds: the rounds every run evaluated
+                per = [tuple(a[np.isin(r, shared)] for a in p) for p, r in zip(per, rel, strict=True)]
         xs = np.mean([p[1] for p in per], axis=0)
         ys = np.array([p[2] for p in per])
         out[stage] = (xs, ys.mean(0), ys.min(0), ys.max(0))

@@ -420,3 +420,23 @@ def test_mean_curve_aligns_stages_that_start_at_seed_dependent_rounds() -> None:
     assert len(got["init"][0]) == 10  # init lengths differ: the first run is drawn
     with pytest.raises(ConfigError, match="different rounds"):
         mean_curve([a, frame(12, [51.0, 55.0], 12)], "round")
+
+
+def test_mean_curve_of_one_protocol_evaluated_at_other_rounds_is_at_the_rounds_every_run_evaluated() -> None:
+    """A pfl seed recorded when every round was evaluated beside one evaluated at its last round only (fedbabu
+    FedAvg s = 2, tau = 10, seeds 0 and 1, 2026-12-07): the same 32 rounds, averaged at the round both evaluated.
+    Runs of other lengths still refuse to average."""
+
+    def run(accs: dict[int, float], rounds: int = 32) -> pd.DataFrame:
+        return pd.DataFrame([{"round": r, "stage": "fedavg", "accuracy": accs.get(r, np.nan), "uplink_bytes": r,
+                              "downlink_bytes": 0, "compute_f": r} for r in range(1, rounds + 1)])  # fmt: skip
+
+    every = run({r: float(r) for r in range(1, 33)})
+    last = run({32: 40.0})
+    got = mean_curve([every, last], "round")
+    np.testing.assert_allclose(got["fedavg"][0], [32.0])
+    np.testing.assert_allclose(got["fedavg"][1:], [[36.0], [32.0], [40.0]])
+    with pytest.raises(ConfigError, match="different rounds"):
+        mean_curve([every, run({30: 40.0}, rounds=30)], "round")
+    with pytest.raises(ConfigError, match="different rounds"):
+        mean_curve([run({31: 1.0}), last], "round")  # no round that both evaluated
