@@ -18,10 +18,10 @@ ONE = "s-2/f-0_1/tau-10/fedbabu/w-classifier"
 
 def _spec_with_entry(folder, seeds) -> None:
     raw = yaml.safe_load((SPEC_DIR / "fedbabu_table12.yaml").read_text())
-    general = raw["runners"][0]
+    general = [r for r in raw["runners"] if "seeds" not in r]  # the real spec's own seed entries left out
     entry = {"when": {"metric": "accuracy", "id": [TWO]}, "runner": "pfl", "seeds": seeds,
-             "methods": general["methods"]}  # fmt: skip
-    raw["runners"] = [entry, *raw["runners"]]
+             "methods": general[0]["methods"]}  # fmt: skip
+    raw["runners"] = [entry, *general]
     (folder / "fedbabu_table12.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
@@ -42,7 +42,8 @@ def test_a_runner_entry_plans_and_collects_its_own_seeds(real_data_root, tmp_pat
     assert cell_spec(spec, cells[TWO]).seeds == (0, 1) and cell_spec(spec, cells[ONE]) is spec
     over = plan_target("fedbabu_table12", cfg, folder=tmp_path, seeds=(1,))  # flb harvest --seeds 1
     assert _seeds(over, TWO) == [1] and _seeds(over, ONE) == [1]
-    assert _seeds(plan_target("fedbabu_table12", cfg), TWO) == [0]  # the real spec: one seed
+    real = plan_target("fedbabu_table12", cfg)  # the real spec: FedAvg s = 2, tau = 10 on two seeds since 2026-12-07
+    assert _seeds(real, TWO) == [0, 1] and _seeds(real, ONE) == [0]
 
 
 def test_bad_entry_seeds_are_one_error_naming_the_field(tmp_path):
