@@ -551,9 +551,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = harvest_config(args.device, own, workers=args.workers, nice=args.nice)
         return plan_harvest(list_specs(), cfg, recorded_paths(ledgers))
 
-    if park is not None and park.is_dir() and any(p.is_file() for p in park.rglob("*")) and (
-            cleared := clear_recorded(park, (r.job for r in records), parked_jobs_to_keep(whole, narrowed, plain))):
-        print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}", flush=True)
+    if park is not None and park.is_dir() and any(p.is_file() for p in park.rglob("*")):  # plain() only then
+        if cleared := clear_recorded(park, (r.job for r in records), parked_jobs_to_keep(whole, narrowed, plain)):
+            print(f"flb harvest: removed {len(cleared)} parked checkpoint(s) of recorded trainings from {park}",
+                  flush=True)  # fmt: skip
     for line in describe_plan(plan, args.device, budget_s, args.workers):
         print(line)
     if args.dry_run or not plan.units:
