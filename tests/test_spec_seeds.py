@@ -4,6 +4,8 @@ seeds, the other cells with the spec's; the harvester's override replaces them a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -58,3 +60,30 @@ def test_harvest_seeds_must_be_distinct_and_non_negative(capsys):
     with pytest.raises(ConfigError, match="distinct non-negative"):
         harvest_cli.main(["--device", "cpu", "--budget", "1m", "--targets", "fedbabu_table12", "--seeds", "1", "1",
                           "--dry-run"])  # fmt: skip
+
+
+def _fedbabu_targets() -> list[str]:
+    return sorted(p.stem for p in SPEC_DIR.glob("fedbabu_table*.yaml"))
+
+
+def test_the_same_number_is_judged_on_the_same_seeds_in_every_fedbabu_table(real_data_root, monkeypatch):
+    """Cells whose jobs are the same but for the seed report the same number (Table 14's FedAvg conv1234+linear
+    row is Table 12's FedAvg w/ classifier): a runner entry with its own seeds must take all of them, in every
+    table, or one table passes what another fails on fewer seeds."""
+    from benchmark.jobs import job_to_dict
+
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+    cfg = load_config(overrides={"data_root": str(real_data_root), "device": "cpu", "cpu_training": True})
+    seeds_of: dict[str, dict[tuple[int, ...], list[str]]] = {}
+    for target in _fedbabu_targets():
+        for plan in plan_target(target, cfg):
+            if plan.status != "planned":
+                continue
+            jobs = sorted(json.dumps({k: v for k, v in job_to_dict(j).items() if k not in ("seed", "path")},
+                                     sort_keys=True) for j in plan.jobs)  # fmt: skip
+            seeds = tuple(sorted({j.seed for j in plan.jobs}))
+            seeds_of.setdefault("\n".join(dict.fromkeys(jobs)), {}).setdefault(seeds, []).append(
+                f"{target}#{plan.cell.id}")
+    split = {k: v for k, v in seeds_of.items() if len(v) > 1}
+    assert not split, "one number judged on different seeds: " + "; ".join(
+        " vs ".join(f"{cells} on {list(seeds)}" for seeds, cells in v.items()) for v in split.values())
