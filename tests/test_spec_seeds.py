@@ -15,7 +15,7 @@ from benchmark.tables.spec import SPEC_DIR, load_spec
 from benchmark.workflow import load_config
 
 TWO = "s-2/f-0_1/tau-10/fedavg/w-classifier"
-ONE = "s-2/f-0_1/tau-10/fedbabu/w-classifier"
+ONE = "s-5/f-0_1/tau-10/fedbabu/w-classifier"
 
 
 def _spec_with_entry(folder, seeds) -> None:
@@ -44,7 +44,7 @@ def test_a_runner_entry_plans_and_collects_its_own_seeds(real_data_root, tmp_pat
     assert cell_spec(spec, cells[TWO]).seeds == (0, 1) and cell_spec(spec, cells[ONE]) is spec
     over = plan_target("fedbabu_table12", cfg, folder=tmp_path, seeds=(1,))  # flb harvest --seeds 1
     assert _seeds(over, TWO) == [1] and _seeds(over, ONE) == [1]
-    real = plan_target("fedbabu_table12", cfg)  # the real spec: FedAvg s = 2, tau = 10 on two seeds since 2026-12-07
+    real = plan_target("fedbabu_table12", cfg)  # the real spec: s = 2, tau = 10 on two seeds since 2026-12-07
     assert _seeds(real, TWO) == [0, 1] and _seeds(real, ONE) == [0]
 
 
