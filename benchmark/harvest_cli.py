@@ -27,7 +27,8 @@ recorded run (issue 24).
 
 ``--seeds S ...``: plan these seeds for every cell instead of each spec's (:meth:`~benchmark.tables.spec.TableSpec.
 with_seeds`): a second seed of the cells one seed cannot decide is recorded first (``--seeds 1 --only ...``),
-then the spec's runner entry for those cells lists ``seeds: [0, 1]`` and the tables use both.
+then the paper's unit-seeds file lists the unit with ``seeds: [0, 1]`` (:mod:`benchmark.tables.unit_seeds`) and
+every table that prints it uses both.
 
 ``--nice``: the harvester and its workers run at the lowest priority (``os.nice(19)``) with one torch thread
 per worker on a CPU, so a harvest can run in the background beside other work.

@@ -149,7 +149,7 @@ def build_table(target: str, results: Path = RESULTS, plan_file: Path | str | No
                                   "re-plan the target")  # fmt: skip
             check_planned_seeds(cp.jobs, f"{target}: cell {cell.id}")  # two runs of one seed are no average
             try:
-                res = runner.collect(cell_spec(spec, cell), cp, labels, plan.settings)
+                res = runner.collect(cell_spec(spec, cell, cp.jobs), cp, labels, plan.settings)
             except CorruptFileError as err:  # the one command that rebuilds it: this target's
                 raise CorruptFileError(err.what, rebuild_fix(target)) from None
         tidy_rows.extend(res.rows)

@@ -30,7 +30,7 @@ from benchmark.reasons import (
     reason_from_json,
 )
 from benchmark.runners import get_runner
-from benchmark.tables.availability import choose_weights, dataset_blocker, weights_blocker
+from benchmark.tables.availability import choose_weights, dataset_blocker, training_allowed, weights_blocker
 from benchmark.tables.recorded import RecordedJob, StaleRecord
 from benchmark.tables.spec import SPEC_DIR, TableSpec, load_spec
 
@@ -97,12 +97,23 @@ def plan_target(target: str, config: Mapping[str, Any], folder: Path = SPEC_DIR,
     return [plan_cell(spec, cell, config) for cell in expected_cells(spec)]
 
 
-def cell_spec(spec: TableSpec, cell: ReportedCell) -> TableSpec:
+def cell_spec(spec: TableSpec, cell: ReportedCell, jobs: tuple[Job, ...] = ()) -> TableSpec:
     """``spec`` as the runner of ``cell`` sees it: with the seeds of the runner entry that takes the cell when
-    the entry lists its own (a second seed for the cells one seed cannot decide), else unchanged. Planning and
-    collecting both go through it, so a cell's jobs and its collection agree on the seeds."""
+    the entry lists its own, or with the seeds the paper's unit-seeds file gives the training unit of ``jobs``
+    (the cell's planned jobs: :mod:`benchmark.tables.unit_seeds`), else unchanged. Planning and collecting both
+    go through it, so a cell's jobs and its collection agree on the seeds; a cell given seeds both ways is one
+    error naming the cell and both places."""
     rule = spec.rule_for(_match_view(cell))
-    return replace(spec, seeds=rule.seeds) if rule is not None and rule.seeds is not None else spec
+    own = rule.seeds if rule is not None else None
+    unit = spec.unit_seeds.seeds_for(jobs) if spec.unit_seeds is not None else None
+    if own is not None and unit is not None:
+        raise ConfigError(
+            f"{spec.target}: cell {cell.id} gets seeds {list(own)} from its runner entry and {list(unit)} from "
+            f"{spec.unit_seeds.source}",  # type: ignore[union-attr]
+            "give the cell's seeds in one place: the unit-seeds file when the number is a training unit's",
+        )
+    seeds = unit if unit is not None else own
+    return replace(spec, seeds=seeds) if seeds is not None else spec
 
 
 def runner_protocol(spec: TableSpec, cell: ReportedCell) -> dict[str, Any] | None:
@@ -140,11 +151,27 @@ def protocol_disagreements(spec: TableSpec, cell: ReportedCell) -> list[str]:
 
 
 def plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) -> CellPlan:
+    """How ``cell`` is produced under ``config``: planned with the spec's seeds (or its runner entry's), then,
+    when the paper's unit-seeds file gives the training unit of those jobs other seeds, planned with those. A
+    training cell NOT RUN because this machine does not train is matched by the jobs it would train, so its
+    reason states the cost of the unit's seeds."""
+    first = cell_spec(spec, cell)
+    plan = _plan_cell(first, cell, config)
+    if spec.unit_seeds is None:
+        return plan
+    jobs = plan.jobs
+    if not jobs and plan.status == "not_run" and plan.runner is not None and not training_allowed(config):
+        jobs = _plan_cell(first, cell, {**config, "cpu_training": True}).jobs
+    unit = cell_spec(spec, cell, jobs)
+    return plan if unit.seeds == first.seeds else _plan_cell(unit, cell, config)
+
+
+def _plan_cell(spec: TableSpec, cell: ReportedCell, config: Mapping[str, Any]) -> CellPlan:
+    """:func:`plan_cell` with ``spec``'s seeds (already the cell's)."""
     view = _match_view(cell)
     rule = spec.rule_for(view)
     if rule is None:
         return CellPlan(cell, None, "not_run", spec.not_run_reason)
-    spec = cell_spec(spec, cell)
     wanted = config.get("cell_filter")
     if wanted and not re.search(str(wanted), cell.id):
         why = NotRunReason(ReasonKind.NOT_SELECTED, str(wanted), f"not selected by cell_filter={wanted!r}")

@@ -15,9 +15,10 @@ filter on the cell's (merged) protocol and metric, and the parameters it needs::
       - when: {metric: comm_mb}
         runner: cost
 
-A runner entry may list its own ``seeds``: the cells it takes run those seeds instead of the spec's (e.g. a
-second seed for the cells one seed cannot decide: an entry with ``when: {id: [...]}`` and ``seeds: [0, 1]``
-placed before the general entry).
+A runner entry may list its own ``seeds``: the cells it takes run those seeds instead of the spec's. Seeds that
+belong to a training unit rather than to cells (a second seed for a number one seed cannot decide, which several
+tables print) go in the paper's unit-seeds file, named by ``unit_seeds`` (:mod:`benchmark.tables.unit_seeds`), so
+that every table judges that number on the same seeds; a cell given seeds both ways is an error at plan time.
 
 A cell that no runner takes is ``not_run`` with the spec's ``not_run_reason`` (or a default). The table
 layout is the expected file's own row and column labels, so nothing about the layout is repeated here.
@@ -42,6 +43,7 @@ from benchmark.reasons import NotRunReason, ReasonKind
 from benchmark.runners import Runner, load_runners, runner_names
 from benchmark.schema import Where, check_mapping, check_seeds, coerce, read_yaml
 from benchmark.suggest import did_you_mean
+from benchmark.tables.unit_seeds import UNIT_SEEDS_DIR, UnitSeeds, load_unit_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "paper_tables"
@@ -85,6 +87,8 @@ class TableSpec:
     aliases: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     not_run_reason: NotRunReason = NO_RUNNER
     notes: tuple[str, ...] = ()
+    #: Seeds per training unit, shared by the paper's tables (:mod:`benchmark.tables.unit_seeds`); ``None``: none.
+    unit_seeds: UnitSeeds | None = None
 
     @property
     def expected_paper(self) -> str:
@@ -98,10 +102,10 @@ class TableSpec:
         return next((r for r in self.runners if r.matches(cell)), None)
 
     def with_seeds(self, seeds: tuple[int, ...]) -> TableSpec:
-        """This spec with ``seeds`` for every cell (the spec's and every runner entry's seeds replaced): what
-        ``flb harvest --seeds`` plans, to record more seeds of a cell before its spec asks for them."""
+        """This spec with ``seeds`` for every cell (the spec's, every runner entry's and the unit seeds replaced):
+        what ``flb harvest --seeds`` plans, to record more seeds of a cell before its spec asks for them."""
         rules = tuple(replace(r, seeds=None) for r in self.runners)
-        return replace(self, seeds=tuple(seeds), runners=rules)
+        return replace(self, seeds=tuple(seeds), runners=rules, unit_seeds=None)
 
 
 #: Top-level keys of a spec (name -> what it is); the first five are required.
@@ -115,6 +119,7 @@ SPEC_KEYS: dict[str, str] = {
     "not_run_reason": "reason of the cells no runner takes: text (kind 'no runner'), or {kind, missing, detail}",
     "aliases": "dataset / model: the paper's name -> the suite's",
     "notes": "list of notes printed under the table",
+    "unit_seeds": f"a file of {UNIT_SEEDS_DIR}/ giving the seeds of training units (benchmark/tables/unit_seeds.py)",
 }
 REQUIRED = ("target", "paper", "table", "expected", "runners")
 #: Keys a ``when`` filter may test: the cell's protocol keys and its metric, unit and id.
@@ -155,6 +160,7 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
     for kind, names in aliases.items():
         coerce(names, dict[str, str], top.at("aliases", kind))
     notes = coerce(raw.get("notes", []), list[str], top.at("notes"))
+    units = load_unit_seeds(raw["unit_seeds"], top.at("unit_seeds"), folder) if "unit_seeds" in raw else None
     expected = EXPECTED_DIR / raw["expected"]
     if not expected.is_file():
         raise top.at("expected").error(f"expected file {expected} does not exist", "fix the 'expected' field")
@@ -170,6 +176,7 @@ def load_spec(target: str, folder: Path = SPEC_DIR) -> TableSpec:
         if "not_run_reason" in raw
         else NO_RUNNER,
         notes=tuple(notes),
+        unit_seeds=units,
     )
 
 

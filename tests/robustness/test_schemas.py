@@ -68,7 +68,7 @@ def cli_in(tmp_path, monkeypatch):
 SPEC_EDITS = {
     "methods for method in when": ("    method:\n", "    methods:\n", "unknown key 'methods' in runners[0].when -- did you mean 'method'? " + WHEN_LISTING),
     "metirc for metric in when": ("    metric: accuracy", "    metirc: accuracy", "unknown key 'metirc' in runners[0].when -- did you mean 'metric'? " + WHEN_LISTING),
-    "unknown top-level key": ("seeds:", "seed:", "unknown key 'seed' -- did you mean 'seeds'? (valid keys: aliases, expected, not_run_reason, notes, paper, runners, seeds, table, target)"),
+    "unknown top-level key": ("seeds:", "seed:", "unknown key 'seed' -- did you mean 'seeds'? (valid keys: aliases, expected, not_run_reason, notes, paper, runners, seeds, table, target, unit_seeds)"),
     "unknown runner parameter": ("  methods:", "  method:", "unknown key 'method' in runners[0] -- did you mean 'methods'? (valid keys: methods, natural_users, partition, preprocess, protocol, runner, seeds, when)"),
     "unknown partition parameter": ("    num_clients: 100", "    num_client: 100", "unknown key 'num_client' in runners[0].partition -- did you mean 'num_clients'? (valid keys: alpha, num_clients, scheme)"),
 }  # fmt: skip
