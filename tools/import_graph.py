@@ -121,7 +121,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "peers",
         ),
     ),
-    ("apps", ("apps", "cli", "ledger_cli", "harvest_cli", "estimate_cli", "peer_cli")),  # the command line and the applications
+    ("apps", ("apps", "cli", "ledger_cli", "harvest_cli", "estimate_cli", "peer_cli", "seeds_cli")),  # the command line and the applications
 )
 
 PRAGMAS = ("noqa", "fmt:", "type:", "pragma:", "isort:", "pylint:", "ruff:")

@@ -35,6 +35,7 @@ APPS: dict[str, tuple[str, str]] = {
     "runs": ("benchmark.ledger_cli", "the ledger of recorded runs (runs/): import, list, verify, show"),
     "peer": ("benchmark.peer_cli", "this suite's runner beside a paper's released code on one reduced configuration"),
     "estimate": ("benchmark.estimate_cli", "what building targets would cost (per job kind, H100- or CPU-hours)"),
+    "seeds-needed": ("benchmark.seeds_cli", "the numbers one seed cannot decide, and the units whose next seed would"),
     "harvest": (
         "benchmark.harvest_cli",
         "run unrun planned training jobs by cells per estimated minute within a time budget; record them",

@@ -1,0 +1,165 @@
+"""Which numbers one seed cannot decide, and the training units whose second seed would (issue 27: "a second seed
+wherever one seed cannot decide the cell").
+
+A cell judged on one seed passes iff ``|δ| <= T1 = max(2·σ_paper, 1)`` (:func:`benchmark.verdict.judge`; σ_ours is
+0 with one seed). With a second seed two things move: the mean, by half the difference of the two seeds, and the
+tolerance, which becomes ``T2 = max(2·sqrt(σ_paper² + s²), 1)`` with ``s`` the two seeds' sample standard deviation.
+With σ the spread of one seed's value (its standard deviation across seeds):
+
+* the mean moves by up to ``√2·σ`` (two standard deviations of half the difference of two seeds, ``σ/√2``);
+* ``s`` is taken at σ, its scale. (At the upper end of its own spread, ``2σ``, nearly every FAIL within ``4σ``
+  would count as undecided: a two-seed standard deviation is that noisy.)
+
+So a one-seed PASS is undecided when ``|δ| + √2·σ > T1``, and a one-seed FAIL when ``|δ| − √2·σ <=
+max(2·sqrt(σ_paper² + σ²), 1)``; every other verdict stands. This is a rule for ordering the work, not a verdict. σ is not known for the cell itself (it has one
+seed): it is the largest spread measured on another training unit for the same kind of number
+(:func:`measure_of`), taken from the most similar units that have one (:data:`PFL_LEVELS`: the same algorithm and
+heterogeneity, then the same heterogeneity, then the same algorithm, then the same dataset and model). A number with no measured spread at
+any level is listed apart, undecided by default.
+
+Cells that print the same number (fedbabu's Table 14 repeats Table 12's) are one :class:`Number`. The verdicts and
+values come from a build's check reports, the jobs (typed) from its plans; :mod:`benchmark.seeds_cli` prints the
+units with the ``flb harvest`` command that records their next seed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from benchmark.jobs import Job
+from benchmark.verdict import ACCURACY_FLOOR, SIGMA_FACTOR
+
+#: Job fields that make two pfl units similar enough to share a seed spread, most similar first.
+PFL_LEVELS: tuple[tuple[str, ...], ...] = (
+    ("dataset", "model", "algorithm", "scheme", "scheme_param"),
+    ("dataset", "model", "scheme", "scheme_param"),
+    ("dataset", "model", "algorithm"),
+    ("dataset", "model"),
+)
+#: Verdicts this reasoning applies to (the accuracy rule with the paper's weights; PASS* is a PASS under a named
+#: departure, judged by the same rule).
+JUDGED = ("PASS", "PASS*", "FAIL")
+
+
+@dataclass(frozen=True)
+class JudgedCell:
+    """One cell of a build: its key, the jobs its plan holds, our per-seed values and its verdict."""
+
+    key: str
+    jobs: tuple[Job, ...]
+    values: tuple[float, ...]
+    paper: float
+    paper_std: float  # σ_paper as the verdict uses it (0 unless the printed ± is over seeds)
+    verdict: str
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A seed spread (standard deviation across seeds of one number) and where it was measured."""
+
+    std: float
+    level: tuple[str, ...]  # the job fields the measured units share with the number's unit
+    measured: tuple[str, ...]  # the measured units' training outputs (seed 0)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number one or more cells print: the same training unit (seed 0) and :func:`measure_of` its evaluation."""
+
+    unit: Job
+    measure: tuple[str, str]
+    cells: tuple[JudgedCell, ...]
+
+    @property
+    def seeds(self) -> int:
+        return len(self.cells[0].values)
+
+    @property
+    def delta(self) -> float:
+        cell = self.cells[0]
+        return statistics.fmean(cell.values) - cell.paper
+
+
+@dataclass(frozen=True)
+class SeedNeed:
+    """A one-seed number, the spread it is judged with, and whether a second seed could change its verdict."""
+
+    number: Number
+    spread: Spread | None
+    undecided: bool
+
+
+def measure_of(job: Job) -> tuple[str, str]:
+    """What kind of number ``job`` produces: its kind and, for an evaluation, what it evaluates (``ncm_cosine``,
+    ``personalised``...). Spreads are shared between numbers of one kind only."""
+    return job.KIND, str(getattr(job, "evaluation", ""))
+
+
+def training_unit(job: Job, kind: str) -> Job | None:
+    """The training job of ``job`` (itself when of ``kind``, else the one it reads directly), seed 0."""
+    unit = job if job.KIND == kind else next((j for j in job.inputs() if j.KIND == kind), None)
+    return None if unit is None else replace(unit, seed=0)  # type: ignore[type-var]
+
+
+def numbers(cells: Iterable[JudgedCell], kind: str) -> list[Number]:
+    """The cells grouped into the numbers they print (the same unit and measure, the same values)."""
+    groups: dict[tuple[Job, tuple[str, str]], list[JudgedCell]] = {}
+    for cell in cells:
+        if not cell.jobs:
+            continue
+        unit = training_unit(cell.jobs[0], kind)
+        if unit is not None:
+            groups.setdefault((unit, measure_of(cell.jobs[0])), []).append(cell)
+    return [Number(unit, measure, tuple(group)) for (unit, measure), group in groups.items()]
+
+
+def _fields(job: Job, names: Sequence[str]) -> tuple[object, ...]:
+    return tuple(getattr(job, n, None) for n in names)
+
+
+def spread_for(number: Number, measured: Sequence[Number], levels: Sequence[tuple[str, ...]] = PFL_LEVELS
+               ) -> Spread | None:  # fmt: skip
+    """The largest seed spread measured (numbers of two or more seeds) on the units most similar to ``number``'s,
+    for the same measure; ``None`` if none is."""
+    for level in levels:
+        same = [m for m in measured if m.measure == number.measure and m.unit != number.unit
+                and _fields(m.unit, level) == _fields(number.unit, level)]  # fmt: skip
+        if same:
+            stds = [statistics.stdev(m.cells[0].values) for m in same]
+            top = max(range(len(same)), key=lambda i: stds[i])
+            return Spread(stds[top], level, tuple(m.unit.path for m in same))
+    return None
+
+
+def undecided(number: Number, sigma: float) -> bool:
+    """Whether a second seed could change ``number``'s one-seed verdict, given a seed spread ``sigma`` (module
+    docstring)."""
+    cell = number.cells[0]
+    d = abs(number.delta)
+    if cell.verdict == "FAIL":
+        two_seeds = max(SIGMA_FACTOR * math.sqrt(cell.paper_std**2 + sigma**2), ACCURACY_FLOOR)
+        return d - math.sqrt(2) * sigma <= two_seeds
+    one_seed = max(SIGMA_FACTOR * cell.paper_std, ACCURACY_FLOOR)
+    return d + math.sqrt(2) * sigma > one_seed
+
+
+def seed_needs(cells: Iterable[JudgedCell], kind: str, levels: Sequence[tuple[str, ...]] = PFL_LEVELS
+               ) -> list[SeedNeed]:  # fmt: skip
+    """Every one-seed number of ``cells`` (verdicts :data:`JUDGED`) with its spread and whether it is undecided;
+    undecided first, then by unit."""
+    nums = [n for n in numbers((c for c in cells if c.verdict in JUDGED), kind)]
+    measured = [n for n in nums if n.seeds >= 2]
+    out = []
+    for n in nums:
+        if n.seeds != 1:
+            continue
+        spread = spread_for(n, measured, levels)
+        out.append(SeedNeed(n, spread, True if spread is None else undecided(n, spread.std)))
+    return sorted(out, key=lambda s: (not s.undecided, s.spread is None, s.number.unit.path, s.number.measure))
+
+
+__all__ = ["JUDGED", "PFL_LEVELS", "JudgedCell", "Number", "SeedNeed", "Spread", "measure_of", "numbers",
+           "seed_needs", "spread_for", "training_unit", "undecided"]  # fmt: skip
