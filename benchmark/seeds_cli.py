@@ -1,7 +1,7 @@
 """``flb seeds-needed``: the numbers of a build that one seed cannot decide, and the training units whose next seed
 would decide them (issue 27; the reasoning: :mod:`benchmark.tables.seed_need`).
 
-    flb seeds-needed TARGET [TARGET ...] [--results DIR] [--decided]
+    flb seeds-needed TARGET [TARGET ...] [--results DIR] [--decided | --patterns]
 
 Reads the build's plans (``DIR/plans/<target>.json``: the typed jobs of each cell) and check reports
 (``DIR/checks/<target>.json``: our per-seed values and the verdict), so it answers for the build that is there,
@@ -9,6 +9,11 @@ e.g. the CI tier's, whose pfl cells are all recorded runs. Printed per training 
 first: each number's cells, verdict, distance to the paper, the seed spread it is judged with and where that was
 measured, and the ``flb harvest`` command that records the unit's next seed. Once that seed is recorded, the unit
 goes into the paper's unit-seeds file (``paper_tables/unit_seeds/``) and every table judges it on both.
+
+``--patterns`` prints only the undecided units' next-seed outputs as ``flb harvest --only`` patterns, one per line,
+so that one harvest records them all, most cells per estimated minute first::
+
+    flb harvest --device cpu --budget 2h --nice --seeds 1 --only $(flb seeds-needed TARGET ... --patterns)
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmark.errors import ConfigError
+from benchmark.jobs import Job
 from benchmark.tables.compare_checks import load_checks
 from benchmark.tables.plan import read_plan
 from benchmark.tables.seed_need import JudgedCell, SeedNeed, seed_needs
@@ -38,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("targets", nargs="+", help="table targets of the build (e.g. fedbabu_table12 ... fedbabu_table15)")
     ap.add_argument("--results", default="results", help="the build's results folder (plans/ and checks/)")
     ap.add_argument("--decided", action="store_true", help="also list the numbers one seed decides")
+    ap.add_argument("--patterns", action="store_true",
+                    help="print only the undecided units' next-seed outputs, as flb harvest --only patterns")  # fmt: skip
     ap.add_argument("--unit-kind", default="pfl_train", help="the job kind of a training unit (default pfl_train)")
     return ap
 
@@ -63,6 +71,11 @@ def judged_cells(targets: Sequence[str], results: Path) -> list[JudgedCell]:
     return out
 
 
+def next_seed_pattern(unit: Job) -> str:
+    """The ``flb harvest --only`` pattern of ``unit``'s seed-1 training output (its path, escaped)."""
+    return re.escape(replace(unit, seed=1).path)  # type: ignore[type-var]
+
+
 def describe(needs: Sequence[SeedNeed], decided: bool) -> list[str]:
     """The report's lines: per unit its numbers, then the harvest command of its next seed; a summary last."""
     lines: list[str] = []
@@ -84,8 +97,7 @@ def describe(needs: Sequence[SeedNeed], decided: bool) -> list[str]:
             state = "UNDECIDED" if need.undecided else "decided"
             lines.append(f"  {state:<9} {n.cells[0].verdict:<5} {n.delta:+6.2f}  {spread}  [{n.measure[1] or n.measure[0]}] {cells}")
         if any(n.undecided for n in group):
-            nxt = replace(unit, seed=1).path  # type: ignore[type-var]
-            lines.append(f"  next seed: flb harvest --device cpu --seeds 1 --only '{re.escape(nxt)}'")
+            lines.append(f"  next seed: flb harvest --device cpu --seeds 1 --only '{next_seed_pattern(unit)}'")
     undecided = [n for n in needs if n.undecided]
     unknown = sum(n.spread is None for n in undecided)
     lines.append(
@@ -100,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for t in args.targets:
         load_spec(t)  # an unknown target is one error naming the targets
     needs = seed_needs(judged_cells(args.targets, Path(args.results)), args.unit_kind)
+    if args.patterns:
+        for unit in dict.fromkeys(n.number.unit for n in needs if n.undecided):
+            print(next_seed_pattern(unit))
+        return 0
     for line in describe(needs, args.decided):
         print(line)
     return 0

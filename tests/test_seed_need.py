@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -109,3 +110,7 @@ def test_flb_seeds_needed_reads_a_builds_plans_and_checks(real_data_root, tmp_pa
     assert seeds_cli.main(["fedbabu_table12", "--results", str(tmp_path), "--decided"]) == 0
     out = capsys.readouterr().out
     assert "decided   FAIL   +7.90" in out and "shards-10-K100-p0/fedavg/f0.1-tau1-" in out
+    assert seeds_cli.main(["fedbabu_table12", "--results", str(tmp_path), "--patterns"]) == 0
+    (pattern,) = capsys.readouterr().out.split()  # one undecided unit: its seed-1 output, for flb harvest --only
+    assert re.fullmatch(pattern, "results/runs/pfl/cifar10/4convnet-bnbatch/shards-2-K100-p0/fedavg/"
+                        "f0.1-tau1-R320-m0.9-hl1-default-mudefault/last/seed1.json")  # fmt: skip
