@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,19 @@ def test_collect_reports_the_mean_over_clients_and_keeps_every_client(cfg, tmp_p
     assert [r["value"] for r in per_client] == acc and per_client[2]["note"] == "client=2"
     assert res.departures == ()  # the last round was the best: nothing departs from the paper's last model
 
+    assert "seeds" not in res.note  # one seed: nothing to show apart
+
+
+def test_a_cell_on_two_seeds_shows_each_seeds_value_in_its_note(cfg, tmp_path, monkeypatch):
+    """A wide spread between the seeds widens the tolerance (expected/README.md): the note shows both values, so a
+    PASS that rests on it is seen (fedbabu FedAvg s = 2, tau = 4: 10.00 and 25.68 against 26.72)."""
+    monkeypatch.chdir(tmp_path)
+    spec, plan = _cell_plan(cfg, "fedbabu_table1")
+    two = replace(plan, jobs=(plan.jobs[0], replace(plan.jobs[0], seed=1)))
+    _write_record(two.jobs[0], [10.0, 10.0], selected=two.jobs[0].rounds)
+    _write_record(two.jobs[1], [25.0, 26.36], selected=two.jobs[1].rounds)
+    res = get_runner("pfl").collect(spec, two, {}, {})
+    assert res.values == [10.0, 25.68] and res.note.endswith("; seeds 0, 1: 10.00 / 25.68")
 
 def test_a_model_selected_on_the_test_sets_before_the_last_round_is_a_named_departure(
     cfg, tmp_path, monkeypatch

@@ -575,6 +575,9 @@ class PFLRunner(Runner):
                         for i, a in enumerate(acc))  # fmt: skip
         client_std = float(np.mean(stds))
         note = f"± across clients (ddof 0): ours {client_std:.2f}; selected round(s) {sel}"
+        if len(values) > 1:  # the seeds apart: a wide spread between them widens the tolerance (expected/README.md)
+            seeds = ", ".join(str(j.seed) for j in plan.jobs)
+            note += f"; seeds {seeds}: {' / '.join(f'{v:.2f}' for v in values)}"
         return CellResult(values, rows, note=note, departures=cell_departures(plan, sel),
                           extra={"std_over": "clients", "ours_client_std": client_std})  # fmt: skip
 
