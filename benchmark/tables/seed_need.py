@@ -12,8 +12,9 @@ With σ the spread of one seed's value (its standard deviation across seeds):
 
 So a one-seed PASS is undecided when ``|δ| + √2·σ > T1``, and a one-seed FAIL when ``|δ| − √2·σ <=
 max(2·sqrt(σ_paper² + σ²), 1)``; every other verdict stands. This is a rule for ordering the work, not a verdict. σ is not known for the cell itself (it has one
-seed): it is the largest spread measured on another training unit for the same kind of number
-(:func:`measure_of`), taken from the most similar units that have one (:data:`PFL_LEVELS`: the same algorithm and
+seed): it is the median of the spreads measured on other training units for the same kind of number
+(:func:`measure_of`; a median, so that one seed that collapsed, like FedAvg s = 2, τ = 4's seed 0, does not set every
+other unit's spread), taken from the most similar units that have one (:data:`PFL_LEVELS`: the same algorithm and
 heterogeneity, then the same heterogeneity, then the same algorithm, then the same dataset and model). A number with no measured spread at
 any level is listed apart, undecided by default.
 
@@ -60,7 +61,7 @@ class JudgedCell:
 class Spread:
     """A seed spread (standard deviation across seeds of one number) and where it was measured."""
 
-    std: float
+    std: float  # the median over the measured units
     level: tuple[str, ...]  # the job fields the measured units share with the number's unit
     measured: tuple[str, ...]  # the measured units' training outputs (seed 0)
 
@@ -122,15 +123,14 @@ def _fields(job: Job, names: Sequence[str]) -> tuple[object, ...]:
 
 def spread_for(number: Number, measured: Sequence[Number], levels: Sequence[tuple[str, ...]] = PFL_LEVELS
                ) -> Spread | None:  # fmt: skip
-    """The largest seed spread measured (numbers of two or more seeds) on the units most similar to ``number``'s,
+    """The median seed spread measured (numbers of two or more seeds) on the units most similar to ``number``'s,
     for the same measure; ``None`` if none is."""
     for level in levels:
         same = [m for m in measured if m.measure == number.measure and m.unit != number.unit
                 and _fields(m.unit, level) == _fields(number.unit, level)]  # fmt: skip
         if same:
             stds = [statistics.stdev(m.cells[0].values) for m in same]
-            top = max(range(len(same)), key=lambda i: stds[i])
-            return Spread(stds[top], level, tuple(m.unit.path for m in same))
+            return Spread(statistics.median(stds), level, tuple(m.unit.path for m in same))
     return None
 
 
