@@ -31,12 +31,7 @@ from benchmark.tables.compare_checks import load_checks
 from benchmark.tables.plan import read_plan
 from benchmark.tables.seed_need import JudgedCell, SeedNeed, seed_needs
 from benchmark.tables.spec import load_spec
-
-#: How a :class:`~benchmark.tables.seed_need.Spread`'s level reads (:data:`~benchmark.tables.seed_need.PFL_LEVELS`).
-_LEVEL = {("dataset", "model", "algorithm", "scheme", "scheme_param"): "same algorithm and partition",
-          ("dataset", "model", "scheme", "scheme_param"): "same partition, other algorithms",
-          ("dataset", "model", "algorithm"): "same algorithm, other partitions",
-          ("dataset", "model"): "other algorithms and partitions"}
+from benchmark.verdict import paper_seed_std
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,9 +60,8 @@ def judged_cells(targets: Sequence[str], results: Path) -> list[JudgedCell]:
                 continue
             if cp.substitute or cp.cell.comparison == "exact":
                 continue  # the flat substitute rule and exact cost cells have no seed spread to weigh
-            paper_std = cp.cell.std if (cp.cell.std is not None and cp.cell.std_over == "seeds") else 0.0
             out.append(JudgedCell(cp.cell.key, cp.jobs, tuple(float(v) for v in check["ours"]), float(cp.cell.mean),
-                                  float(paper_std), str(check["verdict"])))  # fmt: skip
+                                  paper_seed_std(cp.cell), str(check["verdict"])))  # fmt: skip
     return out
 
 
@@ -92,8 +86,7 @@ def describe(needs: Sequence[SeedNeed], decided: bool) -> list[str]:
             if need.spread is None:
                 spread = "no seed spread measured for this kind of number"
             else:
-                where = _LEVEL.get(need.spread.level, ", ".join(need.spread.level))
-                spread = f"seed std {need.spread.std:.2f} ({where}: {len(need.spread.measured)} unit(s))"
+                spread = f"seed std {need.spread.std:.2f} ({need.spread.level}: {len(need.spread.measured)} unit(s))"
             state = "UNDECIDED" if need.undecided else "decided"
             lines.append(f"  {state:<9} {n.cells[0].verdict:<5} {n.delta:+6.2f}  {spread}  [{n.measure[1] or n.measure[0]}] {cells}")
         if any(n.undecided for n in group):

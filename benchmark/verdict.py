@@ -45,8 +45,10 @@ __all__ = [
     "SUBSTITUTE_TOLERANCE",
     "Status",
     "Verdict",
+    "accuracy_tolerance",
     "judge",
     "ours_stats",
+    "paper_seed_std",
     "round_like_printed",
     "shown_status",
 ]
@@ -216,16 +218,26 @@ def judge(
         tol = unit * float(Decimal(1).scaleb(p.exponent - p.decimals))
         return _verdict(cell, _status(ok, substitute, deps), "exact-at-printed-precision", None, (mean, std, n),
                         delta, tol, departures=deps, ours_printed=ours_printed)  # fmt: skip
-    paper_std = cell.std if (cell.std is not None and cell.std_over == "seeds") else 0.0
+    paper_std = paper_seed_std(cell)
     if substitute:
         tol = SUBSTITUTE_TOLERANCE
         rule = "substitute-accuracy"
     else:
-        tol = max(SIGMA_FACTOR * math.sqrt(paper_std**2 + std**2), ACCURACY_FLOOR)
+        tol = accuracy_tolerance(paper_std, std)
         rule = "accuracy"
     ok = abs(delta) <= tol + _SLACK
     return _verdict(cell, _status(ok, substitute, departures), rule, paper_std, (mean, std, n), delta, tol,
                     departures=departures)  # fmt: skip
+
+
+def paper_seed_std(cell: ReportedCell) -> float:
+    """``sigma_paper``: the printed std when it is a spread over seeds, else 0 (module docstring)."""
+    return cell.std if (cell.std is not None and cell.std_over == "seeds") else 0.0
+
+
+def accuracy_tolerance(paper_std: float, ours_std: float) -> float:
+    """The accuracy tolerance with the paper's weights: ``max(2 * sqrt(sigma_paper**2 + sigma_ours**2), 1.0)``."""
+    return max(SIGMA_FACTOR * math.sqrt(paper_std**2 + ours_std**2), ACCURACY_FLOOR)
 
 
 def shown_status(status: str, recorded: bool) -> str:

@@ -47,13 +47,13 @@ def test_the_spread_comes_from_the_most_similar_measured_units_and_is_their_medi
     other_s = _cell("d", _train(scheme_param="10"), [63.98, 63.36], 57.61, "FAIL")
     measured = numbers([same, same2, other_alg, other_s], "pfl_train")
     spread = spread_for(target, measured)
-    assert spread is not None and spread.level[-1] == "scheme_param" and "algorithm" in spread.level
+    assert spread is not None and spread.level == "same algorithm and partition"
     assert spread.std == pytest.approx((abs(22.61 - 31.83) + abs(44.61 - 42.33)) / 2 / math.sqrt(2))  # their median
     fedbabu = numbers([_cell("y", _train(algorithm="fedbabu", local_epochs=4, rounds=80), [50.9], 44.39, "FAIL")],
                       "pfl_train")[0]  # fmt: skip
     assert spread_for(fedbabu, measured).std == pytest.approx(abs(45.74 - 46.46) / math.sqrt(2))
     s5 = numbers([_cell("z", _train(scheme_param="5", algorithm="fedper"), [60.0], 55.0, "FAIL")], "pfl_train")[0]
-    assert spread_for(s5, measured).level == ("dataset", "model")  # nothing closer is measured
+    assert spread_for(s5, measured).level == "other algorithms and partitions"  # nothing closer is measured
     ncm = numbers([_cell("w", PFLEvalJob(**{**vars(_train()), **NCM}), [80.0], 75.0, "FAIL")], "pfl_train")[0]
     assert spread_for(ncm, measured) is None  # no NCM number has two seeds
 

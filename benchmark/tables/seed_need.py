@@ -31,14 +31,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from benchmark.jobs import Job
-from benchmark.verdict import ACCURACY_FLOOR, SIGMA_FACTOR
+from benchmark.tables.unit_seeds import training_job_of
+from benchmark.verdict import accuracy_tolerance
 
-#: Job fields that make two pfl units similar enough to share a seed spread, most similar first.
-PFL_LEVELS: tuple[tuple[str, ...], ...] = (
-    ("dataset", "model", "algorithm", "scheme", "scheme_param"),
-    ("dataset", "model", "scheme", "scheme_param"),
-    ("dataset", "model", "algorithm"),
-    ("dataset", "model"),
+#: Levels of similarity of two pfl units, most similar first: (name, the job fields they share). Two units of one
+#: level share a seed spread.
+PFL_LEVELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("same algorithm and partition", ("dataset", "model", "algorithm", "scheme", "scheme_param")),
+    ("same partition, other algorithms", ("dataset", "model", "scheme", "scheme_param")),
+    ("same algorithm, other partitions", ("dataset", "model", "algorithm")),
+    ("other algorithms and partitions", ("dataset", "model")),
 )
 #: Verdicts this reasoning applies to (the accuracy rule with the paper's weights; PASS* is a PASS under a named
 #: departure, judged by the same rule).
@@ -62,7 +64,7 @@ class Spread:
     """A seed spread (standard deviation across seeds of one number) and where it was measured."""
 
     std: float  # the median over the measured units
-    level: tuple[str, ...]  # the job fields the measured units share with the number's unit
+    level: str  # how the measured units resemble the number's unit (a name of :data:`PFL_LEVELS`)
     measured: tuple[str, ...]  # the measured units' training outputs (seed 0)
 
 
@@ -100,8 +102,8 @@ def measure_of(job: Job) -> tuple[str, str]:
 
 
 def training_unit(job: Job, kind: str) -> Job | None:
-    """The training job of ``job`` (itself when of ``kind``, else the one it reads directly), seed 0."""
-    unit = job if job.KIND == kind else next((j for j in job.inputs() if j.KIND == kind), None)
+    """The training job of ``job`` (:func:`~benchmark.tables.unit_seeds.training_job_of`) at seed 0."""
+    unit = training_job_of(job, kind)
     return None if unit is None else replace(unit, seed=0)  # type: ignore[type-var]
 
 
@@ -121,16 +123,16 @@ def _fields(job: Job, names: Sequence[str]) -> tuple[object, ...]:
     return tuple(getattr(job, n, None) for n in names)
 
 
-def spread_for(number: Number, measured: Sequence[Number], levels: Sequence[tuple[str, ...]] = PFL_LEVELS
-               ) -> Spread | None:  # fmt: skip
+def spread_for(number: Number, measured: Sequence[Number],
+               levels: Sequence[tuple[str, tuple[str, ...]]] = PFL_LEVELS) -> Spread | None:  # fmt: skip
     """The median seed spread measured (numbers of two or more seeds) on the units most similar to ``number``'s,
     for the same measure; ``None`` if none is."""
-    for level in levels:
+    for name, fields in levels:
         same = [m for m in measured if m.measure == number.measure and m.unit != number.unit
-                and _fields(m.unit, level) == _fields(number.unit, level)]  # fmt: skip
+                and _fields(m.unit, fields) == _fields(number.unit, fields)]  # fmt: skip
         if same:
             stds = [statistics.stdev(m.cells[0].values) for m in same]
-            return Spread(statistics.median(stds), level, tuple(m.unit.path for m in same))
+            return Spread(statistics.median(stds), name, tuple(m.unit.path for m in same))
     return None
 
 
@@ -140,17 +142,15 @@ def undecided(number: Number, sigma: float) -> bool:
     cell = number.cells[0]
     d = abs(number.delta)
     if cell.verdict == "FAIL":
-        two_seeds = max(SIGMA_FACTOR * math.sqrt(cell.paper_std**2 + sigma**2), ACCURACY_FLOOR)
-        return d - math.sqrt(2) * sigma <= two_seeds
-    one_seed = max(SIGMA_FACTOR * cell.paper_std, ACCURACY_FLOOR)
-    return d + math.sqrt(2) * sigma > one_seed
+        return d - math.sqrt(2) * sigma <= accuracy_tolerance(cell.paper_std, sigma)
+    return d + math.sqrt(2) * sigma > accuracy_tolerance(cell.paper_std, 0.0)
 
 
-def seed_needs(cells: Iterable[JudgedCell], kind: str, levels: Sequence[tuple[str, ...]] = PFL_LEVELS
-               ) -> list[SeedNeed]:  # fmt: skip
+def seed_needs(cells: Iterable[JudgedCell], kind: str,
+               levels: Sequence[tuple[str, tuple[str, ...]]] = PFL_LEVELS) -> list[SeedNeed]:  # fmt: skip
     """Every one-seed number of ``cells`` (verdicts :data:`JUDGED`) with its spread and whether it is undecided;
     undecided first, then by unit."""
-    nums = [n for n in numbers((c for c in cells if c.verdict in JUDGED), kind)]
+    nums = numbers((c for c in cells if c.verdict in JUDGED), kind)
     measured = [n for n in nums if n.seeds >= 2]
     out = []
     for n in nums:

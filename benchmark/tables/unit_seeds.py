@@ -70,23 +70,24 @@ class UnitSeeds:
     job_kind: str
     rules: tuple[UnitSeedRule, ...]
 
-    def unit_of(self, job: Job) -> Job | None:
-        """The training job of ``job``: itself when it is of :attr:`job_kind`, else the one it reads directly
-        (an evaluation's training; a run warm-started from another training is its own unit, not its source's)."""
-        if job.KIND == self.job_kind:
-            return job
-        return next((j for j in job.inputs() if j.KIND == self.job_kind), None)
-
     def seeds_for(self, jobs: Iterable[Job]) -> tuple[int, ...] | None:
         """The seeds of the first entry matching the training unit of any of ``jobs``, ``None`` if none does."""
         for job in jobs:
-            unit = self.unit_of(job)
+            unit = training_job_of(job, self.job_kind)
             if unit is None:
                 continue
             rule = next((r for r in self.rules if r.matches(unit)), None)
             if rule is not None:
                 return rule.seeds
         return None
+
+
+def training_job_of(job: Job, kind: str) -> Job | None:
+    """The training job of ``job``: itself when it is of ``kind``, else the one it reads directly (an evaluation's
+    training; a run warm-started from another training is its own unit, not its source's); ``None`` if none."""
+    if job.KIND == kind:
+        return job
+    return next((j for j in job.inputs() if j.KIND == kind), None)
 
 
 def load_unit_seeds(name: Any, where: Where, folder: Path) -> UnitSeeds:
@@ -124,4 +125,4 @@ def load_unit_seeds(name: Any, where: Where, folder: Path) -> UnitSeeds:
     return UnitSeeds(path, kind, tuple(rules))
 
 
-__all__ = ["UNIT_SEEDS_DIR", "UnitSeedRule", "UnitSeeds", "load_unit_seeds"]
+__all__ = ["UNIT_SEEDS_DIR", "UnitSeedRule", "UnitSeeds", "load_unit_seeds", "training_job_of"]
