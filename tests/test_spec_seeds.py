@@ -177,3 +177,13 @@ def test_a_missing_unit_seeds_file_is_one_error_naming_the_spec_field(tmp_path):
     with pytest.raises(ConfigError, match="unit_seeds") as err:
         load_spec("fedbabu_table12", tmp_path)
     assert "fedbabu_table12.yaml" in str(err.value)
+
+
+def test_a_unit_entry_naming_a_field_leaves_the_other_values_of_that_field_on_their_seeds(real_data_root, monkeypatch):
+    """FedRep s = 2, tau = 10 has seed 1 at the text's momentum 0.9 only: its entry names the momentum, so under the
+    released momentum (0.5, seed 0 recorded) the same cell stays on seed 0 (docs/fedbabu.md, Next, item 3)."""
+    monkeypatch.setenv("FLB_DATA_ROOT", str(real_data_root))
+    cell = "s-2/f-0_1/tau-10/personalized-accuracy/fedrep"
+    assert _seeds(plan_target("fedbabu_table13", _cfg(real_data_root)), cell) == [0, 1]
+    released = _cfg(real_data_root, pfl_fedrep_momentum="released")
+    assert _seeds(plan_target("fedbabu_table13", released), cell) == [0]
