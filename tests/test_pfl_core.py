@@ -26,7 +26,7 @@ from benchmark.pfl.centralised import CENTRALISED, run_centralised
 from benchmark.pfl.local_only import train_local_only
 from benchmark.pfl.models import build_model
 from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
-from benchmark.pfl.parts import is_head
+from benchmark.pfl.parts import conv_block, is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import FINE_TUNE, LOCAL
 from benchmark.pfl.trainer import PFLConfig, PFLTrainer
@@ -158,6 +158,36 @@ def test_fedper_aggregates_no_head_and_keeps_personal_heads(data):
     assert all(not torch.equal(h, t.init_state["linear.weight"]) for h in heads)
     for i in range(3):  # a client's model: the shared body and its own head
         assert _equal(t.client_state(i), {**t.broadcast, **t.personal[i]})
+
+
+# ------------------------------------------- 3b. fedbabu App. F.3: only the body's leading conv blocks
+@pytest.mark.parametrize(("algorithm", "blocks"), [("fedbabu_conv1", 1), ("fedbabu_conv12", 2), ("fedbabu_conv123", 3)])
+def test_a_conv_part_trains_and_averages_only_its_blocks_and_leaves_the_rest_at_init(data, algorithm, blocks):
+    """Tables 14/15 (App. F.3): "Conv1", "Conv12", "Conv123" update and aggregate only those blocks (conv and its
+    BatchNorm); the later blocks and the head stay bit-identical to the random initialisation on every client,
+    and only the blocks travel. FedBABU on the same clients moves block 4 (the check is sensitive)."""
+    cfg = _cfg(algorithm=algorithm, clients=4, participation=0.5)
+    t = _trainer(data, cfg)
+    part = {k for k in t.init_state if (conv_block(k) or 99) <= blocks}
+    assert part and all(k.startswith("body.") for k in part)
+    rows = [t.train_round(r, np.array([r, r + 2]), 0.1) for r in range(2)]
+    assert set(t.broadcast) == part
+    assert [row.uplink_floats for row in rows] == [2 * sum(t.init_state[k].numel() for k in part)] * 2
+    assert all(not torch.equal(t.broadcast[k], t.init_state[k]) for k in part)
+    for i in range(cfg.clients):
+        state = t.client_state(i)
+        assert all(torch.equal(state[k], t.init_state[k]) for k in t.init_state if k not in part), i
+
+    babu = _trainer(data, replace(cfg, algorithm="fedbabu"))
+    babu.train_round(0, np.array([0, 2]), 0.1)
+    assert not torch.equal(babu.broadcast["body.12.weight"], babu.init_state["body.12.weight"])
+
+
+def test_a_conv_part_of_a_network_without_conv_blocks_is_refused(data):
+    with pytest.raises(ConfigError, match="mobilenet_cifar has no block 1"):
+        _trainer(data, _cfg(algorithm="fedbabu_conv1", model="mobilenet_cifar"))
+    with pytest.raises(ConfigError, match="local_part='conv5'"):
+        Algorithm("fedbabu_conv5", "conv5", "conv5")
 
 
 # ------------------------------------------------------------------ 4. one client = centralised SGD

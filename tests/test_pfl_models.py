@@ -16,7 +16,7 @@ from torch import nn
 from benchmark.errors import ConfigError, UnknownNameError
 from benchmark.pfl.algorithms import get_algorithm
 from benchmark.pfl.models import build_model, list_pfl_models, pfl_model_info
-from benchmark.pfl.parts import is_head
+from benchmark.pfl.parts import conv_block, is_head
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -199,3 +199,13 @@ def test_resnet_parameter_counts_are_the_reference(name, count10, count100):
     assert _count(build_model(name, 10)) == count10
     net = build_model(name, 100)
     assert _count(net) == count100 == count10 + 90 * (net.linear.in_features + 1)
+
+
+def test_the_conv_blocks_of_fedbabu_app_f3_are_the_convnets_conv_and_batchnorm_pairs():
+    """benchmark.pfl.parts numbers the 4convNet's body entries by block (conv + its BN); a change of the
+    ConvNet's module layout must change CONVNET_BLOCK_MODULES with it."""
+    net = build_model("4convnet", 10)
+    got = [(type(m).__name__, conv_block(f"body.{i}.weight")) for i, m in enumerate(net.body)
+           if isinstance(m, (nn.Conv2d, nn.BatchNorm2d))]  # fmt: skip
+    assert got == [(kind, b) for b in range(1, 5) for kind in ("Conv2d", "BatchNorm2d")]
+    assert conv_block("linear.weight") is None

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmark.errors import ConfigError
 from benchmark.jobs import job_from_dict, job_to_dict
 from benchmark.runners import get_runner
 from benchmark.runners.pfl import PFLEvalJob, PFLTrainJob
@@ -77,6 +78,27 @@ def test_every_fedbabu_table_plans_or_says_why(cfg):
             if p.status != "planned":
                 reasons[p.reason.split(" (")[0][:60]] += 1
     assert sum(reasons.values()) < 400  # most of the 1,273 cells plan; the rest name what is missing
+
+
+def test_tables_14_and_15_route_each_local_update_part_to_the_algorithm_updating_it(cfg):
+    """fedbabu App. F.3: Conv1 / Conv12 / Conv123 run the fedbabu_conv* algorithms, Conv1234 FedBABU and
+    Conv1234+Linear FedAvg (the same trainings as Tables 12/13); every cell plans."""
+    for t in (14, 15):
+        plans = plan_target(f"fedbabu_table{t}", cfg(device="cuda"))
+        assert {p.status for p in plans} == {"planned"}
+        assert {(p.cell.protocol["local_update_parts"], p.method) for p in plans} == {
+            ("conv1", "fedbabu_conv1"), ("conv12", "fedbabu_conv12"), ("conv123", "fedbabu_conv123"),
+            ("conv1234", "fedbabu"), ("conv1234_linear", "fedavg"),
+        }  # fmt: skip
+
+
+def test_a_spec_routing_a_local_update_part_to_an_algorithm_updating_another_is_one_clear_error(cfg):
+    spec = load_spec("fedbabu_table14")
+    plan = next(p for p in plan_target("fedbabu_table14", cfg(device="cuda"))
+                if p.cell.protocol["local_update_parts"] == "conv1")  # fmt: skip
+    babu_rule = next(r for r in spec.runners if r.when.get("local_update_parts") == "conv1234")
+    with pytest.raises(ConfigError, match=r"cell s-10/.*conv1 is routed to 'fedbabu', which updates 'body'"):
+        get_runner("pfl").plan(spec, babu_rule, plan, cfg(device="cuda"))
 
 
 def test_emnist_cells_name_the_download_command(cfg):

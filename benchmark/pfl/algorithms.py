@@ -4,7 +4,10 @@ server averages, and the local procedure (registry; one entry per method, each c
 Parts follow the reference's two switches (``main_fed.py``: ``--local_upt_part``, ``--aggr_part``): ``body`` is
 every entry whose name lacks ``linear``, ``head`` the ``linear`` layer, ``full`` both, ``none`` nothing. An entry
 that is not aggregated is **personal**: each client keeps its own copy between the rounds it takes part in (the
-reference's ``net_local_list``); aggregated entries are broadcast to every client after each round.
+reference's ``net_local_list``); aggregated entries are broadcast to every client after each round. fedbabu
+App. F.3's ablation (Tables 14/15) trains and aggregates only the body's first conv blocks (``conv1``,
+``conv12``, ``conv123``: :mod:`benchmark.pfl.parts`); the rest of the body and the head stay at their random
+initialisation.
 
 A part a client does not train gets learning rate 0 (the reference's SGD parameter groups), so FedBABU's head
 stays bit-identical to its random initialisation on every client and on the server.
@@ -14,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchmark.errors import UnknownNameError
-from benchmark.pfl.parts import is_head
+from benchmark.errors import ConfigError, UnknownNameError
+from benchmark.pfl.parts import CONV_PARTS, PARTS, in_part
 from benchmark.pfl.work import BATCH_SIZE, local_passes
 
 
@@ -51,19 +54,33 @@ class Algorithm:
     lr_decay: bool = True
     fine_tune: str = "full"
 
+    def __post_init__(self) -> None:
+        for field in ("local_part", "aggregate_part"):
+            if getattr(self, field) not in PARTS:
+                raise ConfigError(f"algorithm {self.name!r}: {field}={getattr(self, field)!r}",
+                                  f"use one of: {', '.join(PARTS)}")  # fmt: skip
+
+    @property
+    def body_part(self) -> str:
+        """The part of the body a client trains at the round's lr: its conv blocks for a conv part, else the
+        whole body (at lr 0 when :attr:`local_part` is ``head`` or ``none``)."""
+        return self.local_part if self.local_part in CONV_PARTS else "body"
+
+    def trains_body(self) -> bool:
+        return self.local_part in ("body", "full", *CONV_PARTS)
+
+    def trains_head(self) -> bool:
+        return self.local_part in ("head", "full")
+
     def aggregates(self, key: str) -> bool:
-        return _in_part(key, self.aggregate_part)
+        return in_part(key, self.aggregate_part)
 
     def trains(self, key: str) -> bool:
-        return _in_part(key, self.local_part)
+        return in_part(key, self.local_part)
 
     def local_passes(self, n: int, epochs: int, batch_size: int = BATCH_SIZE) -> int:
         """Images a sampled client passes forward and backward in a round (:func:`benchmark.pfl.work.local_passes`)."""
         return local_passes(self.procedure, n, epochs, batch_size)
-
-
-def _in_part(key: str, part: str) -> bool:
-    return part == "full" or (part == "head" and is_head(key)) or (part == "body" and not is_head(key))
 
 
 ALGORITHMS: dict[str, Algorithm] = {
@@ -71,6 +88,12 @@ ALGORITHMS: dict[str, Algorithm] = {
     for a in (
         Algorithm("fedavg", "full", "full", paper="McMahan et al., AISTATS 2017"),
         Algorithm("fedbabu", "body", "body", paper="Oh et al., ICLR 2022 (Algorithm 1)"),
+        # fedbabu App. F.3 (Tables 14/15): "Conv1" / "Conv12" / "Conv123", only those blocks updated locally and
+        # aggregated; Conv1234 is FedBABU and Conv1234+Linear FedAvg (the tables route those cells to them)
+        *(
+            Algorithm(f"fedbabu_{part}", part, part, paper=f"Oh et al., ICLR 2022, App. F.3 ({part} updated)")
+            for part in CONV_PARTS
+        ),
         Algorithm("fedper", "full", "body", paper="Arivazhagan et al., arXiv:1912.00818 (personal head)"),
         # fedbabu App. A.3: "FedAvg models corresponding to the FL settings in Table 3 are used as an
         # initialization. It is then trained about a quarter of FedAvg training with a learning rate of 0.001."

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from benchmark.errors import ConfigError
 from benchmark.federated.images import DeviceImages, epoch_plan
-from benchmark.pfl.parts import is_head
+from benchmark.pfl.parts import in_part, is_head
 from benchmark.pfl.streams import BatchKey, PFLStreams
 
 State = dict[str, torch.Tensor]
@@ -77,7 +77,8 @@ class LocalSGD:
     """One local update's optimiser and batches (the reference's ``LocalUpdate.train`` arguments): ``epochs``
     passes over the client's augmented data in batches of ``batch_size`` drawn from the run's ``streams``, a fresh
     SGD with the body at ``body_lr`` and the head at ``head_lr`` (0: the part is not trained), ``momentum``,
-    ``weight_decay``."""
+    ``weight_decay``. ``body_part`` (:mod:`benchmark.pfl.parts`) is the part of the body at ``body_lr``: the whole
+    ``body``, or fedbabu App. F.3's leading conv blocks (the rest of the body at lr 0)."""
 
     epochs: int
     batch_size: int
@@ -86,6 +87,23 @@ class LocalSGD:
     momentum: float
     weight_decay: float
     streams: PFLStreams
+    body_part: str = "body"
+
+    def lr_of(self, name: str) -> float:
+        """The learning rate of the parameter ``name``."""
+        if is_head(name):
+            return self.head_lr
+        return self.body_lr if in_part(name, self.body_part) else 0.0
+
+    def param_groups(self, model: torch.nn.Module) -> list[dict]:
+        """The SGD parameter groups: the body at ``body_lr``, the head at ``head_lr``, then (a conv part only)
+        the rest of the body at 0 -- the reference's two groups whenever the whole body trains."""
+        named = list(model.named_parameters())
+        body = [p for n, p in named if not is_head(n) and in_part(n, self.body_part)]
+        head = [p for n, p in named if is_head(n)]
+        frozen = [p for n, p in named if not is_head(n) and not in_part(n, self.body_part)]
+        groups = [{"params": body, "lr": self.body_lr}, {"params": head, "lr": self.head_lr}]
+        return groups + ([{"params": frozen, "lr": 0.0}] if frozen else [])
 
 
 def sgd_epochs(
@@ -100,10 +118,7 @@ def sgd_epochs(
     (epoch ``e``'s batches from the stream ``key = (purpose, *keys)`` keyed ``(*keys, e)``), and with ``prox = (mu, anchor)`` FedProx's
     ``mu/2 * ||w - anchor||^2`` over the parameters in ``anchor``. Returns the mean loss."""
     model.train()
-    body = [p for n, p in model.named_parameters() if not is_head(n)]
-    head = [p for n, p in model.named_parameters() if is_head(n)]
-    groups = [{"params": body, "lr": sgd.body_lr}, {"params": head, "lr": sgd.head_lr}]
-    opt = torch.optim.SGD(groups, momentum=sgd.momentum, weight_decay=sgd.weight_decay)
+    opt = torch.optim.SGD(sgd.param_groups(model), momentum=sgd.momentum, weight_decay=sgd.weight_decay)
     anchor = []
     if prox is not None:
         named = dict(model.named_parameters())

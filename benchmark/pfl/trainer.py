@@ -72,6 +72,7 @@ from benchmark.pfl.client_pool import ClientPool
 from benchmark.pfl.local import LocalSGD, State, client_accuracies, clone_state, sgd_epochs, weighted_mean
 from benchmark.pfl.models import build_model, place_model
 from benchmark.pfl.partition import ClientSplit
+from benchmark.pfl.parts import missing_blocks
 from benchmark.pfl.procedures import get_procedure
 from benchmark.pfl.streams import CLIENT_SAMPLING, LOCAL, SCHEMES, PFLStreams, scheme_for
 from benchmark.pfl.vectorised import local_updates_vectorised
@@ -175,10 +176,14 @@ class PFLConfig:
                 lr *= 0.1
         return lr
 
-    def local_sgd(self, body_lr: float, head_lr: float, weight_decay: float | None = None) -> LocalSGD:
-        """The config's local SGD (epochs, batch size, momentum, weight decay unless given, seed) at these lrs."""
+    def local_sgd(
+        self, body_lr: float, head_lr: float, weight_decay: float | None = None, body_part: str = "body"
+    ) -> LocalSGD:
+        """The config's local SGD (epochs, batch size, momentum, weight decay unless given, seed) at these lrs,
+        ``body_lr`` for the ``body_part`` of the body (:class:`~benchmark.pfl.local.LocalSGD`)."""
         wd = self.weight_decay if weight_decay is None else weight_decay
-        return LocalSGD(self.local_epochs, self.batch_size, body_lr, head_lr, self.momentum, wd, self.streams)
+        return LocalSGD(self.local_epochs, self.batch_size, body_lr, head_lr, self.momentum, wd, self.streams,
+                        body_part)  # fmt: skip
 
     @property
     def streams(self) -> PFLStreams:
@@ -303,6 +308,11 @@ class PFLTrainer(RoundTrainer):
         cfg.streams.seed_model_init()
         self.model = build_model(cfg.model, num_classes, bn=cfg.bn, head_init=cfg.head_init)
         self.model = place_model(self.model, self.device, cfg.precision.dtype, cfg.channels_last)
+        absent = missing_blocks(self.algo.local_part, self.model.state_dict())
+        if absent:
+            raise ConfigError(f"algorithm {cfg.algorithm!r} trains the conv blocks {self.algo.local_part} of a "
+                              f"convNet body; {cfg.model} has no block {absent[0]}",
+                              "use 4convnet (fedbabu App. F.3's network) or 3convnet")  # fmt: skip
         if init_state is not None:
             missing = self.model.state_dict().keys() ^ init_state.keys()
             if missing:
@@ -334,9 +344,9 @@ class PFLTrainer(RoundTrainer):
     def local_sgd(self, lr: float) -> LocalSGD:
         """The local SGD of a round at ``lr``: the head at ``lr * head_lr_ratio``, 0 for a part the algorithm
         does not train."""
-        body = lr if self.algo.local_part in ("body", "full") else 0.0
-        head = lr * self.cfg.head_lr_ratio if self.algo.local_part in ("head", "full") else 0.0
-        return self.cfg.local_sgd(body, head)
+        body = lr if self.algo.trains_body() else 0.0
+        head = lr * self.cfg.head_lr_ratio if self.algo.trains_head() else 0.0
+        return self.cfg.local_sgd(body, head, body_part=self.algo.body_part)
 
     def prox(self) -> tuple[float, State] | None:
         """FedProx's ``(mu, anchor)``: the broadcast entries (None: not proximal)."""

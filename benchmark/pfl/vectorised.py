@@ -64,7 +64,6 @@ from benchmark.federated.vectorised import (
 )
 from benchmark.pfl.local import LocalSGD, State
 from benchmark.pfl.partition import ClientSplit
-from benchmark.pfl.parts import is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import FINE_TUNE, LOCAL, BatchKey, PFLStreams
 
@@ -144,7 +143,7 @@ def lockstep_sgd(
     names = [k for k, _ in model.named_parameters()]
     if n == 0:  # sgd_epochs: no batch, the state unchanged, a nan loss
         return [{k: s[k].detach().clone() for k in names} for s in starts], [float("nan")] * c
-    lr_of = {k: sgd.head_lr if is_head(k) else sgd.body_lr for k in names}
+    lr_of = {k: sgd.lr_of(k) for k in names}
     trained = [k for k in names if lr_of[k] != 0.0]
     shared, stacked = split_shared([k for k in names if k not in trained], starts)
     anchor = {k: prox[1][k].detach() for k in names if k in prox[1]} if prox is not None else {}

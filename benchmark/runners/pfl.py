@@ -320,14 +320,34 @@ def chosen_algorithm(algorithm: str, config: Mapping[str, Any]) -> str:
 
 #: Cell protocol keys this runner does not implement yet, and why (the cell is NOT RUN with the reason).
 UNSUPPORTED = {
-    "local_update_parts": "training only some body layers (fedbabu App. Tables 14/15 ablation) is not implemented",
     "test_distribution": "the ID/OOD test sets of fedbabu Table 20 are not implemented",
 }
+#: fedbabu Tables 14/15's ``local_update_parts`` and the part (:mod:`benchmark.pfl.parts`) that the algorithm a
+#: cell runs must update locally: the leading conv blocks (the ``fedbabu_conv*`` algorithms), all four (FedBABU's
+#: body) or all four and the linear head (FedAvg's full network).
+LOCAL_UPDATE_PARTS = {
+    "conv1": "conv1", "conv12": "conv12", "conv123": "conv123", "conv1234": "body", "conv1234_linear": "full",
+}  # fmt: skip
 
 #: Epochs of Local-only training: the reference's scripts/run_local.sh (``--epochs 160``; CIFAR-100 only).
 LOCAL_ONLY_EPOCHS = 160
-#: Values of those keys that are plain FedBABU / FedAvg (Tables 14/15: all four convs = FedBABU, + linear = FedAvg).
-SUPPORTED_VALUES = {("local_update_parts", "conv1234"), ("local_update_parts", "conv1234_linear")}
+
+
+def check_local_update_parts(proto: Mapping[str, Any], algorithm: str, where: str) -> None:
+    """A cell stating ``local_update_parts`` (fedbabu Tables 14/15) must be routed to an algorithm that updates
+    exactly those parts: one clear error naming the spec otherwise, never a table filled by another ablation."""
+    parts = proto.get("local_update_parts")
+    if parts in (None, "none"):
+        return
+    if parts not in LOCAL_UPDATE_PARTS:
+        raise ConfigError(f"{where}: local_update_parts={parts!r}", f"use one of: {', '.join(LOCAL_UPDATE_PARTS)}")
+    trains = get_algorithm(algorithm).local_part
+    if trains != LOCAL_UPDATE_PARTS[parts]:
+        fit = [a.name for a in ALGORITHMS.values() if a.local_part == LOCAL_UPDATE_PARTS[parts]]
+        raise ConfigError(
+            f"{where}: a cell updating {parts} is routed to {algorithm!r}, which updates {trains!r}",
+            f"route it to one of {fit} (a `when: {{local_update_parts: {parts}}}` rule before the general one)",
+        )
 
 
 def _num(value: Any) -> str:
@@ -339,7 +359,7 @@ def cell_jobs(proto: Mapping[str, Any], algorithm: str, model: str, dataset: str
     """The jobs of one fedbabu cell (one per seed), or ``((), reason)``."""
     for key, why in UNSUPPORTED.items():
         value = proto.get(key)
-        if value not in (None, "none") and (key, value) not in SUPPORTED_VALUES:
+        if value not in (None, "none"):
             return (), _not_implemented(f"{key}={value!r}", f"{why} ({key}={value!r})")
     if dataset == "emnist":
         return (), NotRunReason(
@@ -529,6 +549,7 @@ class PFLRunner(Runner):
         if missing:
             plan.not_run = missing
             return plan
+        check_local_update_parts(proto, algorithm, f"{spec.target} cell {plan.cell.id}")
         jobs, why = cell_jobs(proto, algorithm, plan.model, plan.dataset, spec.seeds, config)
         if why:
             plan.not_run = why
