@@ -172,6 +172,7 @@ def test_a_conv_part_trains_and_averages_only_its_blocks_and_leaves_the_rest_at_
     assert part and all(k.startswith("body.") for k in part)
     rows = [t.train_round(r, np.array([r, r + 2]), 0.1) for r in range(2)]
     assert set(t.broadcast) == part
+    assert all(p.requires_grad for p in t.model.parameters())  # the frozen blocks' gradients were off in SGD only
     assert [row.uplink_floats for row in rows] == [2 * sum(t.init_state[k].numel() for k in part)] * 2
     assert all(not torch.equal(t.broadcast[k], t.init_state[k]) for k in part)
     for i in range(cfg.clients):
