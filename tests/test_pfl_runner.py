@@ -97,8 +97,9 @@ def test_a_spec_routing_a_local_update_part_to_an_algorithm_updating_another_is_
     plan = next(p for p in plan_target("fedbabu_table14", cfg(device="cuda"))
                 if p.cell.protocol["local_update_parts"] == "conv1")  # fmt: skip
     babu_rule = next(r for r in spec.runners if r.when.get("local_update_parts") == "conv1234")
-    with pytest.raises(ConfigError, match=r"cell s-10/.*conv1 is routed to 'fedbabu', which updates 'body'"):
-        get_runner("pfl").plan(spec, babu_rule, plan, cfg(device="cuda"))
+    for config in (cfg(device="cuda"), cfg()):  # also where the cell would be NOT RUN (no training here)
+        with pytest.raises(ConfigError, match=r"cell s-10/.*conv1 is routed to 'fedbabu', which updates 'body'"):
+            get_runner("pfl").plan(spec, babu_rule, plan, config)
 
 
 def test_emnist_cells_name_the_download_command(cfg):

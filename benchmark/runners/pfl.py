@@ -545,11 +545,11 @@ class PFLRunner(Runner):
             plan.not_run = _not_implemented(f"algorithm {algorithm!r}",
                                             f"algorithm {algorithm!r} is not implemented in benchmark/pfl/algorithms.py")  # fmt: skip
             return plan
+        check_local_update_parts(proto, algorithm, f"{spec.target} cell {plan.cell.id}")  # before any NOT RUN
         missing = dataset_blocker(plan.dataset, config.get("data_root"))
         if missing:
             plan.not_run = missing
             return plan
-        check_local_update_parts(proto, algorithm, f"{spec.target} cell {plan.cell.id}")
         jobs, why = cell_jobs(proto, algorithm, plan.model, plan.dataset, spec.seeds, config)
         if why:
             plan.not_run = why
