@@ -90,24 +90,27 @@ class LocalSGD:
     streams: PFLStreams
     body_part: str = "body"
 
+    def group_of(self, name: str) -> str:
+        """``head``, ``body`` (in ``body_part``, at ``body_lr``) or ``frozen`` (the rest of the body)."""
+        if is_head(name):
+            return "head"
+        return "body" if in_part(name, self.body_part) else "frozen"
+
     def lr_of(self, name: str) -> float:
         """The learning rate of the parameter ``name``."""
-        if is_head(name):
-            return self.head_lr
-        return self.body_lr if in_part(name, self.body_part) else 0.0
+        return {"head": self.head_lr, "body": self.body_lr, "frozen": 0.0}[self.group_of(name)]
 
     def param_groups(self, model: torch.nn.Module) -> list[dict]:
         """The SGD parameter groups: the body's ``body_part`` at ``body_lr`` and the head at ``head_lr`` (the
         reference's two groups; the whole body unless a conv part is named)."""
-        named = list(model.named_parameters())
-        body = [p for n, p in named if not is_head(n) and in_part(n, self.body_part)]
-        head = [p for n, p in named if is_head(n)]
-        return [{"params": body, "lr": self.body_lr}, {"params": head, "lr": self.head_lr}]
+        return [{"params": self.params(model, group), "lr": lr}
+                for group, lr in (("body", self.body_lr), ("head", self.head_lr))]  # fmt: skip
 
-    def frozen(self, model: torch.nn.Module) -> list[torch.nn.Parameter]:
-        """The body's parameters outside ``body_part`` (a conv part only): never updated, so no gradient is
-        computed for them (:func:`sgd_epochs`; a quarter less work per step for ``conv1``)."""
-        return [p for n, p in model.named_parameters() if not is_head(n) and not in_part(n, self.body_part)]
+    def params(self, model: torch.nn.Module, group: str) -> list[torch.nn.Parameter]:
+        """The parameters of ``model`` in ``group`` (:meth:`group_of`), in the model's order. The ``frozen``
+        ones (a conv part only) are never updated, so :func:`sgd_epochs` computes no gradient for them (a
+        quarter less work per step for ``conv1``)."""
+        return [p for n, p in model.named_parameters() if self.group_of(n) == group]
 
 
 @contextmanager
@@ -134,7 +137,7 @@ def sgd_epochs(
     """The reference's ``LocalUpdate.train``: ``sgd`` with body / head groups over the client's images ``idx``
     (epoch ``e``'s batches from the stream ``key = (purpose, *keys)`` keyed ``(*keys, e)``), and with ``prox = (mu, anchor)`` FedProx's
     ``mu/2 * ||w - anchor||^2`` over the parameters in ``anchor``. Returns the mean loss."""
-    with without_gradients(sgd.frozen(model)):
+    with without_gradients(sgd.params(model, "frozen")):
         return _sgd_epochs(model, data, idx, sgd, key, prox)
 
 

@@ -25,6 +25,7 @@ from benchmark.io import read_verified_json
 from benchmark.jobs import Job, checkpoint_for, job_closure, register_job
 from benchmark.paths import cache_dir
 from benchmark.pfl.algorithms import ALGORITHMS, get_algorithm
+from benchmark.pfl.parts import CONV_PARTS
 from benchmark.reasons import NotRunReason, ReasonKind, needs_training, not_implemented_method
 from benchmark.runners import CellResult, Runner, register_runner
 from benchmark.runners.fl_train import training_allowed
@@ -325,9 +326,7 @@ UNSUPPORTED = {
 #: fedbabu Tables 14/15's ``local_update_parts`` and the part (:mod:`benchmark.pfl.parts`) that the algorithm a
 #: cell runs must update locally: the leading conv blocks (the ``fedbabu_conv*`` algorithms), all four (FedBABU's
 #: body) or all four and the linear head (FedAvg's full network).
-LOCAL_UPDATE_PARTS = {
-    "conv1": "conv1", "conv12": "conv12", "conv123": "conv123", "conv1234": "body", "conv1234_linear": "full",
-}  # fmt: skip
+LOCAL_UPDATE_PARTS = {**{part: part for part in CONV_PARTS}, "conv1234": "body", "conv1234_linear": "full"}
 
 #: Epochs of Local-only training: the reference's scripts/run_local.sh (``--epochs 160``; CIFAR-100 only).
 LOCAL_ONLY_EPOCHS = 160
