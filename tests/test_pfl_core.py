@@ -29,7 +29,7 @@ from benchmark.pfl.partition import ClientSplit, DirichletPartitioner
 from benchmark.pfl.parts import conv_block, is_head
 from benchmark.pfl.personalise import FineTune, personalise
 from benchmark.pfl.streams import FINE_TUNE, LOCAL
-from benchmark.pfl.trainer import PFLConfig, PFLTrainer
+from benchmark.pfl.trainer import PFLConfig, PFLTrainer, unpack_personal
 from tests.round_faults import Interrupted, interrupt_at
 
 pytestmark = [pytest.mark.realdata, pytest.mark.usefixtures("one_torch_thread")]
@@ -461,6 +461,43 @@ def test_a_resumed_run_equals_an_uninterrupted_one(data, tmp_path):
     assert np.array_equal(got.client_accuracy, want.client_accuracy)
     assert _equal(got.selected_state, want.selected_state)
     assert all(_equal(got.selected_personal[i], want.selected_personal[i]) for i in want.selected_personal)
+
+
+@pytest.mark.parametrize("algorithm", ["fedbabu_conv1", "fedper"])
+def test_a_checkpoint_keeps_only_the_personal_entries_a_client_changed(data, tmp_path, algorithm):
+    """fedbabu_conv1 leaves blocks 2-4 and the head of every client at the initial model: its checkpoint stores
+    none of them (they were 22.6 MiB at f = 0.1, over the ledger's parking limit), FedPer's stores the trained
+    heads; a run resumed from it ends as the uninterrupted one, and a checkpoint in the former form (every
+    personal entry in full) resumes to the same end."""
+    from benchmark.federated.checkpoint import load_checkpoint, save_checkpoint
+
+    cfg = _cfg(algorithm=algorithm, clients=3, participation=0.67, rounds=3)
+    whole = _trainer(data, cfg)
+    whole.run()
+    ckpt = tmp_path / "run.ckpt"
+    broken = _trainer(data, cfg)
+    interrupt_at(broken, 1)
+    with pytest.raises(Interrupted):
+        broken.run(checkpoint=ckpt, checkpoint_every=1)
+    payload = load_checkpoint(ckpt, broken.round_plan().identity)
+    packed = payload["trainer"]["personal"]
+    full = unpack_personal(packed, broken.init_state)
+    stored = {k for p in packed.values() for k in p["changed"]}
+    kept = {k for s in full.values() for k in s}
+    assert kept == {k for k in broken.init_state if not broken.algo.aggregates(k)} and len(full) == 2
+    if algorithm == "fedbabu_conv1":
+        assert not stored  # everything a client trains (conv1) is aggregated
+    else:
+        assert stored == {k for k in broken.init_state if is_head(k)}  # FedPer's trained heads
+
+    old = tmp_path / "old.ckpt"  # the former form: every personal entry in full
+    payload["trainer"]["personal"] = {str(i): s for i, s in full.items()}
+    save_checkpoint(old, {k: v for k, v in payload.items() if k not in ("format", "version")})
+    for path in (ckpt, old):
+        resumed = _trainer(data, cfg)
+        resumed.run(checkpoint=path, checkpoint_every=1)
+        assert _equal(resumed.broadcast, whole.broadcast) and resumed.personal.keys() == whole.personal.keys()
+        assert all(_equal(resumed.personal[i], whole.personal[i]) for i in whole.personal)
 
 
 def test_round_costs_are_counted_in_the_round(data):
