@@ -46,8 +46,8 @@ Checkpoints are the loop's (:mod:`benchmark.federated.checkpoint`): :meth:`PFLTr
 broadcast and personal entries, the best state so far and the evaluated accuracies; a resumed run continues
 bit-identically (all randomness is keyed by round and client, the optimiser restarts every round). A client's
 personal entries are stored only where they differ from the initial model (:func:`pack_personal`): the entries
-an algorithm never trains (FedBABU's head; the frozen blocks and head of ``fedbabu_conv1``, which every drawn
-client would otherwise store once, 22.6 MiB at f = 0.1) are the initial model's, rebuilt from it on resume.
+an algorithm never trains (FedBABU's head; the frozen blocks and head of the conv-block ablation, which every drawn
+client would otherwise store once, 14 to 27 MiB at f = 0.1) are the initial model's, rebuilt from it on resume.
 """
 
 from __future__ import annotations
